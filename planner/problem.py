@@ -1,0 +1,472 @@
+"""The one representation of a memory-planning problem and its solution.
+
+Every source (ExecuTorch programs, MiniMalloc CSV, generators) produces a
+`Problem`; every solver returns a `Plan`; plots, sweeps and CSV interop read
+them. Lifetimes are half-open `[start, end)` everywhere in here: two buffers
+conflict only if their lifetimes intersect under that reading. Conversion from
+other conventions happens at the edges (extraction, file readers).
+
+This module imports nothing heavy (no torch), so pure solvers can use it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Iterable, Mapping
+
+from sortedcontainers import SortedList
+
+
+class ProblemError(ValueError):
+    """A problem is malformed; the message names the buffer or constraint."""
+
+
+class InfeasibleError(ProblemError):
+    """No plan fits the requested capacity.
+
+    `buffers` names the buffers that could not be placed, when the solver can tell.
+    """
+
+    def __init__(self, message: str, buffers: Iterable[str] = ()) -> None:
+        super().__init__(message)
+        self.buffers = tuple(buffers)
+
+
+class UnsupportedProblemError(ProblemError):
+    """A solver was asked to honour a constraint it cannot honour."""
+
+
+class BufferKind(str, Enum):
+    """What a buffer is in its program; drives colours in plots and reports."""
+
+    ACTIVATION = "activation"
+    GRAPH_INPUT = "graph_input"
+    GRAPH_OUTPUT = "graph_output"
+    MUTABLE_STATE = "mutable_state"
+    SUBMODULE = "submodule"  # space reserved for a control-flow submodule
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One block of bytes that lives over `[start, end)` and needs an offset.
+
+    `offset` pins the buffer (a fixed, pre-assigned offset); `pool` is the
+    memory arena it goes into (ExecuTorch's `mem_id`); `alignment` means the
+    offset must be a multiple of it.
+    """
+
+    id: str
+    start: int
+    end: int
+    size: int
+    alignment: int = 1
+    offset: int | None = None
+    pool: int = 0
+    kind: BufferKind = BufferKind.ACTIVATION
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ProblemError(f"buffer id must be a non-empty string, got {self.id!r}")
+        if self.size <= 0:
+            raise ProblemError(f"buffer {self.id!r}: size must be positive, got {self.size}")
+        if self.end <= self.start:
+            raise ProblemError(
+                f"buffer {self.id!r}: lifetime [start={self.start}, end={self.end}) is empty"
+                " (end must be greater than start; lifetimes are half-open)"
+            )
+        if self.alignment < 1:
+            raise ProblemError(f"buffer {self.id!r}: alignment must be >= 1, got {self.alignment}")
+        if self.offset is not None:
+            if self.offset < 0:
+                raise ProblemError(f"buffer {self.id!r}: fixed offset {self.offset} is negative")
+            if self.offset % self.alignment:
+                raise ProblemError(
+                    f"buffer {self.id!r}: fixed offset {self.offset} is not a multiple of"
+                    f" its alignment {self.alignment}"
+                )
+        if not isinstance(self.kind, BufferKind):
+            object.__setattr__(self, "kind", BufferKind(self.kind))
+
+    def lives_with(self, other: Buffer) -> bool:
+        """True if the two half-open lifetimes intersect."""
+        return self.start < other.end and other.start < self.end
+
+
+@dataclass(frozen=True)
+class ContiguousGroup:
+    """Members placed at fixed byte offsets inside a parent buffer.
+
+    Used for cat fusion (inputs back to back inside the output) and aliases
+    (a view inside its base). The parent's bytes and lifetime must cover every
+    member, so the group occupies exactly the parent's rectangle.
+    """
+
+    parent: str
+    members: tuple[tuple[str, int], ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "members", tuple((m, int(o)) for m, o in self.members))
+
+
+@dataclass(frozen=True)
+class SameOffset:
+    """Buffers that must share one offset (e.g. one state tensor seen by several methods)."""
+
+    buffers: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "buffers", tuple(self.buffers))
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Buffers plus constraints. `capacity` bounds every pool's arena, if set."""
+
+    buffers: tuple[Buffer, ...]
+    groups: tuple[ContiguousGroup, ...] = ()
+    same_offsets: tuple[SameOffset, ...] = ()
+    capacity: int | None = None
+    name: str = ""
+    _by_id: dict[str, Buffer] = field(init=False, repr=False, compare=False)
+    _parent_of: dict[str, tuple[str, int]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "buffers", tuple(self.buffers))
+        object.__setattr__(self, "groups", tuple(self.groups))
+        object.__setattr__(self, "same_offsets", tuple(self.same_offsets))
+        by_id: dict[str, Buffer] = {}
+        for buf in self.buffers:
+            if buf.id in by_id:
+                raise ProblemError(f"buffer id {buf.id!r} appears twice")
+            by_id[buf.id] = buf
+        object.__setattr__(self, "_by_id", by_id)
+        if self.capacity is not None and self.capacity <= 0:
+            raise ProblemError(f"capacity must be positive, got {self.capacity}")
+        object.__setattr__(self, "_parent_of", self._check_groups())
+        self._check_same_offsets()
+
+    # -- lookups -----------------------------------------------------------
+    def buffer(self, buffer_id: str) -> Buffer:
+        try:
+            return self._by_id[buffer_id]
+        except KeyError:
+            raise ProblemError(f"unknown buffer {buffer_id!r}") from None
+
+    def __contains__(self, buffer_id: object) -> bool:
+        return buffer_id in self._by_id
+
+    def parent_of(self, buffer_id: str) -> tuple[str, int] | None:
+        """(parent id, byte offset inside it) if the buffer is a group member."""
+        return self._parent_of.get(buffer_id)
+
+    def root_of(self, buffer_id: str) -> tuple[str, int]:
+        """The outermost enclosing buffer and this buffer's byte offset inside it."""
+        rel = 0
+        while (link := self._parent_of.get(buffer_id)) is not None:
+            buffer_id, step = link
+            rel += step
+        return buffer_id, rel
+
+    def roots(self) -> list[Buffer]:
+        """Buffers that are no group's member: the rectangles a solver places."""
+        return [b for b in self.buffers if b.id not in self._parent_of]
+
+    @property
+    def pools(self) -> list[int]:
+        return sorted({b.pool for b in self.buffers})
+
+    # -- checks ----------------------------------------------------------------
+    def _check_groups(self) -> dict[str, tuple[str, int]]:
+        parent_of: dict[str, tuple[str, int]] = {}
+        for group in self.groups:
+            parent = self._known(group.parent, "contiguous group parent")
+            if not group.members:
+                raise ProblemError(f"contiguous group of {parent.id!r} has no members")
+            for member_id, rel in group.members:
+                member = self._known(member_id, f"member of the group of {parent.id!r}")
+                where = f"group member {member.id!r} inside {parent.id!r}"
+                if member.id == parent.id:
+                    raise ProblemError(f"{where}: a buffer cannot be its own member")
+                if member.id in parent_of:
+                    raise ProblemError(
+                        f"{where}: already a member of the group of {parent_of[member.id][0]!r}"
+                    )
+                if rel < 0 or rel + member.size > parent.size:
+                    raise ProblemError(
+                        f"{where}: bytes [{rel}, {rel + member.size}) do not fit in the"
+                        f" parent's {parent.size} bytes"
+                    )
+                if member.start < parent.start or member.end > parent.end:
+                    raise ProblemError(
+                        f"{where}: lifetime [{member.start}, {member.end}) is not inside the"
+                        f" parent's [{parent.start}, {parent.end}); extend the parent's lifetime"
+                    )
+                if member.pool != parent.pool:
+                    raise ProblemError(f"{where}: pool {member.pool} differs from the parent's {parent.pool}")
+                if rel % member.alignment:
+                    raise ProblemError(
+                        f"{where}: offset {rel} inside the parent breaks the member's alignment"
+                        f" {member.alignment}"
+                    )
+                parent_of[member.id] = (parent.id, rel)
+        for start in parent_of:  # reject cycles
+            seen = {start}
+            node = start
+            while node in parent_of:
+                node = parent_of[node][0]
+                if node in seen:
+                    raise ProblemError(f"contiguous groups form a cycle through {node!r}")
+                seen.add(node)
+        return parent_of
+
+    def _check_same_offsets(self) -> None:
+        for sset in self.same_offsets:
+            if len(sset.buffers) < 2:
+                raise ProblemError(f"same-offset set {sset.buffers} needs at least two buffers")
+            members = [self._known(b, "same-offset set member") for b in sset.buffers]
+            for buf in members:
+                if buf.id in self._parent_of:
+                    raise ProblemError(
+                        f"same-offset set {sset.buffers}: {buf.id!r} is a group member; put its"
+                        " group's parent in the set instead"
+                    )
+            fixed = {b.offset for b in members if b.offset is not None}
+            if len(fixed) > 1:
+                raise ProblemError(
+                    f"same-offset set {sset.buffers}: members have different fixed offsets {sorted(fixed)}"
+                )
+            for i, a in enumerate(members):
+                for b in members[i + 1 :]:
+                    if a.pool == b.pool and a.lives_with(b):
+                        raise ProblemError(
+                            f"same-offset set {sset.buffers}: {a.id!r} and {b.id!r} are live at the"
+                            f" same time in pool {a.pool}, so they cannot share an offset"
+                        )
+
+    def _known(self, buffer_id: str, role: str) -> Buffer:
+        if buffer_id not in self._by_id:
+            raise ProblemError(f"{role} {buffer_id!r} is not a buffer of this problem")
+        return self._by_id[buffer_id]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Offsets for every buffer and the arena each pool needs.
+
+    `proven_optimal` is True only when the solver proved no smaller arena
+    exists (for a capacity/decision run: that the plan is feasible and minimal
+    is not claimed). `lower_bound` is the bound it was compared against.
+    """
+
+    offsets: Mapping[str, int]
+    arena_sizes: Mapping[int, int]
+    solver: str
+    seconds: float = 0.0
+    proven_optimal: bool = False
+    lower_bound: int = 0
+    status: str = ""
+
+    @property
+    def arena_size(self) -> int:
+        """Bytes over all pools together."""
+        return sum(self.arena_sizes.values())
+
+
+def arena_sizes_of(problem: Problem, offsets: Mapping[str, int]) -> dict[int, int]:
+    """The bytes each pool needs for these offsets: its highest end address."""
+    sizes: dict[int, int] = {pool: 0 for pool in problem.pools}
+    for buf in problem.buffers:
+        sizes[buf.pool] = max(sizes[buf.pool], offsets[buf.id] + buf.size)
+    return sizes
+
+
+# -- lower bound ---------------------------------------------------------------
+
+
+def lower_bounds(problem: Problem) -> dict[int, int]:
+    """Per pool: the most bytes live at one moment (a group counted once).
+
+    Also at least the end of every fixed buffer. A sweep over start/end events:
+    O(n log n).
+    """
+    events: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    bounds: dict[int, int] = {pool: 0 for pool in problem.pools}
+    for buf in problem.roots():
+        events[buf.pool].append((buf.start, buf.size))
+        events[buf.pool].append((buf.end, -buf.size))
+        if buf.offset is not None:
+            bounds[buf.pool] = max(bounds[buf.pool], buf.offset + buf.size)
+    for pool, pool_events in events.items():
+        live = peak = 0
+        # Half-open lifetimes: at equal times, ends (negative) come before starts.
+        for _, delta in sorted(pool_events):
+            live += delta
+            peak = max(peak, live)
+        bounds[pool] = max(bounds[pool], peak)
+    return bounds
+
+
+def lower_bound(problem: Problem) -> int:
+    """The most bytes live at any one moment, summed over pools."""
+    return sum(lower_bounds(problem).values())
+
+
+# -- validation ----------------------------------------------------------------
+
+
+class ViolationKind(str, Enum):
+    MISSING_OFFSET = "missing_offset"
+    UNKNOWN_BUFFER = "unknown_buffer"
+    NEGATIVE_OFFSET = "negative_offset"
+    MISALIGNED = "misaligned"
+    FIXED_OFFSET_MOVED = "fixed_offset_moved"
+    GROUP_BROKEN = "group_broken"
+    SAME_OFFSET_BROKEN = "same_offset_broken"
+    OVERLAP = "overlap"
+    WRONG_ARENA_SIZE = "wrong_arena_size"
+    OVER_CAPACITY = "over_capacity"
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: ViolationKind
+    buffers: tuple[str, ...]
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.message}"
+
+
+def validate(problem: Problem, plan: Plan) -> list[Violation]:
+    """Every way `plan` breaks `problem`; empty when the plan is valid.
+
+    Independent of every solver. Overlaps are found by a sweep over time that
+    keeps the live rectangles ordered by offset, so only neighbours are
+    compared: O(n log n), not all pairs.
+    """
+    found: list[Violation] = []
+
+    def add(kind: ViolationKind, buffers: Iterable[str], message: str) -> None:
+        found.append(Violation(kind, tuple(buffers), message))
+
+    offsets = plan.offsets
+    for buffer_id in offsets:
+        if buffer_id not in problem:
+            add(ViolationKind.UNKNOWN_BUFFER, [buffer_id], f"plan places {buffer_id!r}, which the problem does not have")
+    missing = [b.id for b in problem.buffers if b.id not in offsets]
+    for buffer_id in missing:
+        add(ViolationKind.MISSING_OFFSET, [buffer_id], f"{buffer_id!r} has no offset")
+    if missing:
+        return found
+
+    for buf in problem.buffers:
+        off = offsets[buf.id]
+        if off < 0:
+            add(ViolationKind.NEGATIVE_OFFSET, [buf.id], f"{buf.id!r} is at negative offset {off}")
+        if off % buf.alignment:
+            add(ViolationKind.MISALIGNED, [buf.id], f"{buf.id!r} at {off} is not a multiple of {buf.alignment}")
+        if buf.offset is not None and off != buf.offset:
+            add(ViolationKind.FIXED_OFFSET_MOVED, [buf.id], f"{buf.id!r} is fixed at {buf.offset} but placed at {off}")
+
+    for group in problem.groups:
+        for member, rel in group.members:
+            want = offsets[group.parent] + rel
+            if offsets[member] != want:
+                add(
+                    ViolationKind.GROUP_BROKEN,
+                    [group.parent, member],
+                    f"{member!r} must sit {rel} bytes into {group.parent!r} (at {want}) but is at {offsets[member]}",
+                )
+
+    for sset in problem.same_offsets:
+        placed = {offsets[b] for b in sset.buffers}
+        if len(placed) > 1:
+            add(
+                ViolationKind.SAME_OFFSET_BROKEN,
+                sset.buffers,
+                f"buffers {list(sset.buffers)} must share one offset but are at {sorted(placed)}",
+            )
+
+    found.extend(_overlaps(problem, offsets))
+
+    used = arena_sizes_of(problem, offsets)
+    for pool, need in used.items():
+        have = plan.arena_sizes.get(pool)
+        if have is None or have < need:
+            add(
+                ViolationKind.WRONG_ARENA_SIZE,
+                [],
+                f"pool {pool} needs {need} bytes but the plan declares {have}",
+            )
+        if problem.capacity is not None and need > problem.capacity:
+            top = [b.id for b in problem.buffers if b.pool == pool and offsets[b.id] + b.size > problem.capacity]
+            add(
+                ViolationKind.OVER_CAPACITY,
+                top,
+                f"pool {pool} needs {need} bytes, over the capacity {problem.capacity}",
+            )
+    return found
+
+
+def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
+    """Pairs of group roots that share bytes while both live, per pool.
+
+    Group members sit inside their root (checked by the group constraint), so
+    comparing roots covers every pair across groups.
+    """
+    found: list[Violation] = []
+    by_pool: dict[int, list[Buffer]] = defaultdict(list)
+    for buf in problem.roots():
+        by_pool[buf.pool].append(buf)
+    for pool, bufs in by_pool.items():
+        events = []
+        for i, buf in enumerate(bufs):
+            events.append((buf.start, 1, i))
+            events.append((buf.end, 0, i))
+        events.sort()  # at equal times, ends (0) before starts (1): half-open
+        live: SortedList = SortedList()  # (offset, end address, index)
+        for _, is_start, i in events:
+            buf = bufs[i]
+            lo = offsets[buf.id]
+            item = (lo, lo + buf.size, i)
+            if not is_start:
+                live.discard(item)
+                continue
+            pos = live.bisect_left(item)
+            for j in (pos - 1, pos):
+                if 0 <= j < len(live):
+                    other_lo, other_hi, k = live[j]
+                    if other_lo < lo + buf.size and lo < other_hi:
+                        other = bufs[k]
+                        found.append(
+                            Violation(
+                                ViolationKind.OVERLAP,
+                                (other.id, buf.id),
+                                f"{other.id!r} [{other_lo}, {other_hi}) and {buf.id!r} [{lo}, {lo + buf.size})"
+                                f" share bytes while both live in pool {pool}",
+                            )
+                        )
+            live.add(item)
+    return found
+
+
+def check_plan(problem: Problem, plan: Plan) -> None:
+    """Raise `ProblemError` listing the violations if `plan` is not valid."""
+    violations = validate(problem, plan)
+    if violations:
+        shown = "\n  ".join(str(v) for v in violations[:20])
+        more = f"\n  ... and {len(violations) - 20} more" if len(violations) > 20 else ""
+        raise ProblemError(f"plan from {plan.solver!r} is invalid:\n  {shown}{more}")
+
+
+def common_divisor(values: Iterable[int]) -> int:
+    """The greatest common divisor of the values (1 if none)."""
+    g = 0
+    for v in values:
+        g = math.gcd(g, v)
+    return g or 1

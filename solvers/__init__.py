@@ -1,0 +1,76 @@
+"""Solvers chosen by name: a `Problem` in, a validated `Plan` out. No torch here.
+
+Each solver is a function `solve_x(problem, *, time_limit_s, **options) -> Plan`
+registered under a name. Modules are imported on first use, so asking for
+`bestfit` never imports OR-Tools or PuLP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+from typing import Any, Callable
+
+from planner.problem import InfeasibleError, Plan, Problem, ProblemError, check_plan
+
+# name -> "module:function"; the order is the order `available()` lists them in.
+_REGISTRY: dict[str, str] = {
+    "greedy": "solvers.greedy:solve_greedy",
+    "bestfit": "solvers.bestfit:solve_bestfit",
+    "cpsat": "solvers.cpsat:solve_cpsat",
+    "milp": "solvers.milp:solve_milp",
+}
+
+
+class UnknownSolverError(ProblemError):
+    """The solver name is not registered."""
+
+
+def available() -> list[str]:
+    """Names accepted by `solve`."""
+    return list(_REGISTRY)
+
+
+def get_solver(name: str) -> Callable[..., Plan]:
+    """The solve function registered under `name`."""
+    try:
+        target = _REGISTRY[name]
+    except KeyError:
+        raise UnknownSolverError(
+            f"unknown solver {name!r}; choose one of: {', '.join(available())}"
+        ) from None
+    module_name, func_name = target.split(":")
+    return getattr(importlib.import_module(module_name), func_name)
+
+
+def solve(
+    problem: Problem,
+    solver: str = "bestfit",
+    time_limit_s: float | None = None,
+    capacity: int | None = None,
+    **options: Any,
+) -> Plan:
+    """Plan `problem` with the named solver and return a plan that passes `validate`.
+
+    `capacity` (bytes per pool) turns the run into a decision problem: the plan
+    must fit, or `InfeasibleError` is raised.
+    """
+    fn = get_solver(solver)
+    if capacity is not None:
+        problem = dataclasses.replace(problem, capacity=capacity)
+    plan = fn(problem, time_limit_s=time_limit_s, **options)
+    if problem.capacity is not None:
+        over = {p: s for p, s in plan.arena_sizes.items() if s > problem.capacity}
+        if over:
+            top = sorted(
+                b.id for b in problem.buffers
+                if b.pool in over and plan.offsets[b.id] + b.size > problem.capacity
+            )
+            raise InfeasibleError(
+                f"{solver}: no plan within capacity {problem.capacity} found (best needs"
+                f" {max(over.values())} bytes); buffers above the capacity: {', '.join(top[:10])}"
+                + (" ..." if len(top) > 10 else ""),
+                top,
+            )
+    check_plan(problem, plan)
+    return plan

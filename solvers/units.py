@@ -1,0 +1,162 @@
+"""Placement units: what a solver actually positions.
+
+A contiguous group moves as one rectangle (its outermost parent); a same-offset
+set is several rectangles that move together. Collapsing both here means each
+solver only sees `Unit`s with one offset variable each, and `expand` turns unit
+offsets back into an offset for every buffer.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Mapping, Sequence
+
+from planner.problem import Plan, Problem, ProblemError, arena_sizes_of, lower_bound
+
+
+@dataclass(frozen=True)
+class Rect:
+    """One lifetime-by-bytes rectangle of a unit, in one pool."""
+
+    pool: int
+    start: int
+    end: int
+    size: int
+
+    def lives_with(self, other: Rect) -> bool:
+        return self.pool == other.pool and self.start < other.end and other.start < self.end
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Rectangles that share one offset; `alignment` and `fixed` apply to that offset."""
+
+    index: int
+    roots: tuple[str, ...]
+    rects: tuple[Rect, ...]
+    alignment: int
+    fixed: int | None
+
+    @property
+    def size(self) -> int:
+        return max(r.size for r in self.rects)
+
+    @property
+    def lifetime(self) -> int:
+        return sum(r.end - r.start for r in self.rects)
+
+    @property
+    def area(self) -> int:
+        return sum(r.size * (r.end - r.start) for r in self.rects)
+
+    def conflicts(self, other: Unit) -> bool:
+        return any(a.lives_with(b) for a in self.rects for b in other.rects)
+
+
+def units_of(problem: Problem) -> list[Unit]:
+    """One unit per group root or same-offset set, with merged alignment and fixed offset."""
+    alignment: dict[str, int] = {}
+    fixed: dict[str, int | None] = {}
+    for buf in problem.buffers:
+        root, rel = problem.root_of(buf.id)
+        alignment[root] = math.lcm(alignment.get(root, 1), buf.alignment)
+        if buf.offset is not None:
+            want = buf.offset - rel
+            have = fixed.get(root)
+            if want < 0 or (have is not None and have != want):
+                raise ProblemError(
+                    f"fixed offset {buf.offset} of {buf.id!r} is inconsistent with its group"
+                    f" root {root!r} (needs root at {want}, other fixed members say {have})"
+                )
+            fixed[root] = want
+
+    clusters: list[list[str]] = [list(s.buffers) for s in problem.same_offsets]
+    clustered = {b for c in clusters for b in c}
+    _merge_overlapping(clusters)
+    clusters += [[b.id] for b in problem.roots() if b.id not in clustered]
+
+    units = []
+    for index, roots in enumerate(clusters):
+        align = math.lcm(*(alignment[r] for r in roots))
+        fixes = {fixed[r] for r in roots if fixed.get(r) is not None}
+        if len(fixes) > 1:
+            raise ProblemError(f"buffers {roots} must share an offset but are fixed at {sorted(fixes)}")
+        fix = fixes.pop() if fixes else None
+        if fix is not None and fix % align:
+            raise ProblemError(f"fixed offset {fix} of {roots} breaks the alignment {align} their group needs")
+        rects = tuple(
+            Rect(b.pool, b.start, b.end, b.size) for b in (problem.buffer(r) for r in roots)
+        )
+        units.append(Unit(index, tuple(roots), rects, align, fix))
+    return units
+
+
+def _merge_overlapping(clusters: list[list[str]]) -> None:
+    """Union same-offset sets that share a buffer, in place."""
+    parent = list(range(len(clusters)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    owner: dict[str, int] = {}
+    for i, cluster in enumerate(clusters):
+        for b in cluster:
+            if b in owner:
+                parent[find(i)] = find(owner[b])
+            else:
+                owner[b] = i
+    merged: dict[int, list[str]] = {}
+    for i, cluster in enumerate(clusters):
+        bucket = merged.setdefault(find(i), [])
+        bucket.extend(b for b in cluster if b not in bucket)
+    clusters[:] = list(merged.values())
+
+
+def expand(problem: Problem, units: Sequence[Unit], unit_offsets: Sequence[int]) -> dict[str, int]:
+    """Offsets for every buffer from one offset per unit."""
+    root_offset = {root: unit_offsets[u.index] for u in units for root in u.roots}
+    offsets = {}
+    for buf in problem.buffers:
+        root, rel = problem.root_of(buf.id)
+        offsets[buf.id] = root_offset[root] + rel
+    return offsets
+
+
+def make_plan(
+    problem: Problem,
+    units: Sequence[Unit],
+    unit_offsets: Sequence[int],
+    solver: str,
+    seconds: float,
+    proven_optimal: bool = False,
+    status: str = "",
+    bound: int | None = None,
+) -> Plan:
+    """A `Plan` from unit offsets, with arena sizes computed from the offsets."""
+    offsets = expand(problem, units, unit_offsets)
+    return Plan(
+        offsets=offsets,
+        arena_sizes=arena_sizes_of(problem, offsets),
+        solver=solver,
+        seconds=seconds,
+        proven_optimal=proven_optimal,
+        lower_bound=lower_bound(problem) if bound is None else bound,
+        status=status,
+    )
+
+
+def pools_of(units: Sequence[Unit]) -> list[int]:
+    return sorted({r.pool for u in units for r in u.rects})
+
+
+def arena_of(units: Sequence[Unit], unit_offsets: Mapping[int, int] | Sequence[int]) -> dict[int, int]:
+    """Per pool: the highest end address of the placed units."""
+    sizes: dict[int, int] = {}
+    for u in units:
+        for r in u.rects:
+            sizes[r.pool] = max(sizes.get(r.pool, 0), unit_offsets[u.index] + r.size)
+    return sizes
