@@ -1,0 +1,291 @@
+"""`PlannerPass`: a drop-in replacement for ExecuTorch's `MemoryPlanningPass`.
+
+    edge.to_executorch(ExecutorchBackendConfig(
+        memory_planning_pass=PlannerPass(solver="cpsat", time_limit_s=10)))
+
+It extracts each method's `Problem` (planner.extract), solves it with a
+memplan solver, validates the plan, writes it into the TensorSpecs the way
+`apply_algo` would, and runs ExecuTorch's own `Verifier` on the result. The
+per-method dict form of `memory_planning_pass` works too. Problems and plans
+stay available as `pass_.results[method].problem` / `.plan`.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from executorch.exir.memory_planning import (
+    Verifier,
+    _merge_bufsizes,
+    greedy,
+    insert_calls_to_free,
+)
+from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass, _check_default_mem_ids
+from executorch.exir.pass_base import PassResult
+from executorch.exir.schema import DeviceType
+from executorch.exir.tensor import ALIGNMENT
+from torch.export.exported_program import ExportGraphSignature
+
+import solvers
+from planner.apply import apply_plan
+from planner.extract import ExtractionError, control_flow_submodules, extract, state_buffers
+from planner.problem import InfeasibleError, Plan, Problem, ProblemError, check_plan
+from planner.shared_state import MethodState, SharedLayout, current_session, finish_session, lay_out, with_state
+
+EXACT_SOLVERS = frozenset({"cpsat", "milp"})  # time-limited: may stop before their best-fit start is beaten
+DEFAULT_SOLVER = "cpsat"
+DEFAULT_TIME_LIMIT_S = 5.0
+
+
+class PlanningError(ProblemError):
+    """Memory planning failed; the message names the method and the tensors (node names)."""
+
+
+@dataclass
+class MethodResult:
+    """What the pass did for one method (or control-flow submodule).
+
+    `buffer_sizes` is the `non_const_buffer_sizes` written into the program;
+    `stock_sizes` is what ExecuTorch's own greedy gives for the same tensors
+    (before any shared-state arena), for comparison.
+    """
+
+    problem: Problem
+    plan: Plan
+    buffer_sizes: list[int]
+    stock_sizes: list[int]
+    submodules: dict[str, MethodResult] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _ExportContext:
+    method: str
+    key: Any  # identifies the to_executorch call
+    num_methods: int
+
+
+class PlannerPass(MemoryPlanningPass):
+    """Memory planning by a memplan solver; same flags as `MemoryPlanningPass`.
+
+    `PlannerPass()` runs CP-SAT for at most 5 s per method, starting from the
+    best-fit plan, and never returns a plan larger than best-fit's.
+    `share_mutable_buffers=None` (the default) shares mutable state across
+    methods exactly when the program has more than one method: the runtime
+    gives all host-only methods of a program the same arenas, so state in one
+    method's activation arena would be overwritten by another method's
+    activations. A single method keeps its state in arena 1, like stock.
+    `capacity` (bytes per arena) makes planning fail with the tensors that do
+    not fit instead of returning a larger plan.
+    """
+
+    def __init__(
+        self,
+        solver: str = DEFAULT_SOLVER,
+        time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
+        solver_options: dict[str, Any] | None = None,
+        *,
+        alloc_graph_input: bool = True,
+        alloc_graph_output: bool = True,
+        alloc_mutable_buffers: bool = True,
+        share_mutable_buffers: bool | None = None,
+        alignment: int = ALIGNMENT,
+        capacity: int | None = None,
+    ) -> None:
+        solvers.get_solver(solver)  # an unknown name fails here, not mid-export
+        super().__init__(
+            alloc_graph_input=alloc_graph_input,
+            alloc_graph_output=alloc_graph_output,
+            alloc_mutable_buffers=alloc_mutable_buffers,
+            share_mutable_buffers=bool(share_mutable_buffers),
+            alignment=alignment,
+        )
+        self.share_mutable_buffers: bool | None = share_mutable_buffers  # type: ignore[assignment]
+        self.solver = solver
+        self.time_limit_s = time_limit_s
+        self.solver_options = dict(solver_options or {})
+        self.capacity = capacity
+        self.results: dict[str, MethodResult] = {}
+        self.shared_state: SharedLayout | None = None
+
+    # -- the pass ---------------------------------------------------------------
+    def run(
+        self,
+        graph_module: torch.fx.GraphModule,
+        graph_signature: ExportGraphSignature | None = None,
+    ) -> PassResult:
+        context = _export_context()
+        method = context.method if context else self._fallback_name()
+        share = self._shares(context)
+        self._set_alloc_node_spec(graph_module)
+        if share and graph_signature is not None:
+            _check_default_mem_ids(graph_module)
+        alloc_mutable = self.alloc_mutable_buffers and not share
+        result = self._plan_graph(
+            graph_module, graph_signature, method, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable
+        )
+        self.results[method] = result
+        verifier = Verifier(
+            graph_module, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable, graph_signature
+        )
+        verifier.verify_storage_reuse(self.allow_lifetime_and_storage_overlap)
+        verifier.verify_graph_input_output()
+        if graph_signature is not None:
+            self._register(context, method, graph_module, graph_signature, share)
+        return PassResult(graph_module, True)
+
+    def run_multimethod(self) -> None:
+        """Lay out the state shared by all methods of this export (first call only)."""
+        session = finish_session()
+        if session is None:
+            return
+        layout = lay_out(session)
+        if layout is None:
+            return
+        for m in session.methods.values():
+            if not m.shared:
+                continue
+            owner: PlannerPass = m.owner
+            owner.shared_state = layout
+            res = owner.results[m.method]
+            res.problem, res.plan = with_state(res.problem, res.plan, m, layout)
+            res.buffer_sizes = list(m.graph_module.meta["non_const_buffer_sizes"])
+
+    # -- planning one graph ------------------------------------------------------
+    def _plan_graph(
+        self,
+        graph_module: torch.fx.GraphModule,
+        graph_signature: ExportGraphSignature | None,
+        where: str,
+        alloc_graph_input: bool,
+        alloc_graph_output: bool,
+        alloc_mutable_buffers: bool,
+    ) -> MethodResult:
+        """Plan `graph_module` and its control-flow submodules like `apply_algo`."""
+        submodules: dict[str, MethodResult] = {}
+
+        def plan_submodules() -> list[int]:
+            sizes: list[int] = []
+            for node, sub_alloc_input in control_flow_submodules(graph_module):
+                sub = getattr(graph_module, node.target)
+                res = self._plan_graph(sub, graph_signature, f"{where}/{node.target}", sub_alloc_input, True, True)
+                sub.meta["non_const_buffer_sizes"] = res.buffer_sizes
+                submodules[node.target] = res
+                _merge_bufsizes(sizes, res.buffer_sizes)
+            return sizes
+
+        ex = extract(
+            graph_module,
+            graph_signature,
+            alignment=self.alignment,
+            alloc_graph_input=alloc_graph_input,
+            alloc_graph_output=alloc_graph_output,
+            alloc_mutable_buffers=alloc_mutable_buffers,
+            submodules=plan_submodules,
+            name=where,
+        )
+        if self.enable_non_cpu_memory_planning:
+            off_host = [bid for bid, s in ex.spec_of.items() if s.device != DeviceType.CPU]
+            if off_host:
+                raise PlanningError(
+                    f"{where}: tensors on non-CPU devices are not supported: {', '.join(off_host[:10])}"
+                )
+        reserved = [0] * (max(ex.reserved, default=0) + 1)
+        for pool, size in ex.reserved.items():
+            reserved[pool] = size
+        graph_module.input_mem_buffer_sizes = reserved  # what ExecuTorch's greedy reads
+        stock = greedy(self.alignment, ex.specs, graph_module, graph_signature, ex.extra_padding).bufsizes
+        plan = self._solve(ex.problem, where)
+        sizes = apply_plan(ex, plan)
+        insert_calls_to_free(graph_module, set(ex.specs))
+        graph_module.meta["non_const_buffer_sizes"] = sizes
+        return MethodResult(ex.problem, plan, sizes, [0] + list(stock[1:]), submodules)
+
+    def _solve(self, problem: Problem, where: str) -> Plan:
+        """The solver's plan, or best-fit's if a time-limited exact solver did worse; validated."""
+        if not problem.buffers:
+            return Plan(offsets={}, arena_sizes={}, solver=self.solver, proven_optimal=True)
+        try:
+            plan = solvers.solve(
+                problem, self.solver, self.time_limit_s, capacity=self.capacity, **self.solver_options
+            )
+            check_plan(problem, plan)
+            if self.solver in EXACT_SOLVERS and not plan.proven_optimal:
+                try:
+                    fallback = solvers.solve(problem, "bestfit", capacity=self.capacity)
+                except InfeasibleError:
+                    fallback = None
+                if fallback is not None and fallback.arena_size < plan.arena_size:
+                    check_plan(problem, fallback)
+                    plan = fallback
+        except ProblemError as e:
+            raise PlanningError(f"memory planning of {where!r} with solver {self.solver!r} failed: {e}") from e
+        return plan
+
+    # -- methods and shared state --------------------------------------------------
+    def _shares(self, context: _ExportContext | None) -> bool:
+        if not self.alloc_mutable_buffers:
+            return False
+        if self.share_mutable_buffers is not None:
+            return self.share_mutable_buffers
+        return context is not None and context.num_methods > 1
+
+    def _fallback_name(self) -> str:
+        return "forward" if "forward" not in self.results else f"method_{len(self.results)}"
+
+    def _register(
+        self,
+        context: _ExportContext | None,
+        method: str,
+        graph_module: torch.fx.GraphModule,
+        graph_signature: ExportGraphSignature,
+        share: bool,
+    ) -> None:
+        session = current_session(context.key if context else None, method)
+        session.methods[method] = MethodState(
+            method=method,
+            graph_module=graph_module,
+            graph_signature=graph_signature,
+            refs=state_buffers(graph_module, graph_signature, unplaced=share),
+            num_nodes=len(graph_module.graph.nodes),
+            alignment=self.alignment,
+            shared=share,
+            flags=(self.alloc_graph_input, self.alloc_graph_output),
+            owner=self,
+        )
+
+
+_PROGRAM_FILE = os.path.join("exir", "program", "_program.py")
+
+
+def _export_context(max_depth: int = 16) -> _ExportContext | None:
+    """The method being planned, read from the enclosing `to_executorch` frame.
+
+    ExecuTorch 1.5.1 calls `memory_planning_pass.run(graph_module,
+    graph_signature)` without the method name, from inside `for name, program
+    in self._edge_programs.items()` in `EdgeProgramManager.to_executorch`; that
+    loop variable is the only record of which method is being planned. Its
+    `execution_programs` dict, new for every call, identifies the export.
+    Returns None when `run` is called some other way.
+    """
+    frame = sys._getframe(1)
+    for _ in range(max_depth):
+        if frame is None:
+            return None
+        code = frame.f_code
+        if code.co_name == "to_executorch" and code.co_filename.endswith(_PROGRAM_FILE):
+            local = frame.f_locals
+            owner = local.get("self")
+            name = local.get("name")
+            programs = getattr(owner, "_edge_programs", None)
+            if isinstance(name, str) and programs is not None:
+                return _ExportContext(name, local.get("execution_programs"), len(programs))
+            return None
+        frame = frame.f_back
+    return None
+
+
+__all__ = ["PlannerPass", "PlanningError", "MethodResult", "ExtractionError"]

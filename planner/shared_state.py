@@ -1,0 +1,245 @@
+"""Mutable state shared by the methods of one program, at one offset in mem_id 2.
+
+In the ExecuTorch runtime the host-only methods of a program share one set of
+arenas (see `executorch.runtime.Program.load_method`), so state kept in a
+method's activation arena would be overwritten by another method's
+activations. As with `MemoryPlanningPass(share_mutable_buffers=True)`, every
+buffer FQN that some method mutates gets one offset in an extra arena (mem_id
+2) that no method plans activations into, and every method that touches that
+FQN, mutating it or only reading it, is pointed at that offset. The emitter
+then treats a read-only appearance as mutable state because it has a mem_id
+and offset (`_emitter.py`, `placeholder`).
+
+Unlike upstream, the layout covers every method planned in one `to_executorch`
+call, also in the per-method dict form where each method has its own pass
+instance: methods register in a per-thread `Session`, and the first
+`run_multimethod()` call lays out the union of FQNs once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from executorch.exir.memory_planning import Verifier
+from torch.export.exported_program import ExportGraphSignature
+
+from planner.extract import ExtractionError, StateRef
+from planner.problem import Buffer, BufferKind, Plan, Problem, SameOffset, check_plan
+
+STATE_POOL = 2  # the arena after ExecuTorch's default activation arena (mem_id 1)
+
+
+@dataclass
+class MethodState:
+    """One planned method as the shared layout needs it."""
+
+    method: str
+    graph_module: torch.fx.GraphModule
+    graph_signature: ExportGraphSignature | None
+    refs: list[StateRef]
+    num_nodes: int
+    alignment: int
+    shared: bool  # planned with share_mutable_buffers (state left out of its own plan)
+    flags: tuple[bool, bool]  # alloc_graph_input, alloc_graph_output (for the Verifier)
+    owner: Any  # the PlannerPass that planned it; its results get the state buffers
+
+
+@dataclass
+class SharedLayout:
+    """The FQN -> offset layout of mem_id 2 and the joint problem it solves."""
+
+    offsets: dict[str, int]
+    sizes: dict[str, int]
+    arena: int
+    problem: Problem
+    plan: Plan
+
+
+@dataclass
+class Session:
+    """Methods planned in one `to_executorch` call (identified by `key`)."""
+
+    key: Any
+    methods: dict[str, MethodState] = field(default_factory=dict)
+    layout: SharedLayout | None = None
+    done: bool = False
+
+
+_local = threading.local()
+
+
+def current_session(key: Any, method: str) -> Session:
+    """The session `method` belongs to, starting a new one when the export changed.
+
+    `key` identifies the `to_executorch` call (its dict of execution programs,
+    held here so the identity cannot be reused while the session lives). A
+    finished session, another key, or a method name seen before all start a
+    new session.
+    """
+    session: Session | None = getattr(_local, "session", None)
+    if session is None or session.done or session.key is not key or method in session.methods:
+        session = Session(key)
+        _local.session = session
+    return session
+
+
+def finish_session() -> Session | None:
+    """The open session, marked done (later `run_multimethod` calls are no-ops)."""
+    session: Session | None = getattr(_local, "session", None)
+    if session is None or session.done:
+        return None
+    session.done = True
+    session.key = None  # drop the reference to the export's programs
+    return session
+
+
+def lay_out(session: Session) -> SharedLayout | None:
+    """Place the union of mutated FQNs in mem_id 2 and point every method at it."""
+    shared = [m for m in session.methods.values() if m.shared]
+    mutated_anywhere = {r.fqn for m in session.methods.values() for r in m.refs if r.mutable}
+    mutated = sorted({r.fqn for m in shared for r in m.refs} & mutated_anywhere)
+    _reject_unshared(session, mutated)
+    if not mutated:
+        return None
+    alignment = math.lcm(*(m.alignment for m in shared))
+    sizes = _sizes(shared, mutated, alignment)
+    offsets, arena = {}, 0
+    for fqn in mutated:
+        offsets[fqn] = arena
+        arena += sizes[fqn]
+    slot = {fqn: i for i, fqn in enumerate(mutated)}
+    for m in shared:
+        for ref in m.refs:
+            if ref.fqn in offsets:
+                ref.spec.mem_id = STATE_POOL
+                ref.spec.mem_offset = offsets[ref.fqn]
+                ref.spec.mem_obj_id = slot[ref.fqn]
+        bufsizes = m.graph_module.meta["non_const_buffer_sizes"]
+        if len(bufsizes) != STATE_POOL:
+            raise ExtractionError(
+                f"method {m.method!r}: shared state goes to mem_id {STATE_POOL}, but the method's"
+                f" own plan already uses arenas {bufsizes}; only mem_id 1 may be used with"
+                " share_mutable_buffers"
+            )
+        bufsizes.append(arena)  # in place: the program's meta holds this very list
+    problem, plan = joint_problem(shared, mutated, offsets, sizes, alignment, arena)
+    check_plan(problem, plan)
+    for m in shared:
+        _verify_with_state(m)
+    return SharedLayout(offsets, sizes, arena, problem, plan)
+
+
+def joint_problem(
+    methods: list[MethodState],
+    fqns: list[str],
+    offsets: dict[str, int],
+    sizes: dict[str, int],
+    alignment: int,
+    arena: int,
+) -> tuple[Problem, Plan]:
+    """The program-wide problem of mem_id 2, with the layout as its plan.
+
+    Methods run one at a time, so each gets its own time window; state
+    persists across calls, so every FQN is live in every window. One
+    `SameOffset` per FQN ties its per-method copies together.
+    """
+    buffers, start = [], 0
+    for m in methods:
+        for fqn in fqns:
+            buffers.append(
+                Buffer(
+                    id=f"{m.method}:{fqn}",
+                    start=start,
+                    end=start + m.num_nodes,
+                    size=sizes[fqn],
+                    alignment=alignment,
+                    offset=offsets[fqn],
+                    pool=STATE_POOL,
+                    kind=BufferKind.MUTABLE_STATE,
+                    label=fqn,
+                )
+            )
+        start += m.num_nodes
+    same = [SameOffset(tuple(f"{m.method}:{fqn}" for m in methods)) for fqn in fqns] if len(methods) > 1 else []
+    problem = Problem(tuple(buffers), same_offsets=tuple(same), name="shared state")
+    plan = Plan(
+        offsets={b.id: b.offset for b in buffers},
+        arena_sizes={STATE_POOL: arena},
+        solver="shared-state layout",
+        proven_optimal=True,
+        lower_bound=arena,
+    )
+    return problem, plan
+
+
+def with_state(
+    problem: Problem, plan: Plan, m: MethodState, layout: SharedLayout
+) -> tuple[Problem, Plan]:
+    """A method's problem and plan extended by the mem_id-2 state buffers (for plots)."""
+    node_of = {r.fqn: r.node for r in m.refs}
+    extra, offsets = [], dict(plan.offsets)
+    for fqn, off in layout.offsets.items():
+        bid = node_of.get(fqn, f"state:{fqn}")
+        extra.append(
+            Buffer(
+                id=bid,
+                start=0,
+                end=m.num_nodes,
+                size=layout.sizes[fqn],
+                alignment=m.alignment,
+                offset=off,
+                pool=STATE_POOL,
+                kind=BufferKind.MUTABLE_STATE,
+                label=fqn,
+            )
+        )
+        offsets[bid] = off
+    new_problem = dataclasses.replace(problem, buffers=problem.buffers + tuple(extra))
+    new_plan = dataclasses.replace(
+        plan, offsets=offsets, arena_sizes={**plan.arena_sizes, STATE_POOL: layout.arena}
+    )
+    check_plan(new_problem, new_plan)
+    return new_problem, new_plan
+
+
+def _sizes(methods: list[MethodState], fqns: list[str], alignment: int) -> dict[str, int]:
+    sizes: dict[str, int] = {}
+    seen_at: dict[str, str] = {}
+    for m in methods:
+        for ref in m.refs:
+            if ref.fqn not in fqns:
+                continue
+            size = ref.spec.realign(alignment)
+            where = f"{m.method}:{ref.node}"
+            if ref.fqn in sizes and sizes[ref.fqn] != size:
+                raise ExtractionError(
+                    f"buffer {ref.fqn!r} has {sizes[ref.fqn]} bytes in {seen_at[ref.fqn]} but"
+                    f" {size} bytes in {where}; methods sharing state must agree on its shape"
+                )
+            sizes.setdefault(ref.fqn, size)
+            seen_at.setdefault(ref.fqn, where)
+    return sizes
+
+
+def _reject_unshared(session: Session, mutated: list[str]) -> None:
+    """A method planned without sharing must not touch state another method shares."""
+    for m in session.methods.values():
+        if m.shared:
+            continue
+        clash = sorted({r.fqn for r in m.refs} & set(mutated))
+        if clash:
+            raise ExtractionError(
+                f"method {m.method!r} was planned with share_mutable_buffers=False but uses"
+                f" shared state {clash}; plan every method of the program with the same setting"
+            )
+
+
+def _verify_with_state(m: MethodState) -> None:
+    """ExecuTorch's verifier over the method's tensors, state included."""
+    alloc_in, alloc_out = m.flags
+    Verifier(m.graph_module, alloc_in, alloc_out, True, m.graph_signature).verify_storage_reuse()
