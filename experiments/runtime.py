@@ -44,6 +44,9 @@ __all__ = [
     "check_outputs",
     "stock_arena_bytes",
     "program_stats",
+    "mutable_buffers",
+    "compare_outputs",
+    "stock_memory_planning_pass",
     "flatten_inputs",
 ]
 
@@ -191,7 +194,9 @@ def run_pte(pte, calls: Sequence[tuple[str, tuple]]) -> list[list[torch.Tensor]]
     missing = {n for n, _ in calls} - program.method_names
     if missing:
         raise KeyError(f"program has no method(s) {sorted(missing)}; has {sorted(program.method_names)}")
-    methods = {n: program.load_method(n) for n in sorted({n for n, _ in calls})}
+    # Load every method of the program before the first call (as a deployment
+    # would): host-only methods then share one set of arenas and the state.
+    methods = {n: program.load_method(n) for n in sorted(program.method_names)}
     results = []
     for name, inputs in calls:
         flat = [x.clone() if isinstance(x, torch.Tensor) else x for x in flatten_inputs(inputs)]
