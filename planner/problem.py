@@ -222,6 +222,17 @@ class Problem:
                 if node in seen:
                     raise ProblemError(f"contiguous groups form a cycle through {node!r}")
                 seen.add(node)
+        for member_id in parent_of:  # solvers align the outermost parent only
+            root, rel = member_id, 0
+            while root in parent_of:
+                root, step = parent_of[root]
+                rel += step
+            alignment = self._by_id[member_id].alignment
+            if rel % alignment:
+                raise ProblemError(
+                    f"nested group member {member_id!r} sits {rel} bytes into its outermost parent"
+                    f" {root!r}, not a multiple of its alignment {alignment}"
+                )
         return parent_of
 
     def _check_same_offsets(self) -> None:
