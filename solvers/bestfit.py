@@ -1,0 +1,254 @@
+"""Best-fit offset placement, the best of several orderings.
+
+The "greedy by size" offset planner of TFLite and XLA: take units one by one;
+among the holes left between already-placed units that live at the same time,
+put the unit in the smallest hole it fits (respecting alignment), else on top
+of them. Which order the units come in matters a lot and no order wins
+everywhere, so, like XLA's heap simulator, several orderings are run and the
+smallest total arena kept.
+
+Fixed units go first, at their offsets. A same-offset set is one unit with a
+rectangle per buffer: it goes at the lowest offset of the smallest hole where
+every rectangle fits (holes compared by slack: bytes left over). Placed units are found through `LiveIndex`, so a unit
+costs about the number of units live with it, not the number placed.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left, bisect_right
+from typing import Callable, Sequence
+
+import numpy as np
+
+from planner.problem import InfeasibleError, Plan, Problem, ProblemError, lower_bounds
+from solvers.live_index import LiveIndex
+from solvers.units import Unit, make_plan, units_of
+
+# name -> sort key of a unit (smaller first); the last field keeps ties stable.
+OrderKey = Callable[[Unit, int], tuple]
+ORDERINGS: dict[str, OrderKey] = {
+    "size": lambda u, degree: (-u.size, -u.lifetime, u.index),
+    "lifetime": lambda u, degree: (-u.lifetime, -u.size, u.index),
+    "area": lambda u, degree: (-u.area, -u.size, u.index),
+    "conflicts": lambda u, degree: (-degree, -u.size, u.index),
+    "start": lambda u, degree: (min(r.start for r in u.rects), -u.size, u.index),
+}
+
+
+def solve_bestfit(
+    problem: Problem,
+    *,
+    time_limit_s: float | None = None,
+    orderings: Sequence[str] = tuple(ORDERINGS),
+) -> Plan:
+    """Best-fit under each of `orderings` (names from `ORDERINGS`); keep the smallest arena.
+
+    Stops early when an ordering reaches the lower bound. With `time_limit_s`,
+    no new ordering starts once the time is up (the first always runs).
+    """
+    t0 = time.perf_counter()
+    unknown = [name for name in orderings if name not in ORDERINGS]
+    if unknown or not orderings:
+        raise ProblemError(f"unknown orderings {unknown}; choose from {list(ORDERINGS)}")
+    units = units_of(problem)
+    placer = _Placer(units)
+    bounds = lower_bounds(problem)
+    bound = sum(bounds.values())
+
+    best: tuple[int, str, list[int]] | None = None
+    degree = placer.conflict_degrees() if "conflicts" in orderings else [0] * len(units)
+    for name in orderings:
+        if best is not None and time_limit_s is not None and time.perf_counter() - t0 > time_limit_s:
+            break
+        key = ORDERINGS[name]
+        order = sorted((u for u in units if u.fixed is None), key=lambda u: key(u, degree[u.index]))
+        offsets = placer.run(order)
+        total = sum(placer.arena(offsets).values())
+        if best is None or total < best[0]:
+            best = (total, name, offsets)
+        if total == bound:
+            break
+    assert best is not None
+    _, name, offsets = best
+    arena = placer.arena(offsets)
+    return make_plan(
+        problem, units, offsets, "bestfit", time.perf_counter() - t0,
+        proven_optimal=all(arena[p] == bounds[p] for p in arena),
+        status=f"heuristic (ordering: {name})",
+        bound=bound,
+    )
+
+
+class _Placer:
+    """Best-fit placement of units, reusable across orderings of the same units.
+
+    Rectangles that live over their pool's whole horizon (program inputs,
+    state, caches) collide with everything, so instead of being reported by
+    every query they are kept per pool as a merged list of occupied intervals.
+    """
+
+    def __init__(self, units: list[Unit]) -> None:
+        self.units = units
+        horizon: dict[int, tuple[int, int]] = {}
+        for unit in units:
+            for r in unit.rects:
+                lo, hi = horizon.get(r.pool, (r.start, r.end))
+                horizon[r.pool] = (min(lo, r.start), max(hi, r.end))
+        # Per pool, the rectangles not spanning the horizon are numbered for LiveIndex.
+        lifetimes: dict[int, tuple[list[int], list[int]]] = {p: ([], []) for p in horizon}
+        # Per unit: (pool, number or -1 if spanning, size, start, end) of each rectangle.
+        self.rects: list[list[tuple[int, int, int, int, int]]] = []
+        for unit in units:
+            mine = []
+            for r in unit.rects:
+                starts, ends = lifetimes[r.pool]
+                spanning = (r.start, r.end) == horizon[r.pool]
+                mine.append((r.pool, -1 if spanning else len(starts), r.size, r.start, r.end))
+                if not spanning:
+                    starts.append(r.start)
+                    ends.append(r.end)
+            self.rects.append(mine)
+        self.lifetimes = lifetimes
+        self.live = {p: LiveIndex(s, e, horizon[p]) for p, (s, e) in lifetimes.items()}
+        self.low = {p: [0] * len(s) for p, (s, _) in lifetimes.items()}
+        self.high = {p: [0] * len(s) for p, (s, _) in lifetimes.items()}
+        self.low_np = {p: np.zeros(len(s), dtype=np.int64) for p, (s, _) in lifetimes.items()}
+        self.high_np = {p: np.zeros(len(s), dtype=np.int64) for p, (s, _) in lifetimes.items()}
+        self.floor: dict[int, list[tuple[int, int]]] = {p: [] for p in horizon}
+        self.fixed = [u for u in units if u.fixed is not None]
+
+    def conflict_degrees(self) -> list[int]:
+        """Per unit: how many other rectangles live with its rectangles."""
+        starts: dict[int, list[int]] = {p: [] for p in self.lifetimes}
+        ends: dict[int, list[int]] = {p: [] for p in self.lifetimes}
+        for rects in self.rects:
+            for pool, _, _, s, e in rects:
+                starts[pool].append(s)
+                ends[pool].append(e)
+        for pool in starts:
+            starts[pool].sort()
+            ends[pool].sort()
+        return [
+            sum(bisect_left(starts[p], e) - bisect_right(ends[p], s) - 1 for p, _, _, s, e in rects)
+            for rects in self.rects
+        ]
+
+    def run(self, order: list[Unit]) -> list[int]:
+        """Offsets per unit index: fixed units where pinned, then `order` by best fit."""
+        for pool in self.live:
+            self.live[pool].clear()
+            self.floor[pool] = []
+        offsets = [0] * len(self.units)
+        for unit in self.fixed:
+            lo, hi = self._regions(unit)
+            if any(a < unit.fixed < b for a, b in zip(lo - unit.size, hi)):
+                raise InfeasibleError(
+                    f"fixed buffers {list(unit.roots)} at {unit.fixed} overlap another fixed"
+                    " buffer that lives at the same time",
+                    unit.roots,
+                )
+            self._put(unit, unit.fixed, offsets)
+        live, low, high, floor = self.live, self.low, self.high, self.floor
+        for unit in order:
+            rects = self.rects[unit.index]
+            if len(rects) == 1 and rects[0][1] >= 0:  # the common case, kept lean
+                pool, i, size, start, end = rects[0]
+                index, lows, highs = live[pool], low[pool], high[pool]
+                found = index.overlapping(start, end)
+                if isinstance(found, list):
+                    pairs = [(lows[j], highs[j]) for j in found] + floor[pool]
+                    offset = _best_gap(pairs, size, unit.alignment) if pairs else 0
+                else:
+                    offset = self._best_offset_np(unit)
+                offsets[unit.index] = lows[i] = offset
+                highs[i] = offset + size
+                self.low_np[pool][i] = offset
+                self.high_np[pool][i] = offset + size
+                index.add(i)
+            else:
+                self._put(unit, self._best_offset_np(unit), offsets)
+        return offsets
+
+    def arena(self, offsets: list[int]) -> dict[int, int]:
+        sizes: dict[int, int] = {}
+        for unit in self.units:
+            for r in unit.rects:
+                sizes[r.pool] = max(sizes.get(r.pool, 0), offsets[unit.index] + r.size)
+        return sizes
+
+    def _put(self, unit: Unit, offset: int, offsets: list[int]) -> None:
+        offsets[unit.index] = offset
+        for pool, i, size, _, _ in self.rects[unit.index]:
+            if i < 0:
+                self.floor[pool] = _merged(self.floor[pool], offset, offset + size)
+                continue
+            self.low[pool][i] = offset
+            self.high[pool][i] = offset + size
+            self.low_np[pool][i] = offset
+            self.high_np[pool][i] = offset + size
+            self.live[pool].add(i)
+
+    def _regions(self, unit: Unit) -> tuple[np.ndarray, np.ndarray]:
+        """Occupied [low, high) of everything placed that lives with the unit.
+
+        Lows are shifted by (unit size - rectangle size), so that one size, the
+        unit's, decides for every rectangle whether an offset collides.
+        """
+        lows, highs = [], []
+        for pool, _, size, start, end in self.rects[unit.index]:
+            found = np.asarray(self.live[pool].overlapping(start, end), dtype=np.int64)
+            floor = np.asarray(self.floor[pool], dtype=np.int64).reshape(-1, 2)
+            lows += [self.low_np[pool][found] + (unit.size - size), floor[:, 0] + (unit.size - size)]
+            highs += [self.high_np[pool][found], floor[:, 1]]
+        return np.concatenate(lows), np.concatenate(highs)
+
+    def _best_offset_np(self, unit: Unit) -> int:
+        lo, hi = self._regions(unit)
+        return _best_gap_np(lo, hi, unit.size, unit.alignment) if len(lo) else 0
+
+
+def _merged(intervals: list[tuple[int, int]], low: int, high: int) -> list[tuple[int, int]]:
+    """Sorted disjoint intervals with [low, high) added; touching ones are joined."""
+    out = []
+    for a, b in intervals:
+        if b < low or a > high:
+            out.append((a, b))
+        else:
+            low, high = min(low, a), max(high, b)
+    out.append((low, high))
+    out.sort()
+    return out
+
+
+def _best_gap(pairs: list[tuple[int, int]], size: int, alignment: int) -> int:
+    """Lowest aligned offset in the tightest hole between occupied [low, high); else on top.
+
+    `free` is the first byte above everything seen so far (sorted by low); a
+    hole [free, low) takes the unit if its aligned start fits, and its slack
+    (low - free - size) ranks it: the smallest slack wins, then the lowest hole.
+    """
+    free = 0
+    best, best_slack = -1, 0
+    for low, high in sorted(pairs):
+        slack = low - size - free
+        if slack >= 0 and (best < 0 or slack < best_slack):
+            x = -(-free // alignment) * alignment
+            if x + size <= low:
+                best, best_slack = x, slack
+        if high > free:
+            free = high
+    return best if best >= 0 else -(-free // alignment) * alignment
+
+
+def _best_gap_np(low: np.ndarray, high: np.ndarray, size: int, alignment: int) -> int:
+    """`_best_gap` vectorised, for units that live with very many placed ones."""
+    order = np.argsort(low, kind="stable")
+    low, high = low[order], high[order]
+    free = np.maximum.accumulate(np.concatenate(([0], high)))[:-1]
+    x = -(-free // alignment) * alignment
+    fits = x + size <= low
+    if fits.any():
+        slack = np.where(fits, low - size - free, np.iinfo(np.int64).max)
+        return int(x[np.argmin(slack)])
+    return -(-int(max(high.max(), 0)) // alignment) * alignment
