@@ -6,7 +6,14 @@ planned tensors and in-place aliasing come from ExecuTorch's own analysis
 (`update_all_tensors_lifetime`, `collect_specs_from_nodes`, called with the
 arguments `apply_algo` uses), so the problem means what the runtime will do.
 ExecuTorch lifetimes are inclusive node-index ranges `[a, b]`; they become
-half-open `[a, b + 1)` here and nowhere else.
+half-open `[a, b + 1)` here and nowhere else. One correction is made: uses of
+an in-place op's result extend the lifetime of the tensor it writes
+(`_cover_inplace_results`), which ExecuTorch 1.5.1 misses.
+
+Not planned, as in ExecuTorch: constants, dynamic-unbound tensors, inputs,
+outputs or mutable buffers excluded by the alloc flags, and state a delegate
+consumes (lowering removes it from the graph and the signature; the delegate
+owns it). Dynamic-bound tensors are planned at their upper-bound size.
 
 Buffer ids are node names: the first node (other than a `memory.alloc`) that
 carries the tensor, with `[i]` appended when that node has several tensors.
@@ -23,7 +30,9 @@ from executorch.exir import memory
 from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.memory_planning import (
     _contains_xnnpack_delegate,
+    _extend_storage_base_lifetimes,
     _get_mutable_buffer_specs,
+    _is_inplace_node,
     collect_specs_from_nodes,
     get_cond_nodes,
     get_graph_input_tensors,
@@ -112,6 +121,7 @@ def extract(
     offset 0 of kind SUBMODULE.
     """
     update_all_tensors_lifetime(graph_module, graph_signature)
+    _cover_inplace_results(list(graph_module.graph.nodes))
     specs = list(
         collect_specs_from_nodes(
             graph_module.graph.nodes,
@@ -124,7 +134,7 @@ def extract(
     )
     submodule_sizes = submodules() if callable(submodules) else submodules
     nodes = list(graph_module.graph.nodes)
-    names = _buffer_names(nodes, graph_signature)
+    names = buffer_names(nodes, graph_signature)
     kinds = _buffer_kinds(nodes, graph_signature)
 
     planned = set(specs)
@@ -232,6 +242,33 @@ def state_buffers(
 # -- helpers ---------------------------------------------------------------------
 
 
+def _cover_inplace_results(nodes: list[torch.fx.Node]) -> None:
+    """Stretch the tensor an in-place op writes over every use of the op's result.
+
+    `update_all_tensors_lifetime` aliases an in-place op's result spec onto
+    the mutated input's spec, but `collect_specs_from_nodes` then skips the
+    in-place node, so uses of the result never extend that lifetime. With
+    `run_reinplace_pass=True`, ExecuTorch 1.5.1's own plan reuses the bytes
+    while the result is still read, and the program computes wrong values.
+    This is the one correction made to ExecuTorch's lifetimes.
+    """
+    index = {node: i for i, node in enumerate(nodes)}
+    stretched = set()
+    for node in nodes:
+        if not _is_inplace_node(node):
+            continue
+        for spec in get_node_tensor_specs(node):
+            start, end = spec.lifetime
+            if start is None or end is None:
+                continue
+            last = max((index[user] for user in node.users), default=end)
+            if last > end:
+                spec.lifetime = [start, last]
+                stretched.add(spec)
+    _extend_storage_base_lifetimes(stretched)
+
+
+
 def _pool_of(spec: TensorSpec) -> int:
     return DEFAULT_POOL if spec.mem_id is None else spec.mem_id
 
@@ -257,10 +294,16 @@ def _storage_root(
     return spec, rel
 
 
-def _buffer_names(
+def buffer_names(
     nodes: list[torch.fx.Node], graph_signature: ExportGraphSignature | None
 ) -> dict[TensorSpec, tuple[str, str]]:
-    """Spec -> (stable unique id, label) from the first non-alloc node carrying it."""
+    """Spec -> (buffer id, label) for every tensor of the nodes.
+
+    The id is the name of the first node other than a `memory.alloc` that
+    carries the spec (its producer, or its placeholder), with `[i]` when that
+    node carries several; the label is that node's op name (a buffer FQN for
+    placeholders). Call it after `extract`, which aliases in-place results.
+    """
     found: dict[TensorSpec, tuple[str, str]] = {}
     fallback: dict[TensorSpec, tuple[str, str]] = {}
     for node in nodes:
