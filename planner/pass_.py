@@ -27,7 +27,7 @@ from executorch.exir.memory_planning import (
 from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass, _check_default_mem_ids
 from executorch.exir.pass_base import PassResult
 from executorch.exir.schema import DeviceType
-from executorch.exir.tensor import ALIGNMENT
+from executorch.exir.tensor import ALIGNMENT, TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
 import solvers
@@ -59,6 +59,7 @@ class MethodResult:
     buffer_sizes: list[int]
     stock_sizes: list[int]
     submodules: dict[str, MethodResult] = field(default_factory=dict)
+    specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
 
 
 @dataclass(frozen=True)
@@ -152,6 +153,7 @@ class PlannerPass(MemoryPlanningPass):
             owner.shared_state = layout
             res = owner.results[m.method]
             res.problem, res.plan = with_state(res.problem, res.plan, m, layout)
+            res.specs.update({r.node: r.spec for r in m.refs if r.fqn in layout.offsets})
             res.buffer_sizes = list(m.graph_module.meta["non_const_buffer_sizes"])
 
     # -- planning one graph ------------------------------------------------------
@@ -202,7 +204,7 @@ class PlannerPass(MemoryPlanningPass):
         sizes = apply_plan(ex, plan)
         insert_calls_to_free(graph_module, set(ex.specs))
         graph_module.meta["non_const_buffer_sizes"] = sizes
-        return MethodResult(ex.problem, plan, sizes, [0] + list(stock[1:]), submodules)
+        return MethodResult(ex.problem, plan, sizes, [0] + list(stock[1:]), submodules, dict(ex.spec_of))
 
     def _solve(self, problem: Problem, where: str) -> Plan:
         """The solver's plan, or best-fit's if a time-limited exact solver did worse; validated."""
