@@ -12,6 +12,7 @@ stay available as `pass_.results[method].problem` / `.plan`.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ from torch.export.exported_program import ExportGraphSignature
 
 import solvers
 from planner.apply import apply_plan
+from planner.cat_plan import CatReport, plan_with_cat_fusion
+from planner.cat_rewrite import fuse_cats
 from planner.extract import ExtractionError, control_flow_submodules, extract, state_buffers
 from planner.problem import InfeasibleError, Plan, Problem, ProblemError, check_plan
 from planner.shared_state import MethodState, SharedLayout, current_session, finish_session, lay_out, with_state
@@ -59,6 +62,7 @@ class MethodResult:
     buffer_sizes: list[int]
     stock_sizes: list[int]
     submodules: dict[str, MethodResult] = field(default_factory=dict)
+    cat_report: CatReport | None = None  # set when cat fusion is on (planner.catfusion)
     specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
 
 
@@ -81,6 +85,10 @@ class PlannerPass(MemoryPlanningPass):
     activations. A single method keeps its state in arena 1, like stock.
     `capacity` (bytes per arena) makes planning fail with the tensors that do
     not fit instead of returning a larger plan.
+    `cat_fusion` places concatenated inputs back to back inside the cat output
+    and removes the cat instruction where sound (planner.catfusion), unless
+    that makes the arena larger (`cat_fusion_allow_growth`); the relax/partial
+    options are passed on to `catfusion.analyze`.
     """
 
     def __init__(
@@ -95,6 +103,10 @@ class PlannerPass(MemoryPlanningPass):
         share_mutable_buffers: bool | None = None,
         alignment: int = ALIGNMENT,
         capacity: int | None = None,
+        cat_fusion: bool = True,
+        cat_fusion_relax_alignment: bool = False,
+        cat_fusion_partial: bool = False,
+        cat_fusion_allow_growth: bool = False,
     ) -> None:
         solvers.get_solver(solver)  # an unknown name fails here, not mid-export
         super().__init__(
@@ -109,6 +121,10 @@ class PlannerPass(MemoryPlanningPass):
         self.time_limit_s = time_limit_s
         self.solver_options = dict(solver_options or {})
         self.capacity = capacity
+        self.cat_fusion = cat_fusion
+        self.cat_fusion_relax_alignment = cat_fusion_relax_alignment
+        self.cat_fusion_partial = cat_fusion_partial
+        self.cat_fusion_allow_growth = cat_fusion_allow_growth
         self.results: dict[str, MethodResult] = {}
         self.shared_state: SharedLayout | None = None
 
@@ -200,11 +216,29 @@ class PlannerPass(MemoryPlanningPass):
             reserved[pool] = size
         graph_module.input_mem_buffer_sizes = reserved  # what ExecuTorch's greedy reads
         stock = greedy(self.alignment, ex.specs, graph_module, graph_signature, ex.extra_padding).bufsizes
-        plan = self._solve(ex.problem, where)
-        sizes = apply_plan(ex, plan)
+        fusion, planned = None, ex
+        if self.cat_fusion:
+            fusion, plan, without = plan_with_cat_fusion(
+                graph_module,
+                graph_signature,
+                ex,
+                lambda problem: self._solve(problem, where),
+                relax_alignment=self.cat_fusion_relax_alignment,
+                partial=self.cat_fusion_partial,
+                allow_growth=self.cat_fusion_allow_growth,
+            )
+            planned = dataclasses.replace(ex, problem=fusion.problem)
+        else:
+            plan = self._solve(ex.problem, where)
+        sizes = apply_plan(planned, plan)
         insert_calls_to_free(graph_module, set(ex.specs))
+        report = None
+        if fusion is not None:
+            report = CatReport.of(fusion, plan, without, fuse_cats(graph_module, fusion, ex.spec_of))
         graph_module.meta["non_const_buffer_sizes"] = sizes
-        return MethodResult(ex.problem, plan, sizes, [0] + list(stock[1:]), submodules, dict(ex.spec_of))
+        return MethodResult(
+            planned.problem, plan, sizes, [0] + list(stock[1:]), submodules, report, dict(planned.spec_of)
+        )
 
     def _solve(self, problem: Problem, where: str) -> Plan:
         """The solver's plan, or best-fit's if a time-limited exact solver did worse; validated."""

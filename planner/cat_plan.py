@@ -1,0 +1,168 @@
+"""Plan one graph with cat fusion, and report what it bought.
+
+Fusing a cat widens its output's lifetime to cover every input's (the
+region is reserved from the first input's birth), so on some graphs the
+arena grows even though copies go away. By default a fusion that makes the
+plan larger is undone: first, while the fused lower bound exceeds the
+arena of the unfused plan, the fused cat whose removal lowers the bound most
+(among the regions live at the peak) is refused with ARENA_GREW; then, if
+the solver's fused plan is still larger than its plan without fusion, every
+cat is refused. "Without" is always the same solver on the problem minus the
+groups.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+import torch
+from torch.export.exported_program import ExportGraphSignature
+
+from planner.catfusion import CatDecision, CatFusion, CatRefusal, CatStatus, analyze, is_cat
+from planner.extract import Extraction
+from planner.problem import Plan, Problem, lower_bound, lower_bounds
+
+
+def plan_with_cat_fusion(
+    graph_module: torch.fx.GraphModule,
+    graph_signature: ExportGraphSignature | None,
+    extraction: Extraction,
+    solve: Callable[[Problem], Plan],
+    *,
+    relax_alignment: bool = False,
+    partial: bool = False,
+    allow_growth: bool = False,
+) -> tuple[CatFusion, Plan, Plan]:
+    """(fusion decisions, plan of `fusion.problem`, plan without fusion), both from `solve`.
+
+    With `allow_growth=False` the first plan is never larger than the second.
+    """
+
+    def decide(blocked: frozenset[str]) -> CatFusion:
+        return analyze(
+            graph_module, graph_signature, extraction,
+            relax_alignment=relax_alignment, partial=partial, blocked=blocked,
+        )
+
+    fusion = decide(frozenset())
+    without = solve(extraction.problem)
+    if not fusion.removed:
+        return fusion, without, without
+    if not allow_growth:
+        fusion = _within(fusion, decide, without.arena_sizes)
+        if not fusion.removed:
+            return fusion, without, without
+    fused = solve(fusion.problem)
+    if not allow_growth and fused.arena_size > without.arena_size:
+        everything = frozenset(n.name for n in graph_module.graph.nodes if is_cat(n))
+        return decide(everything), without, without
+    return fusion, fused, without
+
+
+def _within(
+    fusion: CatFusion, decide: Callable[[frozenset[str]], CatFusion], arenas: Mapping[int, int]
+) -> CatFusion:
+    """Refuse fused cats one at a time until no pool's fused lower bound exceeds its unfused arena.
+
+    A plan can never beat its lower bound, so above that line fusion cannot pay.
+    """
+    blocked: frozenset[str] = frozenset()
+    while fusion.removed:
+        grown = [pool for pool, lb in lower_bounds(fusion.problem).items() if lb > arenas.get(pool, 0)]
+        if not grown:
+            break
+        at_peak = {d.cat for pool in grown for d in _live_at(fusion, pool, _peak_time(fusion.problem, pool))}
+        candidates = sorted(at_peak) or sorted(d.cat for d in fusion.removed)
+        best = min(candidates, key=lambda cat: (lower_bound(decide(blocked | {cat}).problem), cat))
+        blocked |= {best}
+        fusion = decide(blocked)
+    return fusion
+
+
+def _peak_time(problem: Problem, pool: int) -> int:
+    """The first moment the bytes live in `pool` (groups counted once) are at their maximum."""
+    events = []
+    for buf in problem.roots():
+        if buf.pool == pool:
+            events += [(buf.start, buf.size), (buf.end, -buf.size)]
+    live = peak = 0
+    when = 0
+    for t, delta in sorted(events):  # at equal times, ends come first: half-open lifetimes
+        live += delta
+        if live > peak:
+            peak, when = live, t
+    return when
+
+
+def _live_at(fusion: CatFusion, pool: int, t: int) -> list[CatDecision]:
+    """Removed cats whose region (outermost parent) occupies `pool` at time `t`."""
+    found = []
+    for d in fusion.removed:
+        root = d.output
+        while root in fusion.parent_of:
+            root = fusion.parent_of[root][0]
+        buf = fusion.problem.buffer(root)
+        if buf.pool == pool and buf.start <= t < buf.end:
+            found.append(d)
+    return found
+
+
+# -- report ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CatReport:
+    """What cat fusion did to one method: decisions, copies saved, arena and bound with and without.
+
+    "Without" is the same solver on the problem without the fusion groups.
+    """
+
+    decisions: tuple[CatDecision, ...]
+    arena_with: int
+    arena_without: int
+    lower_bound_with: int
+    lower_bound_without: int
+    instructions_removed: int
+
+    @classmethod
+    def of(cls, fusion: CatFusion, plan_with: Plan, plan_without: Plan, instructions_removed: int) -> CatReport:
+        return cls(
+            decisions=tuple(fusion.decisions),
+            arena_with=plan_with.arena_size,
+            arena_without=plan_without.arena_size,
+            lower_bound_with=lower_bound(fusion.problem),
+            lower_bound_without=lower_bound(fusion.problem_without),
+            instructions_removed=instructions_removed,
+        )
+
+    def count(self, status: CatStatus) -> int:
+        return sum(d.status is status for d in self.decisions)
+
+    @property
+    def copy_bytes_removed(self) -> int:
+        return sum(d.copy_bytes_removed for d in self.decisions)
+
+    def refusals(self) -> dict[CatRefusal, int]:
+        """How many refused cats name each reason."""
+        counts: dict[CatRefusal, int] = defaultdict(int)
+        for d in self.decisions:
+            if d.status is CatStatus.REFUSED:
+                for r in d.reasons:
+                    counts[r] += 1
+        return dict(counts)
+
+    def summary(self) -> str:
+        """One line per cat, then the totals."""
+        lines = []
+        for d in self.decisions:
+            why = f"  [{', '.join(r.value for r in d.reasons)}] {d.detail}" if d.reasons else ""
+            lines.append(f"{d.cat:32s} {d.status.value:8s} {d.nbytes:>9d} B  removed {d.copy_bytes_removed:>9d} B{why}")
+        lines.append(
+            f"cats {len(self.decisions)}: fused {self.count(CatStatus.FUSED)}, aliased {self.count(CatStatus.ALIASED)},"
+            f" partial {self.count(CatStatus.PARTIAL)}, refused {self.count(CatStatus.REFUSED)};"
+            f" copy bytes removed {self.copy_bytes_removed}; arena {self.arena_with} B with fusion,"
+            f" {self.arena_without} B without; lower bound {self.lower_bound_with} / {self.lower_bound_without} B"
+        )
+        return "\n".join(lines)
