@@ -1,0 +1,303 @@
+"""Reading and writing problems and plans: MiniMalloc CSV and exact JSON.
+
+CSV is MiniMalloc's interchange format (github.com/google/minimalloc): one
+buffer per row, half-open `[lower, upper)` lifetimes, optional `alignment`
+and `offset` columns, a solution being the same file with `offset` filled
+in. It has no groups, pools or same-offset sets, so it is lossy. JSON keeps
+everything, with a `"type"` field saying whether it holds a problem or a plan.
+
+Every error names the file, and for CSV the line, and what is wrong.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from planner.problem import (
+    Buffer,
+    BufferKind,
+    ContiguousGroup,
+    Plan,
+    Problem,
+    ProblemError,
+    SameOffset,
+)
+
+# MiniMalloc's loader accepts these spellings; `end` is an inclusive end.
+_ALIASES = {"begin": "lower", "start": "lower", "buffer": "id", "buffer_id": "id", "end": "upper"}
+_REQUIRED = ("id", "lower", "upper", "size")
+_OPTIONAL = ("alignment", "offset", "gaps")
+_JSON_VERSION = 1
+
+
+class FormatError(ProblemError):
+    """A file is malformed; the message names the file (and line) and the fault."""
+
+
+# -- MiniMalloc CSV ------------------------------------------------------------------
+
+
+def read_minimalloc_csv(path: str | Path, capacity_from_name: bool = False) -> Problem:
+    """A Problem from a MiniMalloc CSV (buffers in file order; an `offset` column pins them).
+
+    With `capacity_from_name`, a name like `A.1048576.csv` sets the capacity
+    to 1048576. A `gaps` column may only trim a lifetime at its ends; a gap
+    inside a lifetime, or one with an `@` window, cannot be represented and
+    is an error.
+    """
+    path = Path(path)
+    capacity = _capacity_from_name(path) if capacity_from_name else None
+    try:
+        with path.open(newline="") as f:
+            rows = list(csv.reader(f))
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    if not rows:
+        raise FormatError(f"{path}: empty file; expected a header {','.join(_REQUIRED)}")
+    columns, inclusive_end = _columns(path, rows[0])
+
+    buffers: list[Buffer] = []
+    line_of: dict[str, int] = {}
+    for line, row in enumerate(rows[1:], start=2):
+        if not any(field.strip() for field in row):
+            continue
+        where = f"{path}:{line}"
+        if len(row) != len(columns):
+            raise FormatError(f"{where}: {len(row)} fields, but the header has {len(columns)}")
+        fields = dict(zip(columns, (field.strip() for field in row)))
+        buffer_id = fields["id"]
+        if not buffer_id:
+            raise FormatError(f"{where}: empty id")
+        if buffer_id in line_of:
+            raise FormatError(f"{where}: duplicate id {buffer_id!r} (first on line {line_of[buffer_id]})")
+        line_of[buffer_id] = line
+        lower = _int(where, fields, "lower")
+        upper = _int(where, fields, "upper") + inclusive_end
+        size = _int(where, fields, "size")
+        if size <= 0:
+            raise FormatError(f"{where}: buffer {buffer_id!r} has size {size}; sizes must be positive")
+        if upper <= lower:
+            raise FormatError(
+                f"{where}: buffer {buffer_id!r} has upper {upper} <= lower {lower}; lifetimes are"
+                " half-open [lower, upper) and must not be empty"
+            )
+        if fields.get("gaps"):
+            lower, upper = _trim_gaps(where, buffer_id, fields["gaps"], lower, upper, inclusive_end)
+        alignment = _int(where, fields, "alignment") if fields.get("alignment") else 1
+        offset = _int(where, fields, "offset") if fields.get("offset") else None
+        try:
+            buffers.append(Buffer(buffer_id, lower, upper, size, alignment=alignment, offset=offset))
+        except ProblemError as e:
+            raise FormatError(f"{where}: {e}") from None
+    return Problem(tuple(buffers), capacity=capacity, name=path.stem)
+
+
+def write_minimalloc_csv(problem: Problem, path: str | Path, plan: Plan | None = None) -> None:
+    """Write `problem` as MiniMalloc CSV; with `plan`, append its offsets as the `offset` column.
+
+    Without a plan, fixed offsets are written in an `offset` column (blank
+    for unpinned buffers). Groups, same-offset sets and several pools have no
+    CSV form and are refused.
+    """
+    path = Path(path)
+    _check_csv_representable(problem, path)
+    if plan is not None:
+        missing = [b.id for b in problem.buffers if b.id not in plan.offsets]
+        if missing:
+            raise ProblemError(f"{path}: the plan has no offset for {missing[:10]}")
+    header = ["id", "lower", "upper", "size"]
+    with_alignment = any(b.alignment != 1 for b in problem.buffers)
+    with_offset = plan is not None or any(b.offset is not None for b in problem.buffers)
+    header += ["alignment"] * with_alignment + ["offset"] * with_offset
+    with path.open("w", newline="") as f:
+        out = csv.writer(f, lineterminator="\n")
+        out.writerow(header)
+        for b in problem.buffers:
+            row: list[Any] = [b.id, b.start, b.end, b.size]
+            if with_alignment:
+                row.append(b.alignment)
+            if with_offset:
+                offset = plan.offsets[b.id] if plan is not None else b.offset
+                row.append("" if offset is None else offset)
+            out.writerow(row)
+
+
+def _capacity_from_name(path: Path) -> int:
+    match = re.fullmatch(r".+\.(\d+)\.csv", path.name)
+    if not match or int(match.group(1)) <= 0:
+        raise FormatError(
+            f"{path}: capacity_from_name needs a file name like 'A.1048576.csv' (capacity before .csv)"
+        )
+    return int(match.group(1))
+
+
+def _columns(path: Path, header: list[str]) -> tuple[list[str], int]:
+    """Canonical column names and 1 if the end column is inclusive (`end`), else 0."""
+    names = [field.strip() for field in header]
+    inclusive_end = int("end" in names)
+    columns = [_ALIASES.get(name, name) for name in names]
+    where = f"{path}:1"
+    for name in columns:
+        if name not in _REQUIRED + _OPTIONAL:
+            raise FormatError(
+                f"{where}: unknown column {name!r}; expected {','.join(_REQUIRED)}"
+                f" and optionally {','.join(_OPTIONAL)}"
+            )
+    duplicates = sorted({c for c in columns if columns.count(c) > 1})
+    if duplicates:
+        raise FormatError(f"{where}: column {duplicates[0]!r} appears twice (aliases included)")
+    missing = [c for c in _REQUIRED if c not in columns]
+    if missing:
+        raise FormatError(f"{where}: missing column {missing[0]!r}; the header needs {','.join(_REQUIRED)}")
+    return columns, inclusive_end
+
+
+def _int(where: str, fields: dict[str, str], column: str) -> int:
+    try:
+        return int(fields[column])
+    except ValueError:
+        raise FormatError(f"{where}: column {column!r} is not an integer: {fields[column]!r}") from None
+
+
+def _trim_gaps(
+    where: str, buffer_id: str, gaps: str, lower: int, upper: int, inclusive_end: int
+) -> tuple[int, int]:
+    """Apply MiniMalloc gaps ('a-b' items, space-separated) that cut a lifetime at its ends."""
+    spans = []
+    for gap in gaps.split():
+        match = re.fullmatch(r"(-?\d+)-(-?\d+)", gap)
+        if not match:
+            raise FormatError(
+                f"{where}: buffer {buffer_id!r} has gap {gap!r}, which memplan cannot represent"
+                " (only 'lower-upper' gaps at either end of a lifetime; '@' windows are not supported)"
+            )
+        spans.append((int(match.group(1)), int(match.group(2)) + inclusive_end))
+    for a, b in sorted(spans):
+        if a <= lower < b:
+            lower = b
+    for a, b in sorted(spans, reverse=True):
+        if a < upper <= b:
+            upper = a
+    if upper <= lower:
+        raise FormatError(f"{where}: buffer {buffer_id!r} has gaps {gaps!r} covering its whole lifetime")
+    for a, b in spans:
+        if lower < b and a < upper:
+            raise FormatError(
+                f"{where}: buffer {buffer_id!r} has gap {a}-{b} inside its lifetime [{lower}, {upper});"
+                " memplan cannot represent a buffer absent in the middle of its lifetime"
+            )
+    return lower, upper
+
+
+def _check_csv_representable(problem: Problem, path: Path) -> None:
+    if problem.groups:
+        raise ProblemError(
+            f"{path}: MiniMalloc CSV cannot hold contiguous groups (parent {problem.groups[0].parent!r});"
+            " use save_json"
+        )
+    if problem.same_offsets:
+        raise ProblemError(
+            f"{path}: MiniMalloc CSV cannot hold same-offset sets ({list(problem.same_offsets[0].buffers)});"
+            " use save_json"
+        )
+    if len(problem.pools) > 1:
+        raise ProblemError(f"{path}: MiniMalloc CSV has one pool, the problem has pools {problem.pools}; use save_json")
+
+
+# -- JSON ----------------------------------------------------------------------------
+
+
+def save_json(obj: Problem | Plan, path: str | Path) -> None:
+    """Write a Problem or a Plan as JSON that `load_json` reads back equal."""
+    if isinstance(obj, Problem):
+        data = _problem_to_dict(obj)
+    elif isinstance(obj, Plan):
+        data = _plan_to_dict(obj)
+    else:
+        raise TypeError(f"save_json takes a Problem or a Plan, not {type(obj).__name__}")
+    Path(path).write_text(json.dumps(data, indent=1) + "\n")
+
+
+def load_json(path: str | Path) -> Problem | Plan:
+    """The Problem or Plan saved by `save_json` (its `"type"` says which)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise FormatError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+    kind = data.get("type") if isinstance(data, dict) else None
+    if kind not in ("problem", "plan"):
+        raise FormatError(f"{path}: expected an object with \"type\": \"problem\" or \"plan\", got {kind!r}")
+    if data.get("version") != _JSON_VERSION:
+        raise FormatError(f"{path}: unsupported version {data.get('version')!r}; this reader knows {_JSON_VERSION}")
+    try:
+        return _problem_from_dict(data) if kind == "problem" else _plan_from_dict(data)
+    except KeyError as e:
+        raise FormatError(f"{path}: a {kind} is missing the field {e.args[0]!r}") from None
+    except (TypeError, ValueError) as e:  # ProblemError is a ValueError: keep its buffer name
+        raise FormatError(f"{path}: invalid {kind}: {e}") from None
+
+
+def _problem_to_dict(problem: Problem) -> dict[str, Any]:
+    return {
+        "type": "problem",
+        "version": _JSON_VERSION,
+        "name": problem.name,
+        "capacity": problem.capacity,
+        "buffers": [
+            {
+                "id": b.id, "start": b.start, "end": b.end, "size": b.size, "alignment": b.alignment,
+                "offset": b.offset, "pool": b.pool, "kind": b.kind.value, "label": b.label,
+            }
+            for b in problem.buffers
+        ],
+        "groups": [{"parent": g.parent, "members": [list(m) for m in g.members]} for g in problem.groups],
+        "same_offsets": [list(s.buffers) for s in problem.same_offsets],
+    }
+
+
+def _problem_from_dict(data: dict[str, Any]) -> Problem:
+    buffers = tuple(
+        Buffer(
+            b["id"], b["start"], b["end"], b["size"], alignment=b["alignment"], offset=b["offset"],
+            pool=b["pool"], kind=BufferKind(b["kind"]), label=b["label"],
+        )
+        for b in data["buffers"]
+    )
+    groups = tuple(
+        ContiguousGroup(g["parent"], tuple((m, rel) for m, rel in g["members"])) for g in data["groups"]
+    )
+    same = tuple(SameOffset(tuple(s)) for s in data["same_offsets"])
+    return Problem(buffers, groups, same, capacity=data["capacity"], name=data["name"])
+
+
+def _plan_to_dict(plan: Plan) -> dict[str, Any]:
+    return {
+        "type": "plan",
+        "version": _JSON_VERSION,
+        "solver": plan.solver,
+        "seconds": plan.seconds,
+        "proven_optimal": plan.proven_optimal,
+        "lower_bound": plan.lower_bound,
+        "status": plan.status,
+        "arena_sizes": {str(pool): size for pool, size in plan.arena_sizes.items()},
+        "offsets": dict(plan.offsets),
+    }
+
+
+def _plan_from_dict(data: dict[str, Any]) -> Plan:
+    return Plan(
+        offsets=dict(data["offsets"]),
+        arena_sizes={int(pool): size for pool, size in data["arena_sizes"].items()},
+        solver=data["solver"],
+        seconds=data["seconds"],
+        proven_optimal=data["proven_optimal"],
+        lower_bound=data["lower_bound"],
+        status=data["status"],
+    )
