@@ -1,0 +1,528 @@
+"""Exact planning as a disjunctive MILP, solved through PuLP (CBC or HiGHS).
+
+Model, per placement unit u (solvers.units) with offset x_u and per pool p with
+arena A_p, all in bytes divided by the common divisor of sizes, alignments and
+fixed offsets:
+
+    minimise   sum_p A_p                       (A_p >= the pool's lower bound)
+    subject to A_p >= x_u + size(u in p)
+               x_u = alignment_u * k_u,  k_u integer (or x_u fixed)
+               x_u + s_uv <= x_v + M (1 - z_uv)    z_uv binary, only for pairs
+               x_v + s_vu <= x_u + M z_uv          whose lifetimes overlap
+
+The pairs come from a sweep over time, not from all pairs; the big-M comes from
+the best-fit plan, which is also the warm start. The raw solver offsets are
+settled (each unit lowered as far as its solver order allows), so rounding or
+tolerance in the MILP can never produce an invalid plan, and the result is
+never worse than best-fit's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import os
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from typing import Any, Iterator, Sequence
+
+import pulp
+
+from planner.problem import InfeasibleError, Plan, Problem, common_divisor, lower_bounds
+from solvers.units import Unit, arena_of, make_plan, units_of
+
+DEFAULT_TIME_LIMIT_S = 60.0
+"""Wall-clock budget when the caller gives none: enough to prove small
+problems, short enough that a sweep over a model zoo finishes."""
+
+BUILD_SHARE = 1 / 3
+"""Share of the time limit the model may take to build; handing it to the
+solver costs about as much again, and the rest is for solving."""
+
+BACKENDS = ("cbc", "highs")
+
+# (i, j) with i < j -> (bytes of unit i that must clear unit j, bytes of j that must clear i)
+PairSizes = dict[tuple[int, int], tuple[int, int]]
+
+
+def solve_milp(
+    problem: Problem,
+    *,
+    time_limit_s: float | None = None,
+    backend: str = "cbc",
+    msg: bool = False,
+    warm_start: bool = True,
+    **options: Any,
+) -> Plan:
+    """Minimise the summed arena, or prove that `problem.capacity` cannot be met.
+
+    `warm_start` starts the solver from the best-fit plan, and skips it
+    altogether when that plan already meets the lower bound; without it the
+    solver starts cold (best-fit still gives the big-M and the fallback).
+    `options` go to the PuLP solver of the backend (e.g. `threads=2`). On a
+    time-out the plan is the best found (at worst best-fit's) and `status`
+    says it is not proven.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"milp: unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
+    began = time.perf_counter()
+    solver = _make_solver(backend, msg, options)
+    units = units_of(problem)
+    plain = lower_bounds(problem)
+    aligned = aligned_lower_bounds(units)
+    bounds = {pool: max(lb, aligned.get(pool, 0)) for pool, lb in plain.items()}
+    meets_bound = "optimal: meets the lower bound" + (
+        " with alignment padding" if bounds != plain else ""
+    )
+    _check_capacity_reachable(problem, bounds)
+    pairs = overlapping_pairs(units)
+    _check_fixed_pairs(units, pairs)
+
+    heuristic = _bestfit(problem)
+    heuristic_offsets = _unit_offsets(units, heuristic)
+    fits = problem.capacity is None or all(s <= problem.capacity for s in heuristic.arena_sizes.values())
+
+    def finish(unit_offsets: Sequence[int], proven: bool, status: str) -> Plan:
+        return make_plan(
+            problem, units, unit_offsets, "milp", time.perf_counter() - began, proven, status
+        )
+
+    if not units:
+        return finish([], True, "optimal: nothing to place")
+    if warm_start and fits and heuristic.arena_size == sum(bounds.values()):
+        return finish(heuristic_offsets, True, meets_bound + " (best-fit's plan)")
+
+    divisor = common_divisor(
+        [r.size for u in units for r in u.rects]
+        + [u.alignment for u in units]
+        + [u.fixed for u in units if u.fixed]
+    )
+    try:
+        model = _Model(
+            units, pairs, bounds, divisor, _pool_limits(problem, bounds, heuristic, fits),
+            deadline=began + limit * BUILD_SHARE,
+        )
+    except _OutOfTime as progress:
+        if fits and heuristic.arena_size == sum(bounds.values()):
+            return finish(heuristic_offsets, True, meets_bound + " (best-fit's plan)")
+        return finish(
+            heuristic_offsets,
+            False,
+            f"not proven: the MILP ({len(pairs)} order pairs) did not build within {BUILD_SHARE:.0%}"
+            f" of the time limit {limit:g}s ({progress}); best-fit plan returned",
+        )
+    if warm_start and fits:
+        model.set_start(heuristic_offsets)
+    remaining = max(limit - (time.perf_counter() - began), 0.01)
+    try:
+        status, proven_by_solver, objective = model.solve(solver, remaining)
+    except pulp.PulpSolverError as err:  # e.g. the CBC binary exiting abnormally
+        return finish(heuristic_offsets, False, f"not proven: {backend} failed ({err}); best-fit plan returned")
+
+    if status == pulp.LpStatusInfeasible:
+        if problem.capacity is None:
+            raise RuntimeError("milp: model without capacity reported infeasible; this is a bug")
+        raise InfeasibleError(
+            f"milp/{backend}: proven that no plan fits the capacity {problem.capacity} bytes per pool"
+            f" (lower bound per pool: {dict(bounds)})"
+        )
+    candidates = []
+    if model.has_solution():
+        settled = settle(units, pairs, model.raw_offsets(), divisor)
+        candidates.append((settled, "milp"))
+    candidates.append((heuristic_offsets, "bestfit"))
+    best, source = min(candidates, key=lambda c: _rank(problem, units, c[0]))
+    total = sum(arena_of(units, best).values())
+    lb_total = sum(bounds.values())
+    proven = total == lb_total or (
+        proven_by_solver and source == "milp" and total <= objective * divisor
+    )
+    if proven:
+        state = meets_bound if total == lb_total else f"optimal: proven by {backend}"
+    else:
+        found = "a feasible plan" if model.has_solution() else "no plan"
+        state = f"not proven: {backend} stopped (time limit {limit:g}s) with {found}"
+        if source == "bestfit":
+            state += "; best-fit plan kept"
+    return finish(best, proven, state)
+
+
+# -- preparation -----------------------------------------------------------------
+
+
+def _check_capacity_reachable(problem: Problem, bounds: dict[int, int]) -> None:
+    if problem.capacity is None:
+        return
+    for pool, need in bounds.items():
+        if need > problem.capacity:
+            raise InfeasibleError(
+                f"milp: pool {pool} needs at least {need} bytes (bytes live at its peak with"
+                f" alignment padding, or the end of a fixed buffer), over the capacity {problem.capacity}"
+            )
+
+
+def aligned_lower_bounds(units: Sequence[Unit]) -> dict[int, int]:
+    """Per pool: bytes live at one moment plus the alignment padding no plan avoids.
+
+    Units live together are stacked somehow; all their offsets are multiples of
+    g, the gcd of their alignments, so every unit but the top one takes its size
+    rounded up to g. Stronger than the plain peak when sizes are not multiples
+    of the alignment, which is what makes aligned problems provable.
+    """
+    by_pool: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
+    for u in units:
+        for r in u.rects:
+            by_pool[r.pool].append((r.start, r.end, r.size, u.alignment))
+    bounds: dict[int, int] = {}
+    for pool, rects in by_pool.items():
+        events = sorted(
+            [(start, 1, k) for k, (start, _, _, _) in enumerate(rects)]
+            + [(end, 0, k) for k, (_, end, _, _) in enumerate(rects)]
+        )
+        live: set[int] = set()
+        best = 0
+        for _, is_start, k in events:
+            if not is_start:
+                live.discard(k)
+                continue
+            live.add(k)
+            g = common_divisor(rects[j][3] for j in live)
+            padding = [-(-rects[j][2] // g) * g - rects[j][2] for j in live]
+            best = max(best, sum(rects[j][2] for j in live) + sum(padding) - max(padding))
+        bounds[pool] = best
+    return bounds
+
+
+def overlapping_pairs(units: Sequence[Unit]) -> PairSizes:
+    """Unit pairs with a rectangle each that live at the same time in one pool.
+
+    A sweep over start/end events per pool: O(n log n + pairs). The sizes are
+    the largest rectangle of each unit among the conflicting ones, which is
+    what must clear the other unit when it is placed below it.
+    """
+    by_pool: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
+    for u in units:
+        for r in u.rects:
+            by_pool[r.pool].append((r.start, r.end, r.size, u.index))
+    pairs: PairSizes = {}
+    for rects in by_pool.values():
+        events = sorted(
+            [(start, 1, k) for k, (start, _, _, _) in enumerate(rects)]
+            + [(end, 0, k) for k, (_, end, _, _) in enumerate(rects)]
+        )  # at equal times ends (0) come first: lifetimes are half-open
+        live: set[int] = set()
+        for _, is_start, k in events:
+            if not is_start:
+                live.discard(k)
+                continue
+            _, _, size_k, unit_k = rects[k]
+            for j in live:
+                _, _, size_j, unit_j = rects[j]
+                if unit_j == unit_k:
+                    continue
+                key, sizes = (
+                    ((unit_j, unit_k), (size_j, size_k)) if unit_j < unit_k else ((unit_k, unit_j), (size_k, size_j))
+                )
+                old = pairs.get(key, (0, 0))
+                pairs[key] = (max(old[0], sizes[0]), max(old[1], sizes[1]))
+            live.add(k)
+    return pairs
+
+
+def _check_fixed_pairs(units: Sequence[Unit], pairs: PairSizes) -> None:
+    for (i, j), (size_i, size_j) in pairs.items():
+        a, b = units[i], units[j]
+        if a.fixed is not None and b.fixed is not None:
+            if a.fixed < b.fixed + size_j and b.fixed < a.fixed + size_i:
+                raise InfeasibleError(
+                    f"milp: fixed buffers {list(a.roots)} at {a.fixed} and {list(b.roots)} at {b.fixed}"
+                    " share bytes while both live",
+                    a.roots + b.roots,
+                )
+
+
+def _bestfit(problem: Problem) -> Plan:
+    """The heuristic plan (without the capacity, so it exists even when over it)."""
+    from solvers import solve
+
+    return solve(dataclasses.replace(problem, capacity=None), "bestfit")
+
+
+def _unit_offsets(units: Sequence[Unit], plan: Plan) -> list[int]:
+    return [plan.offsets[u.roots[0]] for u in units]
+
+
+def _pool_limits(problem: Problem, bounds: dict[int, int], heuristic: Plan, fits: bool) -> dict[int, int]:
+    """Largest arena each pool may take: the big-M source.
+
+    Without a capacity (or when best-fit meets it), an optimal plan sums to at
+    most best-fit's total, so one pool can take that total minus the others'
+    lower bounds. Otherwise only the capacity bounds a pool.
+    """
+    total, lb_total = heuristic.arena_size, sum(bounds.values())
+    limits = {}
+    for pool, lb in bounds.items():
+        limit = total - (lb_total - lb) if fits else problem.capacity
+        if problem.capacity is not None:
+            limit = min(limit, problem.capacity)
+        limits[pool] = limit
+    return limits
+
+
+def _rank(problem: Problem, units: Sequence[Unit], offsets: Sequence[int]) -> tuple[int, int]:
+    """Plans within capacity first, then by total arena."""
+    sizes = arena_of(units, offsets)
+    over = problem.capacity is not None and any(s > problem.capacity for s in sizes.values())
+    return (int(over), sum(sizes.values()))
+
+
+# -- the model -------------------------------------------------------------------
+
+
+class _OutOfTime(Exception):
+    """Building the model used up its share of the time limit."""
+
+
+class _Model:
+    """The PuLP problem in units of `divisor` bytes.
+
+    Constraints are written as coefficient lists rather than PuLP expression
+    arithmetic, which is several times faster on models with many pairs; the
+    build checks `deadline` so a huge model cannot overrun the time limit.
+    """
+
+    def __init__(
+        self,
+        units: Sequence[Unit],
+        pairs: PairSizes,
+        bounds: dict[int, int],
+        divisor: int,
+        limits: dict[int, int],
+        deadline: float,
+    ) -> None:
+        self.units, self.divisor = units, divisor
+        g = divisor
+        self.lp = pulp.LpProblem("memplan", pulp.LpMinimize)
+        self.arena = {
+            pool: self.lp.add_variable(
+                f"A{n}", lowBound=-(-bounds[pool] // g), upBound=limits[pool] // g, cat=pulp.LpInteger
+            )
+            for n, pool in enumerate(sorted(bounds))
+        }
+        self.lp += pulp.lpSum(self.arena.values())
+
+        # x_u = step_u * k_u for a free unit, the constant fixed_u for a fixed one
+        self.steps: dict[int, pulp.LpVariable] = {}
+        terms: list[list[tuple[pulp.LpVariable, int]]] = []
+        const: list[int] = []
+        self.upper: list[int] = []  # highest scaled offset of each unit
+        for u in units:
+            if u.fixed is not None:
+                terms.append([])
+                const.append(u.fixed // g)
+                self.upper.append(u.fixed // g)
+                continue
+            step = u.alignment // g
+            top = min(limits[r.pool] // g - r.size // g for r in u.rects) // step
+            k = self.lp.add_variable(f"k{u.index}", lowBound=0, upBound=top, cat=pulp.LpInteger)
+            self.steps[u.index] = k
+            terms.append([(k, step)])
+            const.append(0)
+            self.upper.append(top * step)
+        for u in units:
+            for r in u.rects:  # A_p - x_u >= size
+                self._add([(self.arena[r.pool], 1)] + _negated(terms[u.index]), pulp.LpConstraintGE, r.size // g + const[u.index])
+
+        self.order: dict[tuple[int, int], pulp.LpVariable] = {}
+        for n, ((i, j), (size_i, size_j)) in enumerate(pairs.items()):
+            if n % 1000 == 0 and time.perf_counter() > deadline:
+                raise _OutOfTime(f"{n} of {len(pairs)} order pairs built")
+            if units[i].fixed is not None and units[j].fixed is not None:
+                continue  # checked disjoint beforehand
+            z = self.lp.add_variable(f"z{i}_{j}", cat=pulp.LpBinary)  # 1: i below j
+            self.order[(i, j)] = z
+            low_i = const[i] if units[i].fixed is not None else 0
+            low_j = const[j] if units[j].fixed is not None else 0
+            # x_i - x_j is a multiple of d, so a unit below the other takes its size rounded up to d
+            d = math.gcd(units[i].alignment, units[j].alignment) // g
+            si, sj = -(-size_i // g // d) * d, -(-size_j // g // d) * d
+            big_i, big_j = self.upper[i] + si - low_j, self.upper[j] + sj - low_i
+            difference = terms[i] + _negated(terms[j])  # x_i - x_j without constants
+            shift = const[i] - const[j]
+            # x_i + s_i <= x_j + big_i (1 - z)
+            self._add(difference + [(z, big_i)], pulp.LpConstraintLE, big_i - si - shift)
+            # x_j + s_j <= x_i + big_j z
+            self._add(_negated(difference) + [(z, -big_j)], pulp.LpConstraintLE, shift - sj)
+
+    def _add(self, terms: list[tuple[pulp.LpVariable, int]], sense: int, rhs: int) -> None:
+        self.lp.addConstraint(pulp.LpConstraint(pulp.LpAffineExpression(terms), sense, rhs=rhs))
+
+    def set_start(self, unit_offsets: Sequence[int]) -> None:
+        """Give every variable its value in a known valid plan."""
+        g = self.divisor
+        for index, k in self.steps.items():
+            k.setInitialValue(unit_offsets[index] // g // (self.units[index].alignment // g))
+        for (i, j), z in self.order.items():
+            z.setInitialValue(1 if unit_offsets[i] < unit_offsets[j] else 0)
+        arenas = arena_of(self.units, unit_offsets)
+        for pool, a in self.arena.items():
+            a.setInitialValue(arenas.get(pool, 0) // g)
+
+    def solve(self, solver: pulp.LpSolver, seconds: float) -> tuple[int, bool, int]:
+        """(PuLP status, proven optimal, objective in bytes / divisor)."""
+        warm = any(v.varValue is not None for v in self.lp.variables())
+        solver.timeLimit = seconds
+        if isinstance(solver, _HiGHS):
+            solver.warm_start = warm
+            status = self.lp.solve(solver)
+        else:
+            solver.optionsDict["warmStart"] = warm
+            with tempfile.TemporaryDirectory(prefix="memplan-milp-") as scratch:
+                solver.tmpDir = scratch  # CBC's model and solution files live and die here
+                status = self.lp.solve(solver)
+        proven = status == pulp.LpStatusOptimal and self.lp.sol_status == pulp.LpSolutionOptimal
+        value = pulp.value(self.lp.objective)
+        return status, proven, round(value) if value is not None else 0
+
+    def has_solution(self) -> bool:
+        return self.lp.sol_status in (pulp.LpSolutionOptimal, pulp.LpSolutionIntegerFeasible) and all(
+            k.varValue is not None for k in self.steps.values()
+        )
+
+    def raw_offsets(self) -> list[float]:
+        """Solver offsets in bytes, possibly off by solver tolerance."""
+        return [
+            u.fixed if u.fixed is not None else self.steps[u.index].varValue * u.alignment for u in self.units
+        ]
+
+
+def _negated(terms: list[tuple[pulp.LpVariable, int]]) -> list[tuple[pulp.LpVariable, int]]:
+    return [(var, -coef) for var, coef in terms]
+
+
+def _make_solver(backend: str, msg: bool, options: dict[str, Any]) -> pulp.LpSolver:
+    """The PuLP solver, built first so that bad options fail before any work.
+
+    Gaps: the objective is integral, so an absolute gap below 1 proves optimality
+    (HiGHS's default relative gap of 1e-4 would not).
+    """
+    settings = dict(msg=msg, gapRel=0.0, gapAbs=0.999, **options)
+    try:
+        if backend == "cbc":
+            return pulp.COIN_CMD(path=pulp.PULP_CBC_CMD.pulp_cbc_path, **settings)
+        solver = _HiGHS(**settings)
+    except TypeError as err:
+        raise ValueError(f"milp: backend {backend!r} does not accept the options {options}: {err}") from None
+    solver.check_options()
+    return solver
+
+
+class _HiGHS(pulp.HiGHS):
+    """PuLP's HiGHS with a warm start and without the one-time banner on stdout."""
+
+    warm_start = False
+
+    def check_options(self) -> None:
+        """HiGHS ignores unknown option names silently; refuse them instead."""
+        import highspy
+
+        with _quiet_stdout(enabled=not self.msg):
+            probe = highspy.Highs()
+        probe.setOptionValue("output_flag", False)
+        for key, value in self.optionsDict.items():
+            if probe.setOptionValue(key, value) != highspy.HighsStatus.kOk:
+                raise ValueError(f"milp: HiGHS rejects the option {key}={value!r}")
+
+    def createAndConfigureSolver(self, lp: pulp.LpProblem) -> None:
+        import highspy
+
+        if self.threads is not None:  # HiGHS refuses a thread count once its scheduler runs
+            highspy.Highs.resetGlobalScheduler(True)
+        with _quiet_stdout(enabled=not self.msg):
+            super().createAndConfigureSolver(lp)
+
+    def callSolver(self, lp: pulp.LpProblem) -> None:
+        import highspy
+
+        if self.warm_start:
+            start = highspy.HighsSolution()
+            columns = sorted(lp.variables(), key=lambda v: v.index)
+            start.col_value = [float(v.varValue or 0) for v in columns]
+            start.value_valid = True
+            lp.solverModel.setSolution(start)
+        super().callSolver(lp)
+        failed = {
+            highspy.HighsModelStatus.kLoadError, highspy.HighsModelStatus.kModelError,
+            highspy.HighsModelStatus.kPresolveError, highspy.HighsModelStatus.kSolveError,
+            highspy.HighsModelStatus.kPostsolveError, highspy.HighsModelStatus.kNotset,
+        }
+        outcome = lp.solverModel.getModelStatus()
+        if outcome in failed:
+            raise pulp.PulpSolverError(
+                f"HiGHS status {lp.solverModel.modelStatusToString(outcome)}; rerun with msg=True for its log"
+            )
+
+
+@contextlib.contextmanager
+def _quiet_stdout(enabled: bool) -> Iterator[None]:
+    """Silence file descriptor 1: HiGHS prints its banner from C++ on construction."""
+    if not enabled:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+# -- from solver offsets to a valid plan ------------------------------------------
+
+
+def settle(units: Sequence[Unit], pairs: PairSizes, raw: Sequence[float], divisor: int) -> list[int]:
+    """Valid offsets that keep the vertical order of `raw` and are never higher.
+
+    Units are placed bottom-up in the order of their raw offsets, each at the
+    lowest aligned position above the units already placed below it that it
+    lives with, and clear of fixed units. When `raw` is valid, every unit ends
+    at or below its raw offset; when it is slightly off (solver tolerance), the
+    result is still valid.
+    """
+    below: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # unit -> (other, own size, other's size)
+    for (i, j), (size_i, size_j) in pairs.items():
+        below[i].append((j, size_i, size_j))
+        below[j].append((i, size_j, size_i))
+    placed: dict[int, int] = {u.index: u.fixed for u in units if u.fixed is not None}
+    free = sorted((u for u in units if u.fixed is None), key=lambda u: (round(raw[u.index] / divisor), u.index))
+    for u in free:
+        floor = 0
+        fixed_blocks = []  # (bottom, top, bytes of u that must clear it)
+        for other, own_size, other_size in below[u.index]:
+            if other not in placed:
+                continue
+            if units[other].fixed is None:
+                floor = max(floor, placed[other] + other_size)
+            else:
+                fixed_blocks.append((placed[other], placed[other] + other_size, own_size))
+        x = _align_up(floor, u.alignment)
+        moved = True
+        while moved:
+            moved = False
+            for lo, hi, own_size in fixed_blocks:
+                if x < hi and lo < x + own_size:
+                    x = _align_up(hi, u.alignment)
+                    moved = True
+        placed[u.index] = x
+    return [placed[u.index] for u in units]
+
+
+def _align_up(value: int, alignment: int) -> int:
+    return -(-value // alignment) * alignment

@@ -1,0 +1,59 @@
+"""MILP internals the cross-solver tests cannot see: pair finding, settling, failure handling."""
+
+from __future__ import annotations
+
+import pulp
+import pytest
+from hypothesis import given, settings
+from strategies import problems
+
+from planner.problem import Buffer, Problem, validate
+from solvers import solve
+from solvers.milp import overlapping_pairs, settle
+from solvers.units import make_plan, units_of
+
+
+@settings(max_examples=60, deadline=None)
+@given(problems(max_buffers=10, pools=(0, 1)))
+def test_sweep_finds_exactly_the_conflicting_unit_pairs(problem: Problem) -> None:
+    units = units_of(problem)
+    found = overlapping_pairs(units)
+    expected = {(a.index, b.index) for a in units for b in units if a.index < b.index and a.conflicts(b)}
+    assert set(found) == expected
+    for (i, j), (size_i, size_j) in found.items():
+        assert size_i == max(r.size for r in units[i].rects if any(r.lives_with(o) for o in units[j].rects))
+        assert size_j == max(r.size for r in units[j].rects if any(r.lives_with(o) for o in units[i].rects))
+
+
+def test_settle_repairs_offsets_off_by_solver_tolerance() -> None:
+    """Raw offsets that overlap by a hair (or round onto each other) still give a valid plan."""
+    problem = Problem(
+        (Buffer("a", 0, 2, 4), Buffer("b", 0, 2, 4), Buffer("c", 1, 3, 4, alignment=4), Buffer("w", 0, 3, 2, offset=12))
+    )
+    units = units_of(problem)
+    raw = [0.0, 3.9999997, 4.0000002, 12]  # b rounds onto a's bytes; c onto b's
+    offsets = settle(units, overlapping_pairs(units), raw, divisor=1)
+    plan = make_plan(problem, units, offsets, "milp", 0.0)
+    assert validate(problem, plan) == []
+    assert plan.offsets["w"] == 12  # fixed units never move
+    assert plan.offsets["a"] == 0 and plan.offsets["b"] == 4 and plan.offsets["c"] == 8
+
+
+def test_settle_never_raises_a_valid_plan() -> None:
+    problem = Problem((Buffer("a", 0, 2, 3), Buffer("b", 1, 3, 2), Buffer("c", 2, 4, 5)))
+    units = units_of(problem)
+    raw = [10, 20, 0]  # valid but wasteful: a at 10, b at 20 (above a), c at 0 (below b)
+    assert settle(units, overlapping_pairs(units), raw, divisor=1) == [0, 5, 0]
+
+
+def test_solver_failure_falls_back_to_bestfit_and_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
+    def crash(self, lp, **kwargs):
+        raise pulp.PulpSolverError("cbc exited with signal 11")
+
+    monkeypatch.setattr(pulp.COIN_CMD, "actualSolve", crash)
+    problem = Problem(tuple(Buffer(f"b{i}", 0, 2, 3) for i in range(4)) + (Buffer("wall", 0, 2, 1, offset=5),))
+    plan = solve(problem, "milp", backend="cbc", warm_start=False)
+    assert validate(problem, plan) == []
+    assert plan.arena_size <= solve(problem, "bestfit").arena_size
+    assert not plan.proven_optimal
+    assert "cbc failed" in plan.status and "signal 11" in plan.status
