@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 import pytest
+from minimalloc_files import minimalloc_dir
 
+from planner.io import read_minimalloc_csv
 from planner.problem import Buffer, InfeasibleError, Problem, lower_bound, validate
 from solvers import UnknownSolverError, available, solve
-
-MINIMALLOC = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "minimalloc"
 
 # (solver, options): both exact solvers, the MILP on both back ends, warm and cold
 # (cold makes the model itself find and prove the optimum).
@@ -22,20 +21,6 @@ EXACT_RUNS = [
     ("milp", {"backend": "highs", "warm_start": False}),
 ]
 RUN_IDS = ["cpsat", "milp-cbc", "milp-highs", "milp-cbc-cold", "milp-highs-cold"]
-
-
-def read_minimalloc(path: Path) -> Problem:
-    """MiniMalloc CSV (id, lower, upper, size; lifetimes [lower, upper))."""
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"benchmark {path} is missing; the shared MiniMalloc benchmarks belong at {MINIMALLOC}"
-        )
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    return Problem(
-        tuple(Buffer(r["id"], int(r["lower"]), int(r["upper"]), int(r["size"])) for r in rows),
-        name=path.stem,
-    )
 
 
 def pigeonholes(buffers: int, holes: int) -> Problem:
@@ -52,7 +37,7 @@ def pigeonholes(buffers: int, holes: int) -> Problem:
 
 @pytest.mark.parametrize(("solver", "options"), EXACT_RUNS, ids=RUN_IDS)
 def test_minimalloc_input_12_is_solved_at_12_and_proven(solver: str, options: dict) -> None:
-    problem = read_minimalloc(MINIMALLOC / "input.12.csv")
+    problem = read_minimalloc_csv(minimalloc_dir() / "input.12.csv")
     plan = solve(problem, solver, time_limit_s=30, **options)
     assert plan.arena_size == 12
     assert plan.proven_optimal, plan.status
