@@ -1,0 +1,224 @@
+"""`memplan`: sweeps, single-model plans, Gantt plots, problem export and CSV benchmarks.
+
+Only argument parsing and printing live here; the work is in experiments.sweep,
+experiments.one_model, experiments.bench and experiments.catalog. A mistake
+in the command line (unknown model or solver, bad setting, unwritable output)
+ends with one `memplan: error: ...` line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import NoReturn, Sequence
+
+USAGE_EXIT = 2
+FAILURE_EXIT = 1
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(f"{message} (see: {self.prog} --help)", USAGE_EXIT)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    print(f"memplan: error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from experiments import sweep
+    from experiments.executors import EXECUTORS
+    from experiments.one_model import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
+
+    parser = _Parser(prog="memplan", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("sweep", help="run models x solvers x settings into a results folder")
+    p.add_argument("--models", help="comma-separated zoo models (default: the default sweep set)")
+    p.add_argument("--solvers", help="comma-separated solvers (default: all registered)")
+    p.add_argument("--out", default=sweep.DEFAULT_OUT, help="output folder (default: %(default)s)")
+    p.add_argument("--alignment", default=",".join(map(str, sweep.DEFAULT_ALIGNMENTS)),
+                   help="comma-separated byte alignments (default: %(default)s)")
+    p.add_argument("--cat-fusion", default=",".join("on" if f else "off" for f in sweep.DEFAULT_CAT_FUSION),
+                   help="on, off or on,off (default: %(default)s)")
+    p.add_argument("--time-limit", type=float, default=sweep.DEFAULT_TIME_LIMIT_S,
+                   help="seconds per solve for time-limited solvers (default: %(default)s)")
+    p.add_argument("--check", action="store_true", help="run every program and compare with eager PyTorch")
+    p.add_argument("--jobs", type=int, help="parallel workers (default: one per core)")
+    p.add_argument("--executor", choices=EXECUTORS, default="local", help="where runs execute (default: local)")
+    p.add_argument("--address", help="Ray cluster address (default: start a local Ray for the run)")
+    p.add_argument("--retry-errors", action="store_true", help="rerun runs that failed in an earlier sweep")
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+
+    p = sub.add_parser("plan", help="plan one zoo model and print a per-method summary")
+    p.add_argument("model")
+    p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
+    p.add_argument("--method", help="only this method (default: all)")
+    p.add_argument("--time-limit", type=float, default=sweep.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)")
+    p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
+    p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    p.add_argument("--plot", metavar="FILE", help="also write the Gantt chart (.png or .svg)")
+
+    p = sub.add_parser("plot", help="write a Gantt chart of a zoo model's plan")
+    p.add_argument("model")
+    p.add_argument("--solver", required=True)
+    p.add_argument("--method", help="only this method (default: all, stacked)")
+    p.add_argument("--time-limit", type=float, default=sweep.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)")
+    p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
+    p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    p.add_argument("--out", required=True, metavar="FILE", help=".png or .svg")
+
+    p = sub.add_parser("export-problem", help="write each method's problem as MiniMalloc CSV and JSON")
+    p.add_argument("model")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
+    p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+
+    p = sub.add_parser("bench-csv", help="solve a folder of MiniMalloc CSV problems and print a table")
+    p.add_argument("dir")
+    p.add_argument("--solvers", default="bestfit,cpsat", help="comma-separated (default: %(default)s)")
+    p.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve (default: %(default)s)")
+    p.add_argument("--capacity-from-name", action="store_true",
+                   help="read each problem's capacity from its file name (MiniMalloc benchmark style)")
+
+    sub.add_parser("models", help="list zoo models")
+    sub.add_parser("solvers", help="list solvers")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from experiments import zoo
+    from experiments.executors import ExecutorUnavailableError
+    from experiments.sweep import SweepConfigError
+    import solvers
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.error("choose a command: " + ", ".join(_COMMANDS))
+    try:
+        return _COMMANDS[args.command](args)
+    except (SweepConfigError, zoo.UnknownModelError, solvers.UnknownSolverError, ExecutorUnavailableError) as exc:
+        _fail(str(exc), USAGE_EXIT)
+    except KeyboardInterrupt:
+        _fail("interrupted", FAILURE_EXIT)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from experiments import report, sweep
+
+    df = sweep.sweep(
+        out=args.out,
+        models=sweep.parse_list(args.models, "model") if args.models else None,
+        solvers=sweep.parse_list(args.solvers, "solver") if args.solvers else None,
+        alignments=sweep.parse_list(args.alignment, "alignment", int),
+        cat_fusion=sweep.parse_switches(args.cat_fusion),
+        time_limit_s=args.time_limit,
+        check=args.check,
+        jobs=args.jobs,
+        executor=args.executor,
+        address=args.address,
+        retry_errors=args.retry_errors,
+        progress=not args.quiet,
+    )
+    if not args.quiet:
+        print(report.summary_markdown(df))
+    print(f"{len(df)} rows, {int(df['error'].notna().sum())} with an error; written to {args.out}/", file=sys.stderr)
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from experiments import one_model, sweep
+
+    if args.plot:
+        one_model.check_figure_path(args.plot)
+    result = _planned(args, one_model, sweep)
+    print(one_model.format_summary(result))
+    if args.plot:
+        print(f"wrote {one_model.save_gantt(result, args.plot)}", file=sys.stderr)
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from experiments import one_model, sweep
+
+    one_model.check_figure_path(args.out)
+    result = _planned(args, one_model, sweep, with_stock=False)
+    print(f"wrote {one_model.save_gantt(result, args.out)}", file=sys.stderr)
+    return 0
+
+
+def _planned(args, one_model, sweep, with_stock: bool = True):
+    from planner.problem import ProblemError
+
+    (fusion,) = _one_switch(args.cat_fusion, sweep)
+    try:
+        return one_model.plan_model(
+            args.model, args.solver, args.method, args.time_limit, args.alignment, fusion, with_stock
+        )
+    except ProblemError as exc:  # planning itself failed: not a usage mistake
+        _fail(str(exc).splitlines()[0], FAILURE_EXIT)
+
+
+def _one_switch(text: str, sweep) -> list[bool]:
+    switches = sweep.parse_switches(text)
+    if len(switches) != 1:
+        raise sweep.SweepConfigError(f"--cat-fusion takes one value here (on or off), got {text!r}")
+    return switches
+
+
+def _export_problem(args: argparse.Namespace) -> int:
+    from experiments import one_model, sweep
+
+    (fusion,) = _one_switch(args.cat_fusion, sweep)
+    written, notes = one_model.export_problems(args.model, args.out, args.alignment, fusion)
+    for path in written:
+        print(path)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def _bench_csv(args: argparse.Namespace) -> int:
+    from experiments import bench, sweep
+
+    df = bench.bench_csv(
+        args.dir,
+        sweep.parse_list(args.solvers, "solver"),
+        args.time_limit,
+        capacity_from_name=args.capacity_from_name,
+    )
+    print(df.to_string(index=False))
+    return 0
+
+
+def _models(args: argparse.Namespace) -> int:
+    from experiments import catalog
+
+    print(catalog.describe(catalog.models()))
+    return 0
+
+
+def _solvers(args: argparse.Namespace) -> int:
+    from experiments import catalog
+
+    print(catalog.describe(catalog.solvers()))
+    return 0
+
+
+_COMMANDS = {
+    "sweep": _sweep,
+    "plan": _plan,
+    "plot": _plot,
+    "export-problem": _export_problem,
+    "bench-csv": _bench_csv,
+    "models": _models,
+    "solvers": _solvers,
+}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

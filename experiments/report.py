@@ -1,0 +1,145 @@
+"""Files a sweep leaves in its output folder: the table, a Markdown summary, a plot.
+
+Kept apart from the sweep so the summary can be regenerated from any saved
+results table (`summary_markdown(pd.read_csv(...))`).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import pandas as pd
+
+CSV_FILE = "results.csv"
+PARQUET_FILE = "results.parquet"
+SUMMARY_FILE = "summary.md"
+PLOT_FILE = "compare.png"
+
+
+def write_outputs(df: pd.DataFrame, folder: Path) -> list[Path]:
+    """Write CSV, Parquet (when pyarrow is importable), summary and plot; return the paths."""
+    written = [folder / CSV_FILE]
+    df.to_csv(written[0], index=False)
+    if importlib.util.find_spec("pyarrow") is not None:
+        written.append(folder / PARQUET_FILE)
+        df.to_parquet(written[-1], index=False)
+    written.append(folder / SUMMARY_FILE)
+    written[-1].write_text(summary_markdown(df))
+    if _succeeded(df).size:
+        written.append(folder / PLOT_FILE)
+        _plot(df, written[-1])
+    return written
+
+
+def _succeeded(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["arena_bytes"].notna()]
+
+
+def _plot(df: pd.DataFrame, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import viz
+
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * df["model"].nunique() + 3), 4.5))
+    viz.compare(_succeeded(df), ax=ax)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# -- Markdown ------------------------------------------------------------------------
+
+
+def summary_markdown(df: pd.DataFrame) -> str:
+    """Per settings: arena / lower bound and saving vs stock for each model and solver."""
+    solvers = _solver_order(df["solver"])
+    failed = df[df["error"].notna()]
+    lines = [
+        "# memplan sweep",
+        "",
+        f"{len(df)} rows: {df['model'].nunique()} models x {len(solvers)} solvers"
+        f" ({', '.join(solvers)}); {len(failed)} rows with an error.",
+        "",
+        "Cell: arena / lower bound (1.000 = provably minimal), then the saving vs the stock"
+        " ExecuTorch planner (positive = smaller arena); `*` = solver proved it optimal.",
+    ]
+    for (alignment, fusion, limit), group in df.groupby(["alignment", "cat_fusion", "time_limit_s"], dropna=False):
+        lines += ["", f"## alignment {alignment}, cat fusion {'on' if fusion else 'off'}, time limit {limit:g} s", ""]
+        lines += _settings_table(group, solvers)
+    if len(failed):
+        lines += ["", "## Errors", "", "| model | method | solver | settings | error |", "|---|---|---|---|---|"]
+        for row in failed.itertuples():
+            error = str(row.error).replace("|", "\\|")
+            error = error if len(error) <= 160 else error[:157] + "..."
+            settings = f"align {row.alignment}, fusion {'on' if row.cat_fusion else 'off'}, {row.time_limit_s:g} s"
+            lines.append(f"| {row.model} | {row.method} | {row.solver} | {settings} | {error} |")
+    return "\n".join(lines) + "\n"
+
+
+def _solver_order(names: pd.Series) -> list[str]:
+    """Solvers in registry order (cheap to exact), unknown names last."""
+    import solvers as registry
+
+    rank = {name: i for i, name in enumerate(registry.available())}
+    return sorted(set(names), key=lambda n: (rank.get(n, len(rank)), n))
+
+
+def _settings_table(group: pd.DataFrame, solvers: list[str]) -> list[str]:
+    header = "| model | buffers | lower bound | stock | " + " | ".join(solvers) + " |"
+    lines = [header, "|---|---:|---:|---:|" + "---:|" * len(solvers)]
+    for (model, method), rows in group.groupby(["model", "method"], sort=True):
+        label = model if method in ("", "forward") else f"{model}.{method}"
+        ok = rows[rows["arena_bytes"].notna()]
+        first = ok.iloc[0] if len(ok) else None
+        cells = [
+            label,
+            _int(first["buffers"]) if first is not None else "",
+            _int(first["lower_bound"]) if first is not None else "",
+            _int(first["stock_arena_bytes"]) if first is not None else "",
+        ]
+        by_solver = {r.solver: r for r in rows.itertuples()}
+        cells += [_cell(by_solver.get(s)) for s in solvers]
+        lines.append("| " + " | ".join(cells) + " |")
+    means = []
+    for s in solvers:
+        ok = group[(group["solver"] == s) & group["arena_bytes"].notna()]
+        if not len(ok):
+            means.append("")
+            continue
+        ratio = math.exp(ok["arena_over_lb"].astype(float).map(math.log).mean())
+        saving = ok["saving_vs_stock"].dropna()
+        means.append(f"{ratio:.3f}" + (f" ({saving.mean():+.1%})" if len(saving) else ""))
+    lines.append("| **geometric mean (mean saving)** | | | | " + " | ".join(means) + " |")
+    return lines
+
+
+def _int(value) -> str:
+    return "" if pd.isna(value) else f"{int(value):,}"
+
+
+def _cell(row) -> str:
+    if row is None:
+        return ""
+    if pd.isna(row.arena_bytes):
+        return "error"
+    text = f"{row.arena_over_lb:.3f}"
+    if not pd.isna(row.saving_vs_stock):
+        text += f" ({row.saving_vs_stock:+.1%})"
+    if _true(row.proven_optimal):
+        text += "*"
+    if _false(row.matches_eager):
+        text += " MISMATCH"
+    return text
+
+
+def _true(value) -> bool:
+    return not pd.isna(value) and bool(value)
+
+
+def _false(value) -> bool:
+    return not pd.isna(value) and not bool(value)
