@@ -127,6 +127,64 @@ def tiny(name: str) -> ZooModel:
     raise KeyError(name)
 
 
+class Store(nn.Module):
+    """State shared by the methods below (by FQN)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("memory", torch.zeros(4, 8))
+        self.register_buffer("count", torch.zeros(1))
+
+
+class Write(nn.Module):
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+
+    def forward(self, x):
+        self.store.memory.copy_(x)
+        self.store.count.add_(1)
+        return x.sum().reshape(1)
+
+
+class Read(nn.Module):
+    """Only reads the state: ExecuTorch sees a constant buffer here unless it is shared."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__()
+        self.store = store
+
+    def forward(self):
+        return self.store.memory.clone(), self.store.count.clone()
+
+
+class Noise(nn.Module):
+    """Stateless, with activations far larger than the state: it fills arena 1."""
+
+    def forward(self, z):
+        return ((z * 2 + 1).relu() - 3).sum().reshape(1)
+
+
+def write_read() -> ZooModel:
+    """Three methods of one program: write state, read it back, and a stateless one in between."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        store = Store()
+        x1, x2, z = torch.randn(4, 8), torch.randn(4, 8), torch.randn(64, 64)
+    methods = {"write": (Write(store), (x1,)), "read": (Read(store), ()), "noise": (Noise(), (z,))}
+    calls = [("write", (x1,)), ("noise", (z,)), ("read", ()), ("write", (x2,)), ("noise", (z,)), ("read", ())]
+    return ZooModel(
+        "write_read",
+        "write / read / noise methods sharing state by FQN",
+        methods,
+        calls,
+        backend_config={},
+        shared_state=True,
+        memory_planning_config={"share_mutable_buffers": True},
+        convert_to_linear=False,
+    )
+
+
 TINY = ["chain", "stateful", "cond", "dynamic", "zero_size", "reinplace", "mlp_xnnpack"]
 
 
