@@ -1,0 +1,241 @@
+"""What the plots draw (artists and their coordinates), not how the pixels look."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+import pytest  # noqa: E402
+
+import viz  # noqa: E402
+from planner.generate import layered_problem  # noqa: E402
+from planner.problem import Buffer, BufferKind, ContiguousGroup, Plan, Problem, SameOffset, lower_bounds  # noqa: E402
+from solvers import solve  # noqa: E402
+from viz.gantt import ARENA, BUFFER_LABEL, BUFFERS, GROUPS, LOWER_BOUND, SHARED, draw_order, pool_bases  # noqa: E402
+from viz.profile import PEAK, TOTAL, live_bytes  # noqa: E402
+from viz.style import KIND_COLOURS, format_bytes  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def close_figures():
+    yield
+    plt.close("all")
+
+
+@pytest.fixture
+def problem() -> Problem:
+    """Two pools, a nested cat-style group, a same-offset pair, a fixed buffer, every kind."""
+    buffers = (
+        Buffer("cat", 0, 4, 96, kind=BufferKind.ACTIVATION),
+        Buffer("left", 0, 3, 32),
+        Buffer("right", 1, 4, 64),
+        Buffer("right_view", 1, 2, 16),
+        Buffer("input", 0, 2, 40, kind=BufferKind.GRAPH_INPUT),
+        Buffer("output", 3, 6, 50, kind=BufferKind.GRAPH_OUTPUT),
+        Buffer("state_a", 0, 2, 24, pool=1, kind=BufferKind.MUTABLE_STATE),
+        Buffer("state_b", 4, 6, 24, pool=1, kind=BufferKind.MUTABLE_STATE),
+        Buffer("pinned", 2, 5, 8, pool=1, offset=64),
+    )
+    groups = (
+        ContiguousGroup("cat", (("left", 0), ("right", 32))),
+        ContiguousGroup("right", (("right_view", 16),)),
+    )
+    return Problem(buffers, groups, (SameOffset(("state_a", "state_b")),), name="fixture")
+
+
+@pytest.fixture
+def plan(problem: Problem) -> Plan:
+    return solve(problem, "bestfit")
+
+
+def boxes(ax, gid: str) -> list[tuple[float, float, float, float]]:
+    """(x0, y0, x1, y1) of every polygon in the collection with this gid, in drawing order."""
+    (collection,) = [c for c in ax.collections if c.get_gid() == gid]
+    return [tuple(path.get_extents().get_points().ravel()) for path in collection.get_paths()]
+
+
+def line_heights(ax, gid: str) -> list[float]:
+    (lines,) = [c for c in ax.collections if c.get_gid() == gid]
+    return sorted(segment[0][1] for segment in lines.get_segments())
+
+
+def expected_box(problem: Problem, plan: Plan, buffer_id: str) -> tuple[float, float, float, float]:
+    buf = problem.buffer(buffer_id)
+    low = pool_bases(problem, plan)[buf.pool] + plan.offsets[buffer_id]
+    return (buf.start, low, buf.end, low + buf.size)
+
+
+# -- gantt -------------------------------------------------------------------------
+
+
+def test_one_box_per_buffer_at_its_offset_and_lifetime(problem: Problem, plan: Plan) -> None:
+    ax = viz.gantt(problem, plan)
+    order = draw_order(problem)
+    assert sorted(order) == sorted(b.id for b in problem.buffers)
+    assert boxes(ax, BUFFERS) == [expected_box(problem, plan, b) for b in order]
+
+
+def test_parents_are_drawn_before_their_members(problem: Problem) -> None:
+    order = draw_order(problem)
+    assert order.index("cat") < order.index("right") < order.index("right_view")
+
+
+def test_pools_stack_and_the_y_range_is_the_arena(problem: Problem, plan: Plan) -> None:
+    ax = viz.gantt(problem, plan)
+    assert pool_bases(problem, plan) == {0: 0, 1: plan.arena_sizes[0]}
+    assert ax.get_ylim() == (0, plan.arena_size)
+    assert ax.get_xlim() == (0, 6)
+
+
+def test_arena_and_lower_bound_lines_at_their_heights_with_values_in_the_legend(
+    problem: Problem, plan: Plan
+) -> None:
+    ax = viz.gantt(problem, plan)
+    bounds = lower_bounds(problem)
+    base_1 = plan.arena_sizes[0]
+    assert line_heights(ax, ARENA) == [plan.arena_sizes[0], base_1 + plan.arena_sizes[1]]
+    assert line_heights(ax, LOWER_BOUND) == sorted([bounds[0], base_1 + bounds[1]])
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert f"arena {format_bytes(plan.arena_size)} ({plan.arena_size:,} B)" in legend
+    total = sum(bounds.values())
+    assert f"lower bound {format_bytes(total)} ({total:,} B)" in legend
+
+
+def test_group_outlines_and_shared_hatching(problem: Problem, plan: Plan) -> None:
+    ax = viz.gantt(problem, plan)
+    assert boxes(ax, GROUPS) == [expected_box(problem, plan, p) for p in ("cat", "right")]
+    assert boxes(ax, SHARED) == [expected_box(problem, plan, b) for b in ("state_a", "state_b")]
+    (shared,) = [c for c in ax.collections if c.get_gid() == SHARED]
+    assert shared.get_hatch()
+
+
+def test_colours_follow_the_buffer_kind(problem: Problem, plan: Plan) -> None:
+    ax = viz.gantt(problem, plan)
+    (collection,) = [c for c in ax.collections if c.get_gid() == BUFFERS]
+    faces = collection.get_facecolors()
+    for i, buffer_id in enumerate(draw_order(problem)):
+        kind = problem.buffer(buffer_id).kind
+        assert tuple(faces[i][:3]) == pytest.approx(matplotlib.colors.to_rgb(KIND_COLOURS[kind]))
+
+
+def test_y_axis_in_byte_units(plan: Plan) -> None:
+    problem = Problem((Buffer("a", 0, 2, 3 << 20), Buffer("b", 1, 3, 1 << 20)))
+    ax = viz.gantt(problem, solve(problem, "bestfit"))
+    ax.figure.canvas.draw()
+    labels = [t.get_text() for t in ax.get_yticklabels() if t.get_text()]
+    assert "0 B" in labels and "1 MiB" in labels and "4 MiB" in labels
+    assert all(label.endswith(("B", "KiB", "MiB")) for label in labels)
+
+
+def test_op_names_label_the_steps(problem: Problem, plan: Plan) -> None:
+    names = [f"op{i}" for i in range(6)]
+    ax = viz.gantt(problem, plan, op_names=names)
+    assert [t.get_text() for t in ax.get_xticklabels()] == names
+    assert list(ax.get_xticks()) == [i + 0.5 for i in range(6)]
+    with pytest.raises(ValueError, match="op_names has 3 names but buffers live up to step 5"):
+        viz.gantt(problem, plan, op_names=names[:3])
+
+
+def test_title_names_the_problem_and_solver(problem: Problem, plan: Plan) -> None:
+    assert viz.gantt(problem, plan).get_title().startswith("fixture: bestfit")
+    assert viz.gantt(problem, plan, title="mine").get_title() == "mine"
+
+
+def test_two_thousand_buffers_label_only_the_largest() -> None:
+    problem = layered_problem(2000, seed=3)
+    plan = solve(problem, "bestfit")
+    ax = viz.gantt(problem, plan, label_top=8)
+    assert len(boxes(ax, BUFFERS)) == len(problem.buffers)
+    labels = [t for t in ax.texts if t.get_gid() == BUFFER_LABEL]
+    assert len(labels) == 8
+    assert len(ax.texts) <= 8 + len(problem.pools)
+    largest = max(problem.buffers, key=lambda b: b.size * (b.end - b.start))
+    assert (largest.label or largest.id)[:23] in {t.get_text()[:23] for t in labels}
+
+
+# -- profile -----------------------------------------------------------------------
+
+
+def test_profile_steps_live_bytes_and_marks_the_peak(problem: Problem, plan: Plan) -> None:
+    other = solve(problem, "milp", time_limit_s=10)
+    ax = viz.profile(problem, {"bestfit": plan, "milp": other})
+    (total,) = [line for line in ax.lines if line.get_gid() == TOTAL]
+    times, levels = live_bytes(problem)
+    assert list(total.get_xdata()) == times and list(total.get_ydata()) == levels
+    # roots only: the group counts once (96 B), not once per member
+    assert max(levels) == max(sum(b.size for b in problem.roots() if b.start <= t < b.end) for t in range(6))
+    (peak,) = [line for line in ax.lines if line.get_gid() == PEAK]
+    assert list(peak.get_ydata()) == [max(levels)]
+    for name, p in {"bestfit": plan, "milp": other}.items():
+        (arena,) = [line for line in ax.lines if line.get_gid() == f"arena_{name}"]
+        assert list(arena.get_ydata()) == [p.arena_size, p.arena_size]
+    assert {line.get_gid() for line in ax.lines} >= {"live_pool_0", "live_pool_1"}
+
+
+def test_profile_accepts_one_plan_or_a_list(problem: Problem, plan: Plan) -> None:
+    ax = viz.profile(problem, plan)
+    assert [line.get_gid() for line in ax.lines if line.get_gid().startswith("arena_")] == ["arena_bestfit"]
+    ax = viz.profile(problem, [plan, plan])
+    assert [line.get_gid() for line in ax.lines if line.get_gid().startswith("arena_")] == [
+        "arena_bestfit",
+        "arena_bestfit (2)",
+    ]
+
+
+# -- compare -----------------------------------------------------------------------
+
+
+def sweep_rows() -> pd.DataFrame:
+    rows = [
+        ("mlp", "forward", "greedy", 1200, 1000, False),
+        ("mlp", "forward", "milp", 1000, 1000, True),
+        ("llama", "forward", "greedy", 5300, 5000, False),
+        ("llama", "forward", "milp", 5100, 5000, False),
+        ("state", "init", "milp", 300, 300, True),
+        ("state", "step", "milp", 330, 300, False),
+    ]
+    return pd.DataFrame(rows, columns=["model", "method", "solver", "arena_bytes", "lower_bound", "proven_optimal"])
+
+
+def bar_tops(ax, series: str) -> list[float]:
+    (bars,) = [c for c in ax.containers if c.get_label() == series]
+    return [round(b.get_y() + b.get_height(), 6) for b in bars]
+
+
+def test_compare_bars_are_arena_over_lower_bound_per_model_and_solver() -> None:
+    ax = viz.compare(sweep_rows())
+    assert bar_tops(ax, "greedy") == [1.2, 1.06]
+    assert bar_tops(ax, "milp") == [1.0, 1.02, 1.0, 1.1]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["mlp", "llama", "state:init", "state:step"]
+    (bound,) = [line for line in ax.lines if line.get_gid() == "lower_bound"]
+    assert list(bound.get_ydata()) == [1.0, 1.0]
+
+
+def test_compare_splits_bars_by_a_setting_that_varies() -> None:
+    df = sweep_rows().assign(alignment=16)
+    df = pd.concat([df, df.assign(alignment=64, arena_bytes=df["arena_bytes"] * 2)])
+    ax = viz.compare(df)
+    labels = {c.get_label() for c in ax.containers}
+    assert labels == {"greedy, alignment=16", "greedy, alignment=64", "milp, alignment=16", "milp, alignment=64"}
+    assert bar_tops(ax, "greedy, alignment=64") == [2.4, 2.12]
+
+
+def test_compare_names_missing_columns() -> None:
+    with pytest.raises(ValueError, match=r"lacks columns \['lower_bound'\]"):
+        viz.compare(sweep_rows().drop(columns=["lower_bound"]))
+
+
+# -- side by side ------------------------------------------------------------------
+
+
+def test_side_by_side_shares_the_byte_scale(problem: Problem, plan: Plan) -> None:
+    small = Problem((Buffer("x", 0, 1, 16),))
+    small_plan = solve(small, "bestfit")
+    fig = viz.side_by_side(problem, plan, small, small_plan, titles=("big", "small"))
+    left, right = fig.axes[:2]
+    assert [left.get_title(), right.get_title()] == ["big", "small"]
+    assert left.get_ylim() == right.get_ylim() == (0, plan.arena_size)
+    assert len(boxes(left, BUFFERS)) == len(problem.buffers) and len(boxes(right, BUFFERS)) == 1

@@ -1,0 +1,75 @@
+"""Sweep results at a glance: arena / lower bound per model and solver (1.0 = provably minimal)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+from matplotlib.axes import Axes
+
+from viz.style import LOWER_BOUND_COLOUR
+
+REQUIRED = ("model", "method", "solver", "arena_bytes", "lower_bound")
+SETTINGS = ("alignment", "cat_fusion", "time_limit_s")  # sweep settings that may split a solver's bars
+BOUND_LINE = "lower_bound"  # gid of the line at 1.0
+
+_VALUE_LABELS_UP_TO = 40  # bars; beyond this the numbers would overlap
+
+
+def ratios(df: pd.DataFrame) -> pd.DataFrame:
+    """One row per (case, series) with the mean arena / lower bound.
+
+    A case is a model, or model:method for multi-method models; a series is a
+    solver, plus any sweep setting that varies in `df` (so bars never average
+    over different alignments). `proven` is True when every averaged row was
+    proven optimal.
+    """
+    missing = [c for c in REQUIRED if c not in df.columns]
+    if missing:
+        raise ValueError(f"compare: the sweep table lacks columns {missing}; it needs {list(REQUIRED)}")
+    rows = df[df["arena_bytes"].notna() & df["lower_bound"].notna() & (df["lower_bound"] > 0)].copy()
+    methods = rows.groupby("model")["method"].nunique()
+    rows["case"] = [
+        f"{m}:{meth}" if methods[m] > 1 else str(m) for m, meth in zip(rows["model"], rows["method"])
+    ]
+    varying = [c for c in SETTINGS if c in rows.columns and rows[c].nunique(dropna=False) > 1]
+    rows["series"] = [
+        ", ".join([str(row["solver"])] + [f"{c}={row[c]}" for c in varying]) for _, row in rows.iterrows()
+    ]
+    rows["ratio"] = rows["arena_bytes"].astype(float) / rows["lower_bound"].astype(float)
+    rows["proven"] = rows["proven_optimal"].fillna(False).astype(bool) if "proven_optimal" in rows else False
+    return (
+        rows.groupby(["case", "series"], sort=False)
+        .agg(ratio=("ratio", "mean"), proven=("proven", "all"))
+        .reset_index()
+    )
+
+
+def compare(df: pd.DataFrame, ax: Axes | None = None) -> Axes:
+    """Grouped bars of arena / lower bound: a group per model, a bar per solver.
+
+    Bars rise from the lower-bound line at 1.0, so small excesses stay
+    visible; `*` over a bar marks a proven optimum.
+    """
+    table = ratios(df)
+    cases = list(dict.fromkeys(table["case"]))
+    series = list(dict.fromkeys(table["series"]))
+    if ax is None:
+        _, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(cases) + 3), 4.5))
+    width = 0.8 / max(len(series), 1)
+    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for n, name in enumerate(series):
+        part = table[table["series"] == name]
+        xs = [cases.index(c) - 0.4 + width * (n + 0.5) for c in part["case"]]
+        bars = ax.bar(xs, part["ratio"] - 1.0, width=width, bottom=1.0, label=name,
+                      color=colours[n % len(colours)], gid=f"bars_{name}")
+        if len(table) <= _VALUE_LABELS_UP_TO:
+            texts = [f"{r:.3f}{'*' if p else ''}" for r, p in zip(part["ratio"], part["proven"])]
+            ax.bar_label(bars, labels=texts, fontsize=6, rotation=90, padding=2)
+    ax.axhline(1.0, color=LOWER_BOUND_COLOUR, linestyle="--", linewidth=1.0, label="lower bound", gid=BOUND_LINE)
+    top = float(table["ratio"].max()) if len(table) else 1.0
+    ax.set_ylim(1.0 - 0.05 * max(top - 1.0, 0.02), 1.0 + 1.15 * max(top - 1.0, 0.02))
+    ax.set_xticks(range(len(cases)), cases, rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("arena / lower bound")
+    ax.set_title("arena over the lower bound (* = proven optimal)")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1))
+    return ax

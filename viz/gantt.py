@@ -1,0 +1,179 @@
+"""The arena as a picture: execution step across, byte offset up, one box per buffer.
+
+Several pools are stacked bottom to top in pool order, each starting where the
+previous pool's arena ends. All rectangles go into a few collections (not one
+artist per buffer), so a 2,000-buffer plan draws quickly, and only the
+largest few buffers get a text label.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.collections import PolyCollection
+from matplotlib.colors import to_rgba
+from matplotlib.patches import Patch
+
+from planner.problem import Buffer, Plan, Problem, lower_bounds
+from viz.style import ARENA_COLOUR, KIND_COLOURS, KIND_NAMES, LOWER_BOUND_COLOUR, bytes_axis, format_bytes
+
+# gids of the artists, for code (and tests) that look the drawing up
+BUFFERS, GROUPS, SHARED = "buffers", "groups", "shared"
+ARENA, LOWER_BOUND = "arena", "lower_bound"
+BUFFER_LABEL, POOL_LABEL = "buffer_label", "pool_label"
+
+_MANY = 300  # above this many buffers, boxes lose their edges (they would be all edge)
+
+
+def draw_order(problem: Problem) -> list[str]:
+    """Buffer ids in the order their boxes are drawn: outer parents before their members."""
+    def depth(buf: Buffer) -> int:
+        level, node = 0, buf.id
+        while (link := problem.parent_of(node)) is not None:
+            node, level = link[0], level + 1
+        return level
+
+    return [b.id for b in sorted(problem.buffers, key=depth)]
+
+
+def pool_bases(problem: Problem, plan: Plan) -> dict[int, int]:
+    """Where each pool's byte 0 sits on the y axis (pools stacked in pool order)."""
+    bases, base = {}, 0
+    for pool in problem.pools:
+        bases[pool] = base
+        base += plan.arena_sizes.get(pool, 0)
+    return bases
+
+
+def gantt(
+    problem: Problem,
+    plan: Plan,
+    ax: Axes | None = None,
+    *,
+    label_top: int = 8,
+    op_names: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Axes:
+    """Draw `plan` for `problem`; returns the axes.
+
+    Boxes span `[start, end)` across and `[offset, offset + size)` up, coloured
+    by buffer kind; contiguous-group parents get a black outline around their
+    members, same-offset (shared) buffers a hatch. Lines mark the arena and the
+    lower bound. `label_top` largest buffers (bytes x steps) are labelled;
+    `op_names[i]` names step i on the x axis (for small graphs).
+    """
+    if ax is None:
+        _, ax = plt.subplots(figsize=(10, 5))
+    bases = pool_bases(problem, plan)
+    by_id = {b.id: b for b in problem.buffers}
+
+    def box(buf: Buffer) -> list[tuple[float, float]]:
+        low = bases[buf.pool] + plan.offsets[buf.id]
+        return [(buf.start, low), (buf.end, low), (buf.end, low + buf.size), (buf.start, low + buf.size)]
+
+    parents = {g.parent for g in problem.groups}
+    order = [by_id[i] for i in draw_order(problem)]
+    edge = 0.0 if len(order) > _MANY else 0.4
+    ax.add_collection(
+        PolyCollection(
+            [box(b) for b in order],
+            facecolors=[to_rgba(KIND_COLOURS[b.kind], 0.35 if b.id in parents else 1.0) for b in order],
+            edgecolors="white",
+            linewidths=edge,
+            gid=BUFFERS,
+        )
+    )
+    if parents:
+        ax.add_collection(
+            PolyCollection(
+                [box(by_id[p]) for p in sorted(parents)],
+                facecolors="none", edgecolors="black", linewidths=1.2, gid=GROUPS, zorder=3,
+            )
+        )
+    shared = sorted({b for s in problem.same_offsets for b in s.buffers})
+    if shared:
+        ax.add_collection(
+            PolyCollection(
+                [box(by_id[b]) for b in shared],
+                facecolors="none", edgecolors="0.15", linewidths=0.0, hatch="///", gid=SHARED, zorder=2,
+            )
+        )
+
+    x_low = min((b.start for b in problem.buffers), default=0)
+    x_high = max((b.end for b in problem.buffers), default=1)
+    _bound_lines(ax, problem, plan, bases, x_low, x_high)
+    _label_largest(ax, problem.buffers, box, label_top)
+    if len(bases) > 1:
+        for pool, base in bases.items():
+            ax.text(
+                x_low, base, f" pool {pool}", va="bottom", ha="left", fontsize=8, color="0.2", gid=POOL_LABEL
+            )
+
+    ax.set_xlim(x_low, x_high)
+    ax.set_ylim(0, max(plan.arena_size, 1))
+    bytes_axis(ax.yaxis)
+    ax.set_xlabel("execution step")
+    ax.set_ylabel("byte offset")
+    if op_names is not None:
+        _name_steps(ax, op_names, x_high)
+    ax.set_title(title if title is not None else _default_title(problem, plan))
+    ax.legend(handles=_legend_handles(ax, problem, parents, shared), loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    return ax
+
+
+def _bound_lines(ax: Axes, problem: Problem, plan: Plan, bases: dict[int, int], x_low: float, x_high: float) -> None:
+    """One arena and one lower-bound line per pool, each set a single legend entry."""
+    bounds = lower_bounds(problem)
+    arena_ys = [bases[p] + plan.arena_sizes.get(p, 0) for p in bases]
+    bound_ys = [bases[p] + bounds.get(p, 0) for p in bases]
+    total_bound = sum(bounds.values())
+    ax.hlines(
+        arena_ys, x_low, x_high, colors=ARENA_COLOUR, linewidths=1.5, zorder=4, clip_on=False, gid=ARENA,
+        label=f"arena {format_bytes(plan.arena_size)} ({plan.arena_size:,} B)",
+    )
+    ax.hlines(
+        bound_ys, x_low, x_high, colors=LOWER_BOUND_COLOUR, linewidths=1.2, linestyles="--", zorder=4,
+        clip_on=False, gid=LOWER_BOUND, label=f"lower bound {format_bytes(total_bound)} ({total_bound:,} B)",
+    )
+
+
+def _label_largest(
+    ax: Axes, buffers: Sequence[Buffer], box: Callable[[Buffer], list[tuple[float, float]]], count: int
+) -> None:
+    largest = sorted(buffers, key=lambda b: (b.size * (b.end - b.start), b.id), reverse=True)[: max(count, 0)]
+    for buf in largest:
+        (x0, y0), _, (x1, y1), _ = box(buf)
+        name = buf.label or buf.id
+        name = name if len(name) <= 24 else name[:23] + "…"
+        ax.text(
+            (x0 + x1) / 2, (y0 + y1) / 2, name, ha="center", va="center", fontsize=7, clip_on=True,
+            gid=BUFFER_LABEL, zorder=5,
+        )
+
+
+def _name_steps(ax: Axes, op_names: Sequence[str], x_high: int) -> None:
+    if len(op_names) < x_high:
+        raise ValueError(
+            f"op_names has {len(op_names)} names but buffers live up to step {x_high - 1};"
+            f" name every step 0..{x_high - 1}"
+        )
+    ax.set_xticks([i + 0.5 for i in range(x_high)], [str(n) for n in op_names[:x_high]], rotation=90, fontsize=7)
+
+
+def _legend_handles(ax: Axes, problem: Problem, parents: set[str], shared: list[str]) -> list:
+    kinds = [k for k in KIND_COLOURS if any(b.kind == k for b in problem.buffers)]
+    handles: list = [Patch(facecolor=KIND_COLOURS[k], label=KIND_NAMES[k]) for k in kinds]
+    if parents:
+        handles.append(Patch(facecolor="none", edgecolor="black", label="contiguous group"))
+    if shared:
+        handles.append(Patch(facecolor="none", edgecolor="0.15", hatch="///", label="same offset (shared)"))
+    lines, _ = ax.get_legend_handles_labels()
+    return handles + lines
+
+
+def _default_title(problem: Problem, plan: Plan) -> str:
+    proof = ", proven optimal" if plan.proven_optimal else ""
+    name = f"{problem.name}: " if problem.name else ""
+    return f"{name}{plan.solver}, {len(problem.buffers)} buffers{proof}"
