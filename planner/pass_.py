@@ -36,10 +36,10 @@ from planner.apply import apply_plan
 from planner.cat_plan import CatReport, plan_with_cat_fusion
 from planner.cat_rewrite import fuse_cats
 from planner.extract import ExtractionError, control_flow_submodules, extract, state_buffers
-from planner.problem import InfeasibleError, Plan, Problem, ProblemError, check_plan
+from planner.problem import Plan, Problem, ProblemError
 from planner.shared_state import MethodState, SharedLayout, current_session, finish_session, lay_out, with_state
+from planner.solve_policy import choose_plan
 
-EXACT_SOLVERS = frozenset({"cpsat", "milp"})  # time-limited: may stop before their best-fit start is beaten
 DEFAULT_SOLVER = "cpsat"
 DEFAULT_TIME_LIMIT_S = 5.0
 
@@ -64,6 +64,7 @@ class MethodResult:
     submodules: dict[str, MethodResult] = field(default_factory=dict)
     cat_report: CatReport | None = None  # set when cat fusion is on (planner.catfusion)
     specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
+    padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,8 @@ class PlannerPass(MemoryPlanningPass):
     """Memory planning by a memplan solver; same flags as `MemoryPlanningPass`.
 
     `PlannerPass()` runs CP-SAT for at most 5 s per method, starting from the
-    best-fit plan, and never returns a plan larger than best-fit's.
+    best-fit plan, and never returns a plan larger than best-fit's or than
+    ExecuTorch's own greedy (planner.solve_policy).
     `share_mutable_buffers=None` (the default) shares mutable state across
     methods exactly when the program has more than one method: the runtime
     gives all host-only methods of a program the same arenas, so state in one
@@ -237,29 +239,24 @@ class PlannerPass(MemoryPlanningPass):
             report = CatReport.of(fusion, plan, without, fuse_cats(graph_module, fusion, ex.spec_of))
         graph_module.meta["non_const_buffer_sizes"] = sizes
         return MethodResult(
-            planned.problem, plan, sizes, [0] + list(stock[1:]), submodules, report, dict(planned.spec_of)
+            planned.problem,
+            plan,
+            sizes,
+            [0] + list(stock[1:]),
+            submodules,
+            report,
+            dict(planned.spec_of),
+            ex.extra_padding,
         )
 
     def _solve(self, problem: Problem, where: str) -> Plan:
-        """The solver's plan, or best-fit's if a time-limited exact solver did worse; validated."""
+        """The plan `planner.solve_policy` chooses, validated; errors name the method and tensors."""
         if not problem.buffers:
             return Plan(offsets={}, arena_sizes={}, solver=self.solver, proven_optimal=True)
         try:
-            plan = solvers.solve(
-                problem, self.solver, self.time_limit_s, capacity=self.capacity, **self.solver_options
-            )
-            check_plan(problem, plan)
-            if self.solver in EXACT_SOLVERS and not plan.proven_optimal:
-                try:
-                    fallback = solvers.solve(problem, "bestfit", capacity=self.capacity)
-                except InfeasibleError:
-                    fallback = None
-                if fallback is not None and fallback.arena_size < plan.arena_size:
-                    check_plan(problem, fallback)
-                    plan = fallback
+            return choose_plan(problem, self.solver, self.time_limit_s, self.solver_options, self.capacity)
         except ProblemError as e:
             raise PlanningError(f"memory planning of {where!r} with solver {self.solver!r} failed: {e}") from e
-        return plan
 
     # -- methods and shared state --------------------------------------------------
     def _shares(self, context: _ExportContext | None) -> bool:
