@@ -18,7 +18,7 @@ from solvers import available, solve
 EXACT = ("cpsat", "milp")
 TIME_LIMIT_S = 20.0  # far above what these problems need; a time-out shows up as "not proven"
 PROPERTY_SETTINGS = settings(
-    max_examples=30,
+    max_examples=100,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
 )
@@ -81,7 +81,7 @@ def test_exact_solvers_prove_small_problems(problem: Problem) -> None:
     assert len(set(arenas.values())) == 1, arenas
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems(max_buffers=6))
 def test_capacity_at_the_optimum_is_feasible_and_one_byte_less_is_not(problem: Problem) -> None:
     optimum = solve(problem, "milp", backend="highs", time_limit_s=TIME_LIMIT_S)
