@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left, bisect_right
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
@@ -25,14 +25,24 @@ from planner.problem import InfeasibleError, Plan, Problem, ProblemError, lower_
 from solvers.live_index import LiveIndex
 from solvers.units import Unit, make_plan, units_of
 
-# name -> sort key of a unit (smaller first); the last field keeps ties stable.
-OrderKey = Callable[[Unit, int], tuple]
-ORDERINGS: dict[str, OrderKey] = {
-    "size": lambda u, degree: (-u.size, -u.lifetime, u.index),
-    "lifetime": lambda u, degree: (-u.lifetime, -u.size, u.index),
-    "area": lambda u, degree: (-u.area, -u.size, u.index),
-    "conflicts": lambda u, degree: (-degree, -u.size, u.index),
-    "start": lambda u, degree: (min(r.start for r in u.rects), -u.size, u.index),
+class UnitStats(NamedTuple):
+    """What orderings sort by, computed once per unit."""
+
+    size: int
+    lifetime: int
+    area: int
+    start: int
+    conflicts: int  # rectangles of other units live at the same time
+    index: int
+
+
+# name -> sort key (smaller first); the unit index last keeps ties stable.
+ORDERINGS: dict[str, Callable[[UnitStats], tuple]] = {
+    "size": lambda u: (-u.size, -u.lifetime, u.index),
+    "lifetime": lambda u: (-u.lifetime, -u.size, u.index),
+    "area": lambda u: (-u.area, -u.size, u.index),
+    "conflicts": lambda u: (-u.conflicts, -u.size, u.index),
+    "start": lambda u: (u.start, -u.size, u.index),
 }
 
 
@@ -55,23 +65,26 @@ def solve_bestfit(
     placer = _Placer(units)
     bounds = lower_bounds(problem)
     bound = sum(bounds.values())
+    degrees = placer.conflict_degrees() if "conflicts" in orderings else [0] * len(units)
+    stats = [
+        UnitStats(u.size, u.lifetime, u.area, min(r.start for r in u.rects), degrees[u.index], u.index)
+        for u in units
+        if u.fixed is None
+    ]
 
-    best: tuple[int, str, list[int]] | None = None
-    degree = placer.conflict_degrees() if "conflicts" in orderings else [0] * len(units)
+    best: tuple[int, str, list[int], dict[int, int]] | None = None
     for name in orderings:
         if best is not None and time_limit_s is not None and time.perf_counter() - t0 > time_limit_s:
             break
-        key = ORDERINGS[name]
-        order = sorted((u for u in units if u.fixed is None), key=lambda u: key(u, degree[u.index]))
-        offsets = placer.run(order)
-        total = sum(placer.arena(offsets).values())
+        stats.sort(key=ORDERINGS[name])
+        offsets, arena = placer.run([units[u.index] for u in stats])
+        total = sum(arena.values())
         if best is None or total < best[0]:
-            best = (total, name, offsets)
+            best = (total, name, offsets, arena)
         if total == bound:
             break
     assert best is not None
-    _, name, offsets = best
-    arena = placer.arena(offsets)
+    _, name, offsets, arena = best
     return make_plan(
         problem, units, offsets, "bestfit", time.perf_counter() - t0,
         proven_optimal=all(arena[p] == bounds[p] for p in arena),
@@ -110,11 +123,9 @@ class _Placer:
                     ends.append(r.end)
             self.rects.append(mine)
         self.lifetimes = lifetimes
+        # Placed rectangles carry their address range [low, high) as LiveIndex payload.
         self.live = {p: LiveIndex(s, e, horizon[p]) for p, (s, e) in lifetimes.items()}
-        self.low = {p: [0] * len(s) for p, (s, _) in lifetimes.items()}
-        self.high = {p: [0] * len(s) for p, (s, _) in lifetimes.items()}
-        self.low_np = {p: np.zeros(len(s), dtype=np.int64) for p, (s, _) in lifetimes.items()}
-        self.high_np = {p: np.zeros(len(s), dtype=np.int64) for p, (s, _) in lifetimes.items()}
+        self.arena = {p: 0 for p in horizon}
         self.floor: dict[int, list[tuple[int, int]]] = {p: [] for p in horizon}
         self.fixed = [u for u in units if u.fixed is not None]
 
@@ -134,11 +145,12 @@ class _Placer:
             for rects in self.rects
         ]
 
-    def run(self, order: list[Unit]) -> list[int]:
-        """Offsets per unit index: fixed units where pinned, then `order` by best fit."""
+    def run(self, order: list[Unit]) -> tuple[list[int], dict[int, int]]:
+        """Offsets per unit index and arena per pool: fixed units where pinned, then `order`."""
         for pool in self.live:
             self.live[pool].clear()
             self.floor[pool] = []
+            self.arena[pool] = 0
         offsets = [0] * len(self.units)
         for unit in self.fixed:
             lo, hi = self._regions(unit)
@@ -149,45 +161,34 @@ class _Placer:
                     unit.roots,
                 )
             self._put(unit, unit.fixed, offsets)
-        live, low, high, floor = self.live, self.low, self.high, self.floor
+        live, floor, arena = self.live, self.floor, self.arena
         for unit in order:
             rects = self.rects[unit.index]
             if len(rects) == 1 and rects[0][1] >= 0:  # the common case, kept lean
                 pool, i, size, start, end = rects[0]
-                index, lows, highs = live[pool], low[pool], high[pool]
+                index = live[pool]
                 found = index.overlapping(start, end)
                 if isinstance(found, list):
-                    pairs = [(lows[j], highs[j]) for j in found] + floor[pool]
-                    offset = _best_gap(pairs, size, unit.alignment) if pairs else 0
+                    found += floor[pool]
+                    offset = _best_gap(found, size, unit.alignment) if found else 0
                 else:
                     offset = self._best_offset_np(unit)
-                offsets[unit.index] = lows[i] = offset
-                highs[i] = offset + size
-                self.low_np[pool][i] = offset
-                self.high_np[pool][i] = offset + size
-                index.add(i)
+                offsets[unit.index] = offset
+                index.add(i, offset, offset + size)
+                if offset + size > arena[pool]:
+                    arena[pool] = offset + size
             else:
                 self._put(unit, self._best_offset_np(unit), offsets)
-        return offsets
-
-    def arena(self, offsets: list[int]) -> dict[int, int]:
-        sizes: dict[int, int] = {}
-        for unit in self.units:
-            for r in unit.rects:
-                sizes[r.pool] = max(sizes.get(r.pool, 0), offsets[unit.index] + r.size)
-        return sizes
+        return offsets, dict(arena)
 
     def _put(self, unit: Unit, offset: int, offsets: list[int]) -> None:
         offsets[unit.index] = offset
         for pool, i, size, _, _ in self.rects[unit.index]:
             if i < 0:
                 self.floor[pool] = _merged(self.floor[pool], offset, offset + size)
-                continue
-            self.low[pool][i] = offset
-            self.high[pool][i] = offset + size
-            self.low_np[pool][i] = offset
-            self.high_np[pool][i] = offset + size
-            self.live[pool].add(i)
+            else:
+                self.live[pool].add(i, offset, offset + size)
+            self.arena[pool] = max(self.arena[pool], offset + size)
 
     def _regions(self, unit: Unit) -> tuple[np.ndarray, np.ndarray]:
         """Occupied [low, high) of everything placed that lives with the unit.
@@ -197,10 +198,15 @@ class _Placer:
         """
         lows, highs = [], []
         for pool, _, size, start, end in self.rects[unit.index]:
-            found = np.asarray(self.live[pool].overlapping(start, end), dtype=np.int64)
-            floor = np.asarray(self.floor[pool], dtype=np.int64).reshape(-1, 2)
-            lows += [self.low_np[pool][found] + (unit.size - size), floor[:, 0] + (unit.size - size)]
-            highs += [self.high_np[pool][found], floor[:, 1]]
+            found = self.live[pool].overlapping(start, end)
+            if isinstance(found, list):
+                pairs = np.asarray(found + self.floor[pool], dtype=np.int64).reshape(-1, 2)
+                low, high = pairs[:, 0], pairs[:, 1]
+            else:
+                floor = np.asarray(self.floor[pool], dtype=np.int64).reshape(-1, 2)
+                low, high = np.concatenate((found[0], floor[:, 0])), np.concatenate((found[1], floor[:, 1]))
+            lows.append(low + (unit.size - size))
+            highs.append(high)
         return np.concatenate(lows), np.concatenate(highs)
 
     def _best_offset_np(self, unit: Unit) -> int:

@@ -120,21 +120,19 @@ def _plan_pool(
     # bisect.insort(..., key=size) then reverse == stable ascending sort, reversed.
     order = sorted(range(len(units)), key=keys.__getitem__)[::-1]
 
-    live = LiveIndex(starts, ends)
+    live = LiveIndex(starts, ends)  # payload of a placed unit: (shared object, top inside it)
     obj_size: list[int] = []  # per shared object, in creation order
     obj_of = [0] * len(units)  # shared object of each placed unit
     rel = [0] * len(units)  # offset inside its shared object
-    obj_of_np = np.zeros(len(units), dtype=np.int64)
-    top_np = np.zeros(len(units), dtype=np.int64)  # rel + size
 
     for i in order:
         size = sizes[i]
         hits = live.overlapping(starts[i], ends[i])
         n_obj = len(obj_size)
-        if isinstance(hits, np.ndarray):
-            busy = set(np.unique(obj_of_np[hits]).tolist())
+        if isinstance(hits, list):
+            busy = {obj for obj, _ in hits}
         else:
-            busy = {obj_of[j] for j in hits}
+            busy = set(np.unique(hits[0]).tolist())
         obj, offset = next((k for k in range(n_obj) if k not in busy), None), 0
         if obj is not None and obj_size[obj] < size:
             raise UnsupportedProblemError(
@@ -143,15 +141,14 @@ def _plan_pool(
                 " assertion; use sort_alignment=None"
             )
         if obj is None and allow_overlapping_allocations and n_obj:
-            highest = _highest_per_object(hits, obj_of, rel, sizes, obj_of_np, top_np, n_obj)
+            highest = _highest_per_object(hits, n_obj)
             obj = next((k for k in range(n_obj) if highest[k] + size <= obj_size[k]), None)
             offset = highest[obj] if obj is not None else 0
         if obj is None:
             obj = n_obj
             obj_size.append(size)
         obj_of[i], rel[i] = obj, offset
-        obj_of_np[i], top_np[i] = obj, offset + size
-        live.add(i)
+        live.add(i, obj, offset + size)
 
     base = [0] * len(obj_size)
     for k in range(1, len(obj_size)):
@@ -161,15 +158,14 @@ def _plan_pool(
     return sum(obj_size)
 
 
-def _highest_per_object(hits, obj_of, rel, sizes, obj_of_np, top_np, n_obj) -> list[int]:
-    """Per shared object: the highest end of its allocations that overlap in time."""
-    if isinstance(hits, np.ndarray):
+def _highest_per_object(hits: list[tuple[int, int]] | tuple[np.ndarray, np.ndarray], n_obj: int) -> list[int]:
+    """Per shared object: the highest top of its allocations that overlap in time."""
+    if not isinstance(hits, list):
         highest = np.zeros(n_obj, dtype=np.int64)
-        np.maximum.at(highest, obj_of_np[hits], top_np[hits])
+        np.maximum.at(highest, hits[0], hits[1])
         return highest.tolist()
     highest = [0] * n_obj
-    for j in hits:
-        top = rel[j] + sizes[j]
-        if top > highest[obj_of[j]]:
-            highest[obj_of[j]] = top
+    for obj, top in hits:
+        if top > highest[obj]:
+            highest[obj] = top
     return highest

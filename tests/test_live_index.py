@@ -4,15 +4,22 @@ from __future__ import annotations
 
 import random
 
+import numpy as np
 import pytest
 
 from solvers.live_index import LiveIndex
 
 
+def as_sorted_pairs(found) -> list[tuple[int, int]]:
+    if isinstance(found, list):
+        return sorted(found)
+    return sorted(zip(np.asarray(found[0]).tolist(), np.asarray(found[1]).tolist()))
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_matches_a_full_scan(seed: int) -> None:
     rng = random.Random(seed)
-    n = 3000  # enough rectangles per lifetime class to take the numpy path too
+    n = 3000  # enough long-lived rectangles to take the numpy path too
     starts, ends = [], []
     for _ in range(n):
         s = rng.randrange(2000)
@@ -20,20 +27,23 @@ def test_matches_a_full_scan(seed: int) -> None:
         starts.append(s)
         ends.append(s + length)
     index = LiveIndex(starts, ends)
-    placed: set[int] = set()
+    placed: dict[int, tuple[int, int]] = {}
+    took_numpy = False
     for i in rng.sample(range(n), n):
-        got = sorted(int(j) for j in index.overlapping(starts[i], ends[i]))
-        want = sorted(j for j in placed if starts[j] < ends[i] and starts[i] < ends[j])
-        assert got == want
-        index.add(i)
-        placed.add(i)
+        found = index.overlapping(starts[i], ends[i])
+        took_numpy |= not isinstance(found, list)
+        want = sorted(p for j, p in placed.items() if starts[j] < ends[i] and starts[i] < ends[j])
+        assert as_sorted_pairs(found) == want
+        placed[i] = (rng.randrange(100), i + 1)  # payload: anything, second part > 0
+        index.add(i, *placed[i])
+    assert took_numpy
     index.clear()
-    assert len(index.overlapping(min(starts), max(ends))) == 0
+    assert as_sorted_pairs(index.overlapping(min(starts), max(ends))) == []
 
 
 def test_touching_lifetimes_do_not_overlap() -> None:
     index = LiveIndex([0, 5, 3], [5, 9, 6])
-    index.add(0)
-    index.add(1)
-    assert list(index.overlapping(5, 9)) == [1]
-    assert sorted(index.overlapping(3, 6)) == [0, 1]
+    index.add(0, 0, 10)
+    index.add(1, 1, 11)
+    assert index.overlapping(5, 9) == [(1, 11)]
+    assert sorted(index.overlapping(3, 6)) == [(0, 10), (1, 11)]
