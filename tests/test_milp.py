@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from strategies import problems
 
-from planner.problem import Buffer, Problem, validate
+from planner.generate import random_problem
+from planner.problem import Buffer, Problem, lower_bound, validate
 from solvers import solve
 from solvers.milp import overlapping_pairs, settle
 from solvers.units import make_plan, units_of
@@ -57,3 +58,13 @@ def test_solver_failure_falls_back_to_bestfit_and_says_so(monkeypatch: pytest.Mo
     assert plan.arena_size <= solve(problem, "bestfit").arena_size
     assert not plan.proven_optimal
     assert "cbc failed" in plan.status and "signal 11" in plan.status
+
+
+def test_a_model_too_big_for_the_time_limit_is_not_built_to_the_end() -> None:
+    problem = random_problem(1500, seed=1)
+    heuristic = solve(problem, "bestfit")
+    assert heuristic.arena_size > lower_bound(problem)  # else the MILP would stop before building
+    plan = solve(problem, "milp", time_limit_s=0.05)
+    assert "did not build" in plan.status and not plan.proven_optimal
+    assert plan.arena_size == heuristic.arena_size
+    assert plan.seconds < 10  # the build stops at its deadline instead of making all the pairs
