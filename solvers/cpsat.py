@@ -1,0 +1,297 @@
+"""Exact planning with OR-Tools CP-SAT.
+
+Model, per pool p, in bytes divided by the common divisor g of sizes,
+alignments and fixed offsets (a capacity C becomes floor(C / g)):
+
+    minimise   sum_p A_p                        A_p >= the pool's (aligned) lower bound
+    subject to NoOverlap2D over the pool's rectangles: x = the fixed lifetime
+               (times replaced by their rank), y = [y_u, y_u + size)
+               y_u = step_u * k_u  (step = alignment / g), or y_u fixed
+               A_p >= y_u + size   for every rectangle of unit u in p
+
+Placement units (solvers.units) carry groups and same-offset sets: a unit with
+several rectangles has one offset variable shared by all of them. Switchable
+helpers (options, all on by default, so a benchmark can show what each adds):
+
+- `warm_start`: the best-fit plan is a hint and its arena an upper bound; if it
+  already meets the lower bound it is returned at once as proven optimal.
+- `cumulative`: a redundant Cumulative per pool (bytes live at once <= A_p).
+- `symmetry`: identical free units that live together are ordered by offset.
+- `decompose`: independent parts (solvers.decompose) are solved one by one.
+
+With `problem.capacity` the run is a decision problem: any plan within the
+capacity is returned (not minimised unless `minimise=True`), and a proof that
+none exists raises `InfeasibleError`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections import defaultdict
+from typing import Sequence
+
+from ortools.sat.python import cp_model
+
+from planner.problem import InfeasibleError, Plan, Problem, common_divisor, lower_bounds
+from solvers.milp import aligned_lower_bounds
+from solvers.units import Unit, arena_of, make_plan, units_of
+
+DEFAULT_TIME_LIMIT_S = 10.0
+"""Wall-clock budget when the caller gives none: proves small and medium
+problems, and keeps a sweep over many models short; pass more for hard ones."""
+
+DEFAULT_WORKERS = 2
+"""CP-SAT search workers; the machines this runs on have two cores."""
+
+
+def solve_cpsat(
+    problem: Problem,
+    *,
+    time_limit_s: float | None = None,
+    num_workers: int = DEFAULT_WORKERS,
+    warm_start: bool = True,
+    cumulative: bool = True,
+    symmetry: bool = True,
+    decompose: bool = True,
+    minimise: bool | None = None,
+    log: bool = False,
+) -> Plan:
+    """Minimise the summed arena, or find a plan within `problem.capacity`.
+
+    `minimise` defaults to True without a capacity and False with one. On a
+    time-out the best plan found is returned (never worse than best-fit's) and
+    `status` says it is not proven; `proven_optimal` is set only when CP-SAT
+    proves optimality or the arena equals the lower bound.
+    """
+    limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
+    if num_workers < 1:
+        raise ValueError(f"cpsat: num_workers must be >= 1, got {num_workers}")
+    settings = dict(
+        num_workers=num_workers, warm_start=warm_start, cumulative=cumulative,
+        symmetry=symmetry, minimise=minimise, log=log,
+    )
+    if decompose:
+        from solvers.decompose import solve_in_parts
+
+        return solve_in_parts(
+            problem,
+            lambda part, seconds: _solve(part, seconds, **settings),
+            time_limit_s=limit,
+            solver="cpsat",
+        )
+    return _solve(problem, limit, **settings)
+
+
+def _solve(
+    problem: Problem,
+    limit: float,
+    *,
+    num_workers: int,
+    warm_start: bool,
+    cumulative: bool,
+    symmetry: bool,
+    minimise: bool | None,
+    log: bool,
+) -> Plan:
+    began = time.perf_counter()
+    units = units_of(problem)
+    bounds = _bounds(problem, units)
+    lb_total = sum(bounds.values())
+    capacity = problem.capacity
+    minimise = capacity is None if minimise is None else minimise
+    _check_capacity_reachable(capacity, bounds)
+
+    def finish(offsets: Sequence[int], proven: bool, status: str) -> Plan:
+        return make_plan(problem, units, offsets, "cpsat", time.perf_counter() - began, proven, status, lb_total)
+
+    if not units:
+        return finish([], True, "optimal: nothing to place")
+    heuristic = _bestfit_offsets(problem, units)
+    fits = _fits(units, heuristic, capacity)
+    if warm_start and fits:
+        if sum(arena_of(units, heuristic).values()) == lb_total:
+            return finish(heuristic, True, "optimal: heuristic equals lower bound")
+        if not minimise:
+            return finish(heuristic, False, f"feasible within capacity {capacity} (best-fit plan)")
+
+    model = _Model(
+        units, bounds, _limits(units, bounds, heuristic, capacity, warm_start and fits),
+        cumulative=cumulative, symmetry=symmetry, minimise=minimise,
+    )
+    if warm_start:
+        model.hint(heuristic)
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(limit - (time.perf_counter() - began), 0.01)
+    solver.parameters.num_workers = num_workers
+    solver.parameters.log_search_progress = log
+    status = solver.Solve(model.model)
+
+    if status == cp_model.INFEASIBLE:
+        if capacity is None:
+            raise RuntimeError("cpsat: model without capacity reported infeasible; this is a bug")
+        raise InfeasibleError(
+            f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
+            f" (lower bound per pool: {bounds})"
+        )
+    if status == cp_model.MODEL_INVALID:
+        raise RuntimeError(f"cpsat: invalid model ({model.model.Validate()}); this is a bug")
+    found = model.offsets(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
+    if found is None and not fits:
+        raise InfeasibleError(
+            f"cpsat: no plan within capacity {capacity} found in the time limit {limit:g}s"
+            f" (not proven infeasible; best-fit needs {max(arena_of(units, heuristic).values())} bytes)"
+        )
+    best, source = min(
+        [(o, s) for o, s in ((found, "cpsat"), (heuristic, "bestfit")) if o is not None],
+        key=lambda c: _rank(units, c[0], capacity),
+    )
+    total = sum(arena_of(units, best).values())
+    if total == lb_total:
+        return finish(best, True, "optimal: meets the lower bound")
+    if not minimise:
+        return finish(best, False, f"feasible within capacity {capacity}")
+    if status == cp_model.OPTIMAL and source == "cpsat":
+        return finish(best, True, "optimal")
+    bound = round(solver.BestObjectiveBound()) * model.divisor if found is not None else lb_total
+    text = f"feasible, time limit {limit:g}s: not proven (best bound {max(bound, lb_total)} bytes)"
+    if source == "bestfit":
+        text += "; best-fit plan kept"
+    return finish(best, False, text)
+
+
+def _bounds(problem: Problem, units: Sequence[Unit]) -> dict[int, int]:
+    """Per pool: the larger of the plain and the alignment-padded lower bound."""
+    aligned = aligned_lower_bounds(units)
+    return {pool: max(lb, aligned.get(pool, 0)) for pool, lb in lower_bounds(problem).items()}
+
+
+def _check_capacity_reachable(capacity: int | None, bounds: dict[int, int]) -> None:
+    if capacity is None:
+        return
+    for pool, need in bounds.items():
+        if need > capacity:
+            raise InfeasibleError(
+                f"cpsat: pool {pool} needs at least {need} bytes (bytes live at its peak with"
+                f" alignment padding, or the end of a fixed buffer), over the capacity {capacity}"
+            )
+
+
+def _bestfit_offsets(problem: Problem, units: Sequence[Unit]) -> list[int]:
+    """Best-fit's unit offsets, planned without the capacity so they always exist."""
+    from solvers import solve
+
+    plan = solve(dataclasses.replace(problem, capacity=None), "bestfit")
+    return [plan.offsets[u.roots[0]] for u in units]
+
+
+def _fits(units: Sequence[Unit], offsets: Sequence[int], capacity: int | None) -> bool:
+    return capacity is None or all(s <= capacity for s in arena_of(units, offsets).values())
+
+
+def _rank(units: Sequence[Unit], offsets: Sequence[int], capacity: int | None) -> tuple[int, int]:
+    """Plans within capacity first, then by total arena."""
+    return (int(not _fits(units, offsets, capacity)), sum(arena_of(units, offsets).values()))
+
+
+def _limits(
+    units: Sequence[Unit],
+    bounds: dict[int, int],
+    heuristic: Sequence[int],
+    capacity: int | None,
+    use_heuristic: bool,
+) -> dict[int, int]:
+    """Largest arena each pool may take, in bytes.
+
+    The capacity if there is one; with the heuristic, also its total minus the
+    other pools' lower bounds (an optimum is never worse). Otherwise stacking
+    every free unit above every fixed one is always possible (counted over all
+    pools, since a unit with rectangles in several pools shares one offset).
+    """
+    fixed_top = max((u.fixed + u.size for u in units if u.fixed is not None), default=0)
+    stacked = fixed_top + sum(u.size + u.alignment - 1 for u in units if u.fixed is None)
+    limits = {pool: stacked if capacity is None else capacity for pool in bounds}
+    if use_heuristic:
+        total, lb_total = sum(arena_of(units, heuristic).values()), sum(bounds.values())
+        for pool, lb in bounds.items():
+            limits[pool] = min(limits[pool], total - (lb_total - lb))
+    return limits
+
+
+class _Model:
+    """The CP-SAT model of one problem, in units of `divisor` bytes."""
+
+    def __init__(
+        self,
+        units: Sequence[Unit],
+        bounds: dict[int, int],
+        limits: dict[int, int],
+        *,
+        cumulative: bool,
+        symmetry: bool,
+        minimise: bool,
+    ) -> None:
+        self.units = units
+        self.divisor = g = common_divisor(
+            [r.size for u in units for r in u.rects] + [u.alignment for u in units] + [u.fixed for u in units if u.fixed]
+        )
+        m = self.model = cp_model.CpModel()
+        self.arena = {
+            pool: m.NewIntVar(-(-bounds[pool] // g), limits[pool] // g, f"A{pool}") for pool in sorted(bounds)
+        }
+        rank = {t: i for i, t in enumerate(sorted({t for u in units for r in u.rects for t in (r.start, r.end)}))}
+
+        self.k: dict[int, cp_model.IntVar] = {}
+        self.y: list[cp_model.LinearExprT] = []
+        for u in units:
+            if u.fixed is not None:
+                self.y.append(u.fixed // g)
+                continue
+            step = u.alignment // g
+            top = min(limits[r.pool] // g - r.size // g for r in u.rects) // step
+            self.k[u.index] = k = m.NewIntVar(0, top, f"k{u.index}")  # top >= 0: limits >= bounds
+            self.y.append(step * k if step > 1 else k)
+
+        xs: dict[int, list] = defaultdict(list)
+        ys: dict[int, list] = defaultdict(list)
+        demands: dict[int, list[int]] = defaultdict(list)
+        for u in units:
+            for r in u.rects:
+                size = r.size // g
+                xs[r.pool].append(m.NewFixedSizeIntervalVar(rank[r.start], rank[r.end] - rank[r.start], ""))
+                ys[r.pool].append(m.NewFixedSizeIntervalVar(self.y[u.index], size, ""))
+                demands[r.pool].append(size)
+                m.Add(self.arena[r.pool] >= self.y[u.index] + size)
+        for pool in xs:
+            if len(xs[pool]) > 1:
+                m.AddNoOverlap2D(xs[pool], ys[pool])
+                if cumulative:
+                    m.AddCumulative(xs[pool], demands[pool], self.arena[pool])
+        if symmetry:
+            self._order_identical_units()
+        if minimise:
+            m.Minimize(sum(self.arena.values()))
+
+    def _order_identical_units(self) -> None:
+        """Free units with the same rectangles and alignment are interchangeable: order them."""
+        same: dict[tuple, list[Unit]] = defaultdict(list)
+        for u in self.units:
+            if u.fixed is None:
+                same[(tuple((r.pool, r.start, r.end, r.size) for r in u.rects), u.alignment)].append(u)
+        for group in same.values():
+            gap = max(r.size for r in group[0].rects) // self.divisor
+            for a, b in zip(group, group[1:]):
+                self.model.Add(self.y[a.index] + gap <= self.y[b.index])
+
+    def hint(self, unit_offsets: Sequence[int]) -> None:
+        g = self.divisor
+        for index, k in self.k.items():
+            self.model.AddHint(k, unit_offsets[index] // self.units[index].alignment)
+        for pool, size in arena_of(self.units, unit_offsets).items():
+            self.model.AddHint(self.arena[pool], -(-size // g))
+
+    def offsets(self, solver: cp_model.CpSolver) -> list[int]:
+        """Unit offsets in bytes from the solver's best solution."""
+        return [
+            u.fixed if u.fixed is not None else solver.Value(self.k[u.index]) * u.alignment for u in self.units
+        ]

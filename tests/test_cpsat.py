@@ -1,0 +1,166 @@
+"""The CP-SAT solver: optimum and proof, decision mode, time-outs, constraints, switches."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from minimalloc_files import minimalloc_dir
+from strategies import problems
+
+from planner.generate import random_problem
+from planner.io import read_minimalloc_csv
+from planner.problem import (
+    Buffer,
+    ContiguousGroup,
+    InfeasibleError,
+    Problem,
+    SameOffset,
+    lower_bound,
+    validate,
+)
+from solvers import solve
+
+SWITCHES = ("warm_start", "cumulative", "symmetry", "decompose")
+
+
+def walls(buffers: int, holes: int) -> Problem:
+    """3-byte buffers all live at once, 1-byte fixed walls every 6 bytes: each 5-byte hole
+    below a wall takes one buffer, so the optimum (6 * holes + 3 * rest) is above the bound."""
+    free = [Buffer(f"b{i}", 0, 2, 3) for i in range(buffers)]
+    fixed = [Buffer(f"w{j}", 0, 2, 1, offset=5 + 6 * j) for j in range(holes)]
+    return Problem(tuple(free + fixed), name=f"walls-{buffers}-{holes}")
+
+
+def test_input_12_is_solved_at_12_and_proven() -> None:
+    problem = read_minimalloc_csv(minimalloc_dir() / "input.12.csv")
+    plan = solve(problem, "cpsat", time_limit_s=30)
+    assert plan.arena_size == 12
+    assert plan.proven_optimal, plan.status
+    assert plan.solver == "cpsat"
+
+
+@pytest.mark.parametrize("switch", SWITCHES)
+def test_optimum_above_the_bound_is_proven_with_each_switch_off(switch: str) -> None:
+    problem = walls(buffers=4, holes=2)
+    assert lower_bound(problem) == 14
+    plan = solve(problem, "cpsat", time_limit_s=30, **{switch: False})
+    assert plan.arena_size == 18
+    assert plan.proven_optimal, plan.status
+    assert plan.status == "optimal"
+
+
+def test_heuristic_at_the_lower_bound_is_returned_as_proven() -> None:
+    problem = Problem((Buffer("a", 0, 2, 4), Buffer("b", 1, 3, 4), Buffer("c", 2, 4, 4)))
+    plan = solve(problem, "cpsat")
+    assert plan.arena_size == 8
+    assert plan.proven_optimal
+    assert "heuristic equals lower bound" in plan.status
+
+
+def test_decision_mode_finds_a_plan_within_the_capacity() -> None:
+    problem = walls(buffers=4, holes=2)
+    plan = solve(problem, "cpsat", time_limit_s=30, capacity=18)
+    assert plan.arena_size <= 18
+    assert "feasible within capacity 18" in plan.status or plan.proven_optimal
+
+
+def test_decision_mode_proves_infeasibility_by_search() -> None:
+    """The bound (14) fits in 17 bytes; only search shows no plan does."""
+    with pytest.raises(InfeasibleError, match="cpsat: proven that no plan fits the capacity 17"):
+        solve(walls(buffers=4, holes=2), "cpsat", time_limit_s=30, capacity=17)
+
+
+def test_capacity_below_the_bound_is_refused_before_search() -> None:
+    problem = Problem((Buffer("a", 0, 2, 4), Buffer("b", 1, 3, 4)), capacity=7)
+    with pytest.raises(InfeasibleError, match="8 bytes.*over the capacity 7"):
+        solve(problem, "cpsat", decompose=False)
+
+
+def test_minimise_within_a_capacity_returns_the_optimum() -> None:
+    plan = solve(walls(buffers=4, holes=2), "cpsat", time_limit_s=30, capacity=30, minimise=True)
+    assert plan.arena_size == 18
+    assert plan.proven_optimal
+
+
+def test_time_limit_returns_a_valid_unproven_plan_no_worse_than_bestfit() -> None:
+    problem = read_minimalloc_csv(minimalloc_dir() / "D.1048576.csv")  # optimum well above the bound
+    heuristic = solve(problem, "bestfit")
+    plan = solve(problem, "cpsat", time_limit_s=0.5)
+    assert validate(problem, plan) == []
+    assert plan.arena_size <= heuristic.arena_size
+    assert not plan.proven_optimal
+    assert "not proven" in plan.status
+
+
+def test_alignment_fixed_offsets_groups_and_same_offsets_are_honoured() -> None:
+    problem = Problem(
+        (
+            Buffer("fixed", 0, 10, 8, offset=8, alignment=8),
+            Buffer("parent", 2, 6, 20, alignment=4),
+            Buffer("member", 3, 5, 6, alignment=2),
+            Buffer("s1", 0, 3, 5, alignment=4),
+            Buffer("s2", 6, 9, 7),
+            Buffer("free", 1, 8, 3, alignment=4),
+        ),
+        groups=(ContiguousGroup("parent", (("member", 10),)),),
+        same_offsets=(SameOffset(("s1", "s2")),),
+    )
+    for options in ({}, {"decompose": False}, {"warm_start": False}):
+        plan = solve(problem, "cpsat", time_limit_s=30, **options)
+        assert validate(problem, plan) == [], options
+        assert plan.offsets["fixed"] == 8
+        assert plan.offsets["member"] == plan.offsets["parent"] + 10
+        assert plan.offsets["s1"] == plan.offsets["s2"]
+        assert plan.offsets["parent"] % 4 == 0 and plan.offsets["free"] % 4 == 0
+        assert plan.proven_optimal, plan.status
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_generated_problems_with_every_constraint_give_valid_plans(seed: int) -> None:
+    problem = random_problem(
+        40, seed, alignment=(1, 4, 16), with_groups=True, with_fixed=True, with_same_offset=True, n_pools=2
+    )
+    heuristic = solve(problem, "bestfit")
+    plan = solve(problem, "cpsat", time_limit_s=5)
+    assert validate(problem, plan) == []
+    assert lower_bound(problem) <= plan.arena_size <= heuristic.arena_size
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_buffers=6, pools=(0, 1)))
+def test_every_switch_off_gives_the_same_proven_optimum(problem: Problem) -> None:
+    reference = solve(problem, "cpsat", time_limit_s=20)
+    assert reference.proven_optimal, reference.status
+    for switch in SWITCHES:
+        plan = solve(problem, "cpsat", time_limit_s=20, **{switch: False})
+        assert validate(problem, plan) == [], switch
+        assert plan.proven_optimal, (switch, plan.status)
+        assert plan.arena_size == reference.arena_size, switch
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_buffers=6))
+def test_capacity_at_the_optimum_fits_and_one_byte_less_raises(problem: Problem) -> None:
+    optimum = solve(problem, "cpsat", time_limit_s=20)
+    assert optimum.proven_optimal
+    fitting = solve(problem, "cpsat", time_limit_s=20, capacity=optimum.arena_size)
+    assert fitting.arena_size <= optimum.arena_size
+    if optimum.arena_size > 1:
+        with pytest.raises(InfeasibleError):
+            solve(dataclasses.replace(problem, capacity=optimum.arena_size - 1), "cpsat", time_limit_s=20)
+
+
+def test_bad_worker_count_is_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="num_workers"):
+        solve(Problem((Buffer("a", 0, 1, 1),)), "cpsat", num_workers=0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["B", "H", "K"])
+def test_minimalloc_challenging_instances_fit_their_capacity(name: str) -> None:
+    problem = read_minimalloc_csv(minimalloc_dir() / f"{name}.1048576.csv", capacity_from_name=True)
+    plan = solve(problem, "cpsat", time_limit_s=60)
+    assert validate(problem, plan) == []
+    assert plan.arena_size <= 1_048_576
