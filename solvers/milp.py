@@ -335,7 +335,8 @@ class _Model:
             self.upper.append(top * step)
         for u in units:
             for r in u.rects:  # A_p - x_u >= size
-                self._add([(self.arena[r.pool], 1)] + _negated(terms[u.index]), pulp.LpConstraintGE, r.size // g + const[u.index])
+                arena_minus_offset = [(self.arena[r.pool], 1)] + _negated(terms[u.index])
+                self._add(arena_minus_offset, pulp.LpConstraintGE, r.size // g + const[u.index])
 
         self.order: dict[tuple[int, int], pulp.LpVariable] = {}
         for n, ((i, j), (size_i, size_j)) in enumerate(pairs.items()):
@@ -410,7 +411,7 @@ def _make_solver(backend: str, msg: bool, options: dict[str, Any]) -> pulp.LpSol
     Gaps: the objective is integral, so an absolute gap below 1 proves optimality
     (HiGHS's default relative gap of 1e-4 would not).
     """
-    settings = dict(msg=msg, gapRel=0.0, gapAbs=0.999, **options)
+    settings = {"msg": msg, "gapRel": 0.0, "gapAbs": 0.999} | options
     try:
         if backend == "cbc":
             return pulp.COIN_CMD(path=pulp.PULP_CBC_CMD.pulp_cbc_path, **settings)

@@ -119,7 +119,8 @@ def gantt(
     if op_names is not None:
         _name_steps(ax, op_names, x_high)
     ax.set_title(title if title is not None else _default_title(problem, plan))
-    ax.legend(handles=_legend_handles(ax, problem, parents, shared), loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    handles = _legend_handles(ax, problem, parents, shared)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     return ax
 
 
