@@ -139,7 +139,7 @@ def solve_milp(
     total = sum(arena_of(units, best).values())
     lb_total = sum(bounds.values())
     proven = total == lb_total or (
-        proven_by_solver and source == "milp" and total <= objective * divisor
+        proven_by_solver and _strict_gaps(options) and source == "milp" and total <= objective * divisor
     )
     if proven:
         state = meets_bound if total == lb_total else f"optimal: proven by {backend}"
@@ -399,6 +399,13 @@ class _Model:
         return [
             u.fixed if u.fixed is not None else self.steps[u.index].varValue * u.alignment for u in self.units
         ]
+
+
+def _strict_gaps(options: dict[str, Any]) -> bool:
+    """False when the caller loosened the gap, so 'optimal' from the solver means 'close enough'."""
+    relative = max(options.get("gapRel") or 0.0, options.get("mip_rel_gap") or 0.0)
+    absolute = max(options.get("gapAbs") or 0.0, options.get("mip_abs_gap") or 0.0)
+    return relative == 0.0 and absolute < 1.0
 
 
 def _negated(terms: list[tuple[pulp.LpVariable, int]]) -> list[tuple[pulp.LpVariable, int]]:

@@ -68,3 +68,12 @@ def test_a_model_too_big_for_the_time_limit_is_not_built_to_the_end() -> None:
     assert "did not build" in plan.status and not plan.proven_optimal
     assert plan.arena_size == heuristic.arena_size
     assert plan.seconds < 10  # the build stops at its deadline instead of making all the pairs
+
+
+@pytest.mark.parametrize("backend", ["cbc", "highs"])
+def test_a_loosened_gap_is_not_reported_as_a_proof(backend: str) -> None:
+    problem = Problem(tuple(Buffer(f"b{i}", 0, 2, 3) for i in range(4)) + (Buffer("wall", 0, 2, 1, offset=5),))
+    strict = solve(problem, "milp", backend=backend, warm_start=False)
+    loose = solve(problem, "milp", backend=backend, warm_start=False, gapRel=0.5)
+    assert strict.proven_optimal and strict.arena_size == 15  # one buffer under the wall, three above
+    assert not loose.proven_optimal and "not proven" in loose.status
