@@ -4,15 +4,19 @@ The sweep hands every executor the same picklable top-level function and the
 same tasks, and gets `(task, result)` pairs back as they finish, so the table
 it builds does not depend on where the work ran. The function must never
 raise (a sweep turns failures into rows); an exception escaping it here is a
-bug and is re-raised.
+bug and is re-raised. A worker process that dies (a crash in native code) is
+replaced, and its task's result comes from `crashed(task, error)` if given.
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import os
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-from typing import Any, Callable, Iterator, Sequence, TypeVar
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any, Callable, Generic, Hashable, Iterator, Sequence, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -38,14 +42,18 @@ def run_all(
     executor: str = "local",
     jobs: int | None = None,
     address: str | None = None,
+    affinity: Callable[[T], Hashable] | None = None,
+    crashed: Callable[[T, BaseException], R] | None = None,
 ) -> Iterator[tuple[T, R]]:
     """Yield `(task, fn(task))` for every task, in completion order.
 
     local with jobs == 1 runs in this process (handy for debugging and for
-    tests that monkeypatch); local with more jobs uses a process pool started
-    with "spawn" (safe with torch, whose threads do not survive a fork);
-    ray uses the cluster at `address`, or a local Ray started with `jobs` CPUs
-    and shut down afterwards.
+    tests that monkeypatch); local with more jobs uses worker processes
+    started with "spawn" (safe with torch, whose threads do not survive a
+    fork), and sends tasks with the same `affinity` key to the same worker
+    while it has them, so what a worker caches per key (an exported model) is
+    reused; ray uses the cluster at `address`, or a local Ray started with
+    `jobs` CPUs and shut down afterwards, and ignores `affinity`.
     """
     jobs = default_jobs() if jobs is None else jobs
     if jobs < 1:
@@ -55,20 +63,75 @@ def run_all(
     if executor == "local":
         if jobs == 1 or len(tasks) == 1:
             return ((task, fn(task)) for task in tasks)
-        return _run_pool(fn, tasks, jobs)
+        return _run_pool(fn, tasks, jobs, affinity or id, crashed)
     if executor == "ray":
-        return _run_ray(import_ray(), fn, tasks, jobs, address)
+        return _run_ray(import_ray(), fn, tasks, jobs, address, crashed)
     raise ValueError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
 
 
-def _run_pool(fn: Callable[[T], R], tasks: Sequence[T], jobs: int) -> Iterator[tuple[T, R]]:
+class AffinityQueue(Generic[T]):
+    """Hands tasks to workers so that tasks sharing a key stay on one worker while it has them."""
+
+    def __init__(self, tasks: Sequence[T], affinity: Callable[[T], Hashable], workers: int) -> None:
+        self.queues: dict[Hashable, deque[T]] = {}  # key -> its tasks still to start, in order
+        for task in tasks:
+            self.queues.setdefault(affinity(task), deque()).append(task)
+        self.key_of: list[Hashable | None] = [None] * workers  # the key each worker is on
+
+    def take(self, worker: int) -> T | None:
+        """The worker's next task: its own key first, then a key nobody is on, then the longest queue."""
+        key = self.key_of[worker]
+        if key not in self.queues:
+            free = [k for k in self.queues if k not in self.key_of]
+            key = free[0] if free else max(self.queues, key=lambda k: len(self.queues[k]), default=None)
+            if key is None:
+                return None
+            self.key_of[worker] = key
+        task = self.queues[key].popleft()
+        if not self.queues[key]:
+            del self.queues[key]
+        return task
+
+
+def _run_pool(
+    fn: Callable[[T], R],
+    tasks: Sequence[T],
+    jobs: int,
+    affinity: Callable[[T], Hashable],
+    crashed: Callable[[T, BaseException], R] | None,
+) -> Iterator[tuple[T, R]]:
+    """One single-process pool per worker, so that a task can go to the worker that ran its key."""
     context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context) as pool:
-        pending = {pool.submit(fn, task): task for task in tasks}
-        while pending:
-            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+    new_worker = functools.partial(ProcessPoolExecutor, max_workers=1, mp_context=context)
+    workers = [new_worker() for _ in range(min(jobs, len(tasks)))]
+    queue = AffinityQueue(tasks, affinity, len(workers))
+    running: dict[Future, tuple[int, T]] = {}
+
+    def submit(worker: int) -> None:
+        task = queue.take(worker)
+        if task is not None:
+            running[workers[worker].submit(fn, task)] = (worker, task)
+
+    try:
+        for worker in range(len(workers)):
+            submit(worker)
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                yield pending.pop(future), future.result()
+                worker, task = running.pop(future)
+                try:
+                    result = future.result()
+                except BrokenProcessPool as exc:
+                    if crashed is None:
+                        raise
+                    result = crashed(task, exc)
+                    workers[worker].shutdown(wait=False)
+                    workers[worker] = new_worker()
+                submit(worker)
+                yield task, result
+    finally:
+        for pool in workers:
+            pool.shutdown(cancel_futures=True)
 
 
 def import_ray():
@@ -83,7 +146,12 @@ def import_ray():
 
 
 def _run_ray(
-    ray: Any, fn: Callable[[T], R], tasks: Sequence[T], jobs: int, address: str | None
+    ray: Any,
+    fn: Callable[[T], R],
+    tasks: Sequence[T],
+    jobs: int,
+    address: str | None,
+    crashed: Callable[[T, BaseException], R] | None,
 ) -> Iterator[tuple[T, R]]:
     started_here = not ray.is_initialized()
     if started_here:
@@ -101,7 +169,14 @@ def _run_ray(
         while pending:
             done, _ = ray.wait(list(pending), num_returns=1)
             for ref in done:
-                yield pending.pop(ref), ray.get(ref)
+                task = pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.WorkerCrashedError as exc:
+                    if crashed is None:
+                        raise
+                    result = crashed(task, exc)
+                yield task, result
     finally:
         if started_here:
             ray.shutdown()

@@ -127,8 +127,7 @@ def save_gantt(result: ModelPlan, path: str | Path) -> Path:
     results = result.lowered.planner_pass.results
     fig, axes = plt.subplots(len(result.methods), 1, figsize=(10, 4 * len(result.methods)), squeeze=False)
     for ax, method in zip(axes[:, 0], result.methods):
-        viz.gantt(results[method].problem, results[method].plan, ax=ax)
-        ax.set_title(f"{result.model} · {method} · {result.solver}")
+        viz.gantt(results[method].problem, results[method].plan, ax=ax, title=f"{result.model} · {method} · {result.solver}")
     fig.tight_layout()
     try:
         fig.savefig(path)

@@ -126,8 +126,8 @@ def grid(
 ) -> list[Run]:
     """Every run of the sweep, model by model, each model's stock runs first.
 
-    Model-major order lets a worker process reuse the model it exported for
-    the previous run.
+    Model-major order, with the executor's affinity by model, lets a worker
+    process reuse the model it exported for the previous run.
     """
     runs: list[Run] = []
     for model in models:
@@ -212,7 +212,7 @@ def _exported(name: str):
     from experiments import runtime, zoo
 
     model = zoo.get(name)
-    runtime.lower(model)  # builds and caches the edge program on `model`
+    runtime.mutable_buffers(model)  # builds the edge program and caches it on `model`
     return model
 
 
@@ -458,10 +458,18 @@ def _run(todo: list[Run], log: RunLog, executor: str, jobs: int, address: str | 
     from tqdm import tqdm
 
     with tqdm(total=len(todo), desc="sweep", unit="run", disable=not progress or None) as bar:
-        for run, result in run_all(execute, todo, executor, jobs, address):
+        for run, result in run_all(execute, todo, executor, jobs, address, affinity=_model_of, crashed=_crashed):
             log.add(run, result)
             bar.set_postfix_str(f"{run.model} {getattr(run, 'solver', 'stock')}", refresh=False)
             bar.update()
+
+
+def _model_of(run: Run) -> str:
+    return run.model
+
+
+def _crashed(run: Run, exc: BaseException) -> dict[str, Any]:
+    return {"error": f"worker process died: {_describe(exc)}", "rows": []}
 
 
 def parse_list(text: str, kind: str, convert=str) -> list:
