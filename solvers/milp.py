@@ -145,7 +145,13 @@ def solve_milp(
         state = meets_bound if total == lb_total else f"optimal: proven by {backend}"
     else:
         found = "a feasible plan" if model.has_solution() else "no plan"
-        state = f"not proven: {backend} stopped (time limit {limit:g}s) with {found}"
+        if not proven_by_solver:
+            why = f"stopped at the time limit {limit:g}s with {found}"
+        elif not _strict_gaps(options):
+            why = f"stopped within the gap the caller allowed with {found}"
+        else:
+            why = f"reported optimum {objective * divisor} but its offsets settle to {total}"
+        state = f"not proven: {backend} {why}"
         if source == "bestfit":
             state += "; best-fit plan kept"
     return finish(best, proven, state)
