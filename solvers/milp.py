@@ -55,6 +55,7 @@ def solve_milp(
     backend: str = "cbc",
     msg: bool = False,
     warm_start: bool = True,
+    decompose: bool = True,
     **options: Any,
 ) -> Plan:
     """Minimise the summed arena, or prove that `problem.capacity` cannot be met.
@@ -62,13 +63,29 @@ def solve_milp(
     `warm_start` starts the solver from the best-fit plan, and skips it
     altogether when that plan already meets the lower bound; without it the
     solver starts cold (best-fit still gives the big-M and the fallback).
+    `decompose` solves independent parts (solvers.decompose) one by one.
     `options` go to the PuLP solver of the backend (e.g. `threads=2`). On a
     time-out the plan is the best found (at worst best-fit's) and `status`
     says it is not proven.
     """
     if backend not in BACKENDS:
         raise ValueError(f"milp: unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
+    _make_solver(backend, msg, options)  # bad options fail here, before any work
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
+    settings: dict[str, Any] = dict(backend=backend, msg=msg, warm_start=warm_start, options=options)
+    if decompose:
+        from solvers.decompose import solve_in_parts
+
+        return solve_in_parts(
+            problem, lambda part, seconds: _solve(part, seconds, **settings), time_limit_s=limit, solver="milp"
+        )
+    return _solve(problem, limit, **settings)
+
+
+def _solve(
+    problem: Problem, limit: float, *, backend: str, msg: bool, warm_start: bool, options: dict[str, Any]
+) -> Plan:
+    """The MILP on one (part of a) problem within `limit` seconds."""
     began = time.perf_counter()
     solver = _make_solver(backend, msg, options)
     units = units_of(problem)

@@ -12,15 +12,17 @@ from planner.problem import Buffer, InfeasibleError, Problem, lower_bound, valid
 from solvers import UnknownSolverError, available, solve
 
 # (solver, options): both exact solvers, the MILP on both back ends, warm and cold
-# (cold makes the model itself find and prove the optimum).
+# (cold makes the model itself find and prove the optimum), and once as one
+# model without decomposition.
 EXACT_RUNS = [
     ("cpsat", {}),
     ("milp", {"backend": "cbc"}),
     ("milp", {"backend": "highs"}),
     ("milp", {"backend": "cbc", "warm_start": False}),
     ("milp", {"backend": "highs", "warm_start": False}),
+    ("milp", {"backend": "cbc", "warm_start": False, "decompose": False}),
 ]
-RUN_IDS = ["cpsat", "milp-cbc", "milp-highs", "milp-cbc-cold", "milp-highs-cold"]
+RUN_IDS = ["cpsat", "milp-cbc", "milp-highs", "milp-cbc-cold", "milp-highs-cold", "milp-cbc-cold-whole"]
 
 
 def pigeonholes(buffers: int, holes: int) -> Problem:

@@ -25,12 +25,14 @@ PROPERTY_SETTINGS = settings(
 
 
 # The MILP returns best-fit's plan untouched when it meets the lower bound, so
-# it also runs cold here: that makes the model itself prove every optimum.
+# it also runs cold here: that makes the model itself prove every optimum; and
+# once without decomposition, so one model sees every pool and part.
 MILP_VARIANTS = {
     "milp/cbc": dict(backend="cbc"),
     "milp/highs": dict(backend="highs"),
     "milp/cbc-cold": dict(backend="cbc", warm_start=False),
     "milp/highs-cold": dict(backend="highs", warm_start=False),
+    "milp/highs-cold-whole": dict(backend="highs", warm_start=False, decompose=False),
 }
 
 
