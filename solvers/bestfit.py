@@ -8,9 +8,10 @@ everywhere, so, like XLA's heap simulator, several orderings are run and the
 smallest total arena kept.
 
 Fixed units go first, at their offsets. A same-offset set is one unit with a
-rectangle per buffer: it goes at the lowest offset of the smallest hole where
-every rectangle fits (holes compared by slack: bytes left over). Placed units are found through `LiveIndex`, so a unit
-costs about the number of units live with it, not the number placed.
+rectangle per buffer: it goes at the lowest offset of the tightest hole where
+every rectangle fits (holes compared by slack: bytes left over). Placed units
+are found through `LiveIndex`, so a unit costs about the number of units live
+with it, not the number placed.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 from planner.problem import InfeasibleError, Plan, Problem, ProblemError, lower_bounds
 from solvers.live_index import LiveIndex
 from solvers.units import Unit, make_plan, units_of
+
 
 class UnitStats(NamedTuple):
     """What orderings sort by, computed once per unit."""
