@@ -36,6 +36,7 @@ class Row:
     lower_bound: int = 0
     cpsat_optimal: bool | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    fallbacks: dict[str, set[str]] = field(default_factory=dict)  # solver -> fallbacks whose plans were kept
 
 
 def program_bytes(sizes_by_method: Mapping[str, Sequence[int]]) -> int:
@@ -59,6 +60,14 @@ def proven(results: Iterable[MethodResult]) -> bool:
     return all(r.plan.proven_optimal and proven(r.submodules.values()) for r in results)
 
 
+def plan_solvers(results: Iterable[MethodResult]) -> set[str]:
+    """Names of the solvers whose plans the pass kept (planner.solve_policy may pick a fallback)."""
+    found: set[str] = set()
+    for r in results:
+        found |= {r.plan.solver} | plan_solvers(r.submodules.values())
+    return found
+
+
 def compare(name: str, solvers: Sequence[str], time_limit_s: float, check: bool, cat_fusion: bool) -> Row:
     model = zoo.get(name)
     row = Row(name, program_bytes(runtime.stock_arena_bytes(runtime.lower(model))))
@@ -69,6 +78,7 @@ def compare(name: str, solvers: Sequence[str], time_limit_s: float, check: bool,
         row.seconds[solver] = time.perf_counter() - began
         row.memplan[solver] = program_bytes(runtime.stock_arena_bytes(et))
         row.lower_bound = lower_bound_bytes(pass_.results)
+        row.fallbacks[solver] = plan_solvers(pass_.results.values()) - {solver}
         if solver == "cpsat":
             row.cpsat_optimal = proven(pass_.results.values())
         if check:
@@ -83,7 +93,7 @@ def format_table(rows: Sequence[Row], solvers: Sequence[str]) -> str:
         best = min(r.memplan.values()) if r.memplan else r.stock
         lines.append(
             [r.model, str(r.stock)]
-            + [str(r.memplan[s]) for s in solvers]
+            + [str(r.memplan[s]) + ("*" if r.fallbacks.get(s) else "") for s in solvers]
             + [
                 str(r.lower_bound),
                 "-" if r.cpsat_optimal is None else ("yes" if r.cpsat_optimal else "no"),
@@ -114,6 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         timing = ", ".join(f"{s} {t:.1f}s" for s, t in row.seconds.items())
         print(f"{name}: lowered ({timing})", file=sys.stderr)
     print(format_table(rows, args.solvers))
+    kept = [f"{r.model} {s}: {', '.join(sorted(f))}" for r in rows for s, f in r.fallbacks.items() if f]
+    if kept:
+        print("* some methods use a fallback plan (planner.solve_policy): " + "; ".join(kept))
     worse = [
         f"{r.model} ({s}: {r.memplan[s]} > stock {r.stock})"
         for r in rows

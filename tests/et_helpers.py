@@ -11,8 +11,10 @@ from executorch.exir.passes import MemoryPlanningPass
 from torch import nn
 from torch.export import Dim
 
+from experiments import runtime
 from experiments.zoo import ZooModel
 from planner.extract import Extraction, buffer_names, extract
+from planner.shared_state import STATE_POOL
 
 
 class Chain(nn.Module):
@@ -238,3 +240,29 @@ class ExtractRecorder(MemoryPlanningPass):
             return super().run(graph_module, graph_signature)
         finally:
             del self._set_alloc_node_spec
+
+
+def state_offsets(et) -> dict[str, dict[str, tuple[int, int]]]:
+    """Per method: buffer FQN -> (mem_id, mem_offset) of its placeholder, for planned buffers."""
+    found = {}
+    for method in et.methods:
+        ep = et.exported_program(method)
+        buffers = ep.graph_signature.inputs_to_buffers
+        found[method] = {
+            buffers[n.target]: (n.meta["spec"].mem_id, n.meta["spec"].mem_offset)
+            for n in ep.graph_module.graph.nodes
+            if n.op == "placeholder" and n.target in buffers and n.meta["spec"].mem_offset is not None
+        }
+    return found
+
+
+def assert_shared(et, fqns: set[str]) -> None:
+    offsets = state_offsets(et)
+    arenas = {tuple(sizes[2:]) for sizes in runtime.stock_arena_bytes(et).values()}
+    assert len(arenas) == 1, "every method appends the same state arena"
+    layout: dict[str, tuple[int, int]] = {}
+    for method, placed in offsets.items():
+        for fqn, where in placed.items():
+            assert where[0] == STATE_POOL, (method, fqn)
+            assert layout.setdefault(fqn, where) == where, f"{fqn} moves between methods"
+    assert set(layout) == fqns

@@ -9,7 +9,7 @@ the per-method dict forms alike.
 from __future__ import annotations
 
 import pytest
-from et_helpers import tiny, write_read
+from et_helpers import assert_shared, tiny, write_read
 
 from experiments import runtime, zoo
 from planner import PlannerPass
@@ -24,32 +24,6 @@ def model(name: str):
     if name not in _MODELS:
         _MODELS[name] = write_read() if name == "write_read" else zoo.get(name)
     return _MODELS[name]
-
-
-def state_offsets(et) -> dict[str, dict[str, tuple[int, int]]]:
-    """Per method: buffer FQN -> (mem_id, mem_offset) of its placeholder, for planned buffers."""
-    found = {}
-    for method in et.methods:
-        ep = et.exported_program(method)
-        buffers = ep.graph_signature.inputs_to_buffers
-        found[method] = {
-            buffers[n.target]: (n.meta["spec"].mem_id, n.meta["spec"].mem_offset)
-            for n in ep.graph_module.graph.nodes
-            if n.op == "placeholder" and n.target in buffers and n.meta["spec"].mem_offset is not None
-        }
-    return found
-
-
-def assert_shared(et, fqns: set[str]) -> None:
-    offsets = state_offsets(et)
-    arenas = {tuple(sizes[2:]) for sizes in runtime.stock_arena_bytes(et).values()}
-    assert len(arenas) == 1, "every method appends the same state arena"
-    layout: dict[str, tuple[int, int]] = {}
-    for method, placed in offsets.items():
-        for fqn, where in placed.items():
-            assert where[0] == STATE_POOL, (method, fqn)
-            assert layout.setdefault(fqn, where) == where, f"{fqn} moves between methods"
-    assert set(layout) == fqns
 
 
 def forms(names):
