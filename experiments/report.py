@@ -66,7 +66,9 @@ def summary_markdown(df: pd.DataFrame) -> str:
         f" ({', '.join(solvers)}); {len(failed)} rows with an error.",
         "",
         "Cell: arena / lower bound (1.000 = provably minimal), then the saving vs the stock"
-        " ExecuTorch planner (positive = smaller arena); `*` = solver proved it optimal.",
+        " ExecuTorch planner (positive = smaller arena); `*` = the solver proved its plan optimal"
+        " for the problem it solved. The lower bound is the lowest over the solvers' problems"
+        " (cat fusion, kept only where it pays for a solver, lowers it), so it bounds every column.",
     ]
     for (alignment, fusion, limit), group in df.groupby(["alignment", "cat_fusion", "time_limit_s"], dropna=False):
         lines += ["", f"## alignment {alignment}, cat fusion {'on' if fusion else 'off'}, time limit {limit:g} s", ""]
@@ -90,17 +92,25 @@ def _solver_order(names: pd.Series) -> list[str]:
 
 
 def _settings_table(group: pd.DataFrame, solvers: list[str]) -> list[str]:
+    """Rows per model (and method), a column per solver; ratios against the case's lowest bound.
+
+    With cat fusion each solver's problem can differ (fusion is kept only
+    where it pays for that solver), and fusion lowers the bound, so the
+    lowest bound of a case bounds every solver's arena and makes the columns
+    comparable.
+    """
+    group = group.assign(best_lb=group.groupby(["model", "method"])["lower_bound"].transform("min"))
+    group = group.assign(ratio=group["arena_bytes"] / group["best_lb"])
     header = "| model | buffers | lower bound | stock | " + " | ".join(solvers) + " |"
     lines = [header, "|---|---:|---:|---:|" + "---:|" * len(solvers)]
     for (model, method), rows in group.groupby(["model", "method"], sort=True):
         label = model if method in ("", "forward") else f"{model}.{method}"
         ok = rows[rows["arena_bytes"].notna()]
-        first = ok.iloc[0] if len(ok) else None
         cells = [
             label,
-            _int(first["buffers"]) if first is not None else "",
-            _int(first["lower_bound"]) if first is not None else "",
-            _int(first["stock_arena_bytes"]) if first is not None else "",
+            _int(ok["buffers"].max()) if len(ok) else "",
+            _int(ok["best_lb"].iloc[0]) if len(ok) else "",
+            _int(ok["stock_arena_bytes"].iloc[0]) if len(ok) else "",
         ]
         by_solver = {r.solver: r for r in rows.itertuples()}
         cells += [_cell(by_solver.get(s)) for s in solvers]
@@ -111,7 +121,7 @@ def _settings_table(group: pd.DataFrame, solvers: list[str]) -> list[str]:
         if not len(ok):
             means.append("")
             continue
-        ratio = math.exp(ok["arena_over_lb"].astype(float).map(math.log).mean())
+        ratio = math.exp(ok["ratio"].astype(float).map(math.log).mean())
         saving = ok["saving_vs_stock"].dropna()
         means.append(f"{ratio:.3f}" + (f" ({saving.mean():+.1%})" if len(saving) else ""))
     lines.append("| **geometric mean (mean saving)** | | | | " + " | ".join(means) + " |")
@@ -127,7 +137,7 @@ def _cell(row) -> str:
         return ""
     if pd.isna(row.arena_bytes):
         return "error"
-    text = f"{row.arena_over_lb:.3f}"
+    text = f"{row.ratio:.3f}"
     if not pd.isna(row.saving_vs_stock):
         text += f" ({row.saving_vs_stock:+.1%})"
     if _true(row.proven_optimal):

@@ -180,3 +180,20 @@ def test_process_pool_gives_the_same_table_as_inline(small_sweep, tmp_path):
 def test_ray_gives_the_same_table_as_inline(small_sweep, tmp_path):
     """A local Ray with 2 CPUs started for the run. Needs the 'ray' extra installed: not skipped."""
     _same_grid_elsewhere(small_sweep[1], tmp_path, executor="ray", jobs=2)
+
+
+def test_summary_compares_solvers_against_the_lowest_bound_of_a_case():
+    """Cat fusion kept for one solver only: its lower bound is lower and bounds both arenas."""
+    rows = [
+        dict(model="m", method="forward", solver="greedy", lower_bound=1000, arena_bytes=1000, proven_optimal=True),
+        dict(model="m", method="forward", solver="bestfit", lower_bound=800, arena_bytes=800, proven_optimal=True),
+    ]
+    df = pd.DataFrame.from_records(
+        [{c: None for c in sweep.COLUMNS} | dict(alignment=16, cat_fusion=True, time_limit_s=5.0,
+         buffers=3, stock_arena_bytes=1000) | r for r in rows],
+        columns=list(sweep.COLUMNS),
+    )
+    df["saving_vs_stock"] = 1 - df["arena_bytes"] / df["stock_arena_bytes"]
+    summary = report.summary_markdown(df)
+    assert "| m | 3 | 800 | 1,000 | 1.250 (+0.0%)* | 1.000 (+20.0%)* |" in summary
+    assert "| **geometric mean (mean saving)** | | | | 1.250 (+0.0%) | 1.000 (+20.0%) |" in summary
