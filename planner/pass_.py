@@ -25,7 +25,7 @@ from executorch.exir.memory_planning import (
     greedy,
     insert_calls_to_free,
 )
-from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass, _check_default_mem_ids
+from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass
 from executorch.exir.pass_base import PassResult
 from executorch.exir.schema import DeviceType
 from executorch.exir.tensor import ALIGNMENT, TensorSpec
@@ -37,7 +37,15 @@ from planner.cat_plan import CatReport, plan_with_cat_fusion
 from planner.cat_rewrite import fuse_cats
 from planner.extract import ExtractionError, control_flow_submodules, extract, state_buffers
 from planner.problem import Plan, Problem, ProblemError
-from planner.shared_state import MethodState, SharedLayout, current_session, finish_session, lay_out, with_state
+from planner.shared_state import (
+    MethodState,
+    SharedLayout,
+    check_default_mem_ids,
+    current_session,
+    finish_session,
+    lay_out,
+    with_state,
+)
 from planner.solve_policy import choose_plan
 
 DEFAULT_SOLVER = "cpsat"
@@ -141,7 +149,7 @@ class PlannerPass(MemoryPlanningPass):
         share = self._shares(context)
         self._set_alloc_node_spec(graph_module)
         if share and graph_signature is not None:
-            _check_default_mem_ids(graph_module)
+            check_default_mem_ids(graph_module)
         alloc_mutable = self.alloc_mutable_buffers and not share
         result = self._plan_graph(
             graph_module, graph_signature, method, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable

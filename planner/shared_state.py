@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from executorch.exir.memory_planning import Verifier
+from executorch.exir.memory_planning import Verifier, get_node_tensor_specs
 from torch.export.exported_program import ExportGraphSignature
 
 from planner.extract import ExtractionError, StateRef
@@ -132,6 +132,24 @@ def lay_out(session: Session) -> SharedLayout | None:
     for m in shared:
         _verify_with_state(m)
     return SharedLayout(offsets, sizes, arena, problem, plan)
+
+
+def check_default_mem_ids(graph_module: torch.fx.GraphModule) -> None:
+    """Shared state takes mem_id 2, so a sharing method may not use other arenas itself."""
+    elsewhere = sorted(
+        {
+            f"{node.name} (mem_id {spec.mem_id})"
+            for node in graph_module.graph.nodes
+            for spec in get_node_tensor_specs(node)
+            if spec.mem_id not in (None, 1)
+        }
+    )
+    if elsewhere:
+        raise ExtractionError(
+            f"shared mutable state goes to mem_id {STATE_POOL}, so tensors of a sharing method must use"
+            f" mem_id 1, but an earlier pass placed {', '.join(elsewhere[:10])}; plan with"
+            " share_mutable_buffers=False or keep those tensors in mem_id 1"
+        )
 
 
 def joint_problem(

@@ -117,3 +117,15 @@ def test_a_single_method_keeps_its_state_in_arena_one():
     assert [b.pool for b in state] == [1]
     runtime.check_outputs(m, et.buffer)
 
+
+
+def test_sharing_refuses_tensors_an_earlier_pass_moved_to_other_arenas():
+    class MoveToArena3(PlannerPass):
+        def run(self, graph_module, graph_signature=None):
+            for node in graph_module.graph.nodes:
+                if node.name == "aten_mul_tensor":
+                    node.meta["spec"].mem_id = 3
+            return super().run(graph_module, graph_signature)
+
+    with pytest.raises(ExtractionError, match=r"aten_mul_tensor \(mem_id 3\)"):
+        runtime.lower(model("write_read"), memory_planning_pass=MoveToArena3(solver="bestfit"))
