@@ -139,3 +139,31 @@ def test_plot_writes_a_png_for_one_method(capsys, tmp_path):
     )
     assert code == 0 and str(figure) in err
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_csv_solves_each_file_with_each_solver_and_reports_bad_files(capsys, tmp_path):
+    from planner.generate import layered_problem
+
+    problem = layered_problem(12, seed=3, alignment=1)
+    need = solvers.solve(problem, "bestfit").arena_size
+    io.write_minimalloc_csv(problem, tmp_path / f"roomy.{need}.csv")
+    io.write_minimalloc_csv(problem, tmp_path / f"tight.{lower_bound(problem) - 1}.csv")
+    (tmp_path / "broken.7.csv").write_text("id,lower,upper,size\nx,5,2,8\n")
+    code, out, _ = _run(
+        ["bench-csv", str(tmp_path), "--solvers", "greedy,bestfit", "--time-limit", "2", "--capacity-from-name"],
+        capsys,
+    )
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].split()[:3] == ["file", "solver", "buffers"]
+    rows = {tuple(line.split()[:2]): line for line in lines[1:]}
+    assert set(rows) == {(f, s) for f in (f"roomy.{need}.csv", f"tight.{lower_bound(problem) - 1}.csv", "broken.7.csv")
+                         for s in ("greedy", "bestfit")}
+    assert f" {need} " in rows[(f"roomy.{need}.csv", "bestfit")] and "True" in rows[(f"roomy.{need}.csv", "bestfit")]
+    assert "no plan within capacity" in rows[(f"tight.{lower_bound(problem) - 1}.csv", "bestfit")]
+    assert "broken.7.csv:2" in rows[("broken.7.csv", "greedy")]
+
+
+def test_bench_csv_on_a_folder_without_csv_files_exits_2(capsys, tmp_path):
+    code, _, err = _run(["bench-csv", str(tmp_path), "--solvers", "bestfit"], capsys)
+    assert code == 2 and err == f"memplan: error: no .csv files in {str(tmp_path)!r}\n"
