@@ -32,8 +32,18 @@ def model(name: str):
     return _MODELS[name]
 
 
+_BOTH: dict[tuple, tuple[StockRecorder, ExtractRecorder]] = {}
+
+
 def both(name: str, **flags):
-    """(stock recorder, extract recorder) after lowering `name` with each."""
+    """(stock recorder, extract recorder) after lowering `name` with each (cached: read only)."""
+    key = (name, tuple(sorted(flags.items())))
+    if key not in _BOTH:
+        _BOTH[key] = _lower_both(name, **flags)
+    return _BOTH[key]
+
+
+def _lower_both(name: str, **flags):
     stock, ours = StockRecorder(**flags), ExtractRecorder(**flags)
     # Unplanned mutable buffers must be emitted by name.
     config = {"emit_mutable_buffer_names": not flags.get("alloc_mutable_buffers", True)}
