@@ -15,6 +15,8 @@ from matplotlib.axes import Axes
 from matplotlib.collections import PolyCollection
 from matplotlib.colors import to_rgba
 from matplotlib.patches import Patch
+from matplotlib.text import Text
+from matplotlib.ticker import MaxNLocator
 
 from planner.problem import Buffer, Plan, Problem, lower_bounds
 from viz.style import ARENA_COLOUR, KIND_COLOURS, KIND_NAMES, LOWER_BOUND_COLOUR, bytes_axis, format_bytes
@@ -61,8 +63,9 @@ def gantt(
     Boxes span `[start, end)` across and `[offset, offset + size)` up, coloured
     by buffer kind; contiguous-group parents get a black outline around their
     members, same-offset (shared) buffers a hatch. Lines mark the arena and the
-    lower bound. `label_top` largest buffers (bytes x steps) are labelled;
-    `op_names[i]` names step i on the x axis (for small graphs).
+    lower bound. The `label_top` largest buffers (bytes x steps) are labelled,
+    each only where its name fits inside its box; `op_names[i]` names step i
+    on the x axis (for small graphs).
     """
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 5))
@@ -112,6 +115,7 @@ def gantt(
             )
 
     ax.set_xlim(x_low, x_high)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
     ax.set_ylim(0, max(plan.arena_size, 1))
     bytes_axis(ax.yaxis)
     ax.set_xlabel("execution step")
@@ -146,12 +150,43 @@ def _label_largest(
     largest = sorted(buffers, key=lambda b: (b.size * (b.end - b.start), b.id), reverse=True)[: max(count, 0)]
     for buf in largest:
         (x0, y0), _, (x1, y1), _ = box(buf)
-        name = buf.label or buf.id
-        name = name if len(name) <= 24 else name[:23] + "…"
-        ax.text(
-            (x0 + x1) / 2, (y0 + y1) / 2, name, ha="center", va="center", fontsize=7, clip_on=True,
-            gid=BUFFER_LABEL, zorder=5,
+        label = BoxLabel(
+            (x0, y0, x1, y1), (x0 + x1) / 2, (y0 + y1) / 2, shorten(buf.label or buf.id),
+            ha="center", va="center", fontsize=7, clip_on=True, gid=BUFFER_LABEL, zorder=5,
         )
+        ax.add_artist(label)
+
+
+def shorten(name: str, limit: int = 24) -> str:
+    """`name` cut in the middle to `limit` characters: the head and tail of an FQN tell
+    buffers apart ('layers.0.at…he.k_cache' vs '…he.v_cache'), a shared prefix does not."""
+    if len(name) <= limit:
+        return name
+    head = (limit - 1) // 2
+    return name[:head] + "…" + name[len(name) - (limit - 1 - head):]
+
+
+class BoxLabel(Text):
+    """A buffer's name that is drawn only if it fits inside the buffer's box.
+
+    Checked at draw time, when the figure's final size and layout are known,
+    so narrow neighbouring boxes do not get overlapping names.
+    """
+
+    def __init__(self, box: tuple[float, float, float, float], *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.box = box
+
+    def fits(self, renderer) -> bool:
+        x0, y0, x1, y1 = self.box
+        (px0, py0), (px1, py1) = self.axes.transData.transform([(x0, y0), (x1, y1)])
+        text = self.get_window_extent(renderer)
+        return text.width <= abs(px1 - px0) and text.height <= abs(py1 - py0)
+
+    def draw(self, renderer) -> None:
+        if self.axes is not None and not self.fits(renderer):
+            return
+        super().draw(renderer)
 
 
 def _name_steps(ax: Axes, op_names: Sequence[str], x_high: int) -> None:

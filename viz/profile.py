@@ -12,6 +12,7 @@ from planner.problem import Plan, Problem
 from viz.style import ARENA_COLOUR, bytes_axis, format_bytes
 
 TOTAL, PEAK = "live_total", "peak"  # gids; per-pool lines are "live_pool_<pool>", arenas "arena_<name>"
+_ARENA_STYLES = ("--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
 
 
 def live_bytes(problem: Problem, pool: int | None = None) -> tuple[list[int], list[int]]:
@@ -60,10 +61,10 @@ def profile(
                 label=f"peak {format_bytes(peak)} at step {at}")
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for n, (name, plan) in enumerate(named.items()):
-        ax.axhline(
-            plan.arena_size, linestyle="--", linewidth=1.2, gid=f"arena_{name}",
+        ax.axhline(  # styles differ too: arenas a few bytes apart draw on the same pixels
+            plan.arena_size, linestyle=_ARENA_STYLES[n % len(_ARENA_STYLES)], linewidth=1.2, gid=f"arena_{name}",
             color=ARENA_COLOUR if len(named) == 1 else colours[n % len(colours)],
-            label=f"{name}: arena {format_bytes(plan.arena_size)}",
+            label=f"{name}: arena {format_bytes(plan.arena_size)} ({plan.arena_size:,} B)",
         )
     ax.set_ylim(bottom=0)
     if times:
