@@ -127,16 +127,17 @@ def grid(
     """Every run of the sweep, model by model, each model's stock runs first.
 
     Model-major order, with the executor's affinity by model, lets a worker
-    process reuse the model it exported for the previous run.
+    process reuse the model it exported for the previous run. Repeated names
+    count once.
     """
     runs: list[Run] = []
-    for model in models:
-        runs += [StockRun(model, a) for a in alignments]
+    for model in dict.fromkeys(models):
+        runs += [StockRun(model, a) for a in dict.fromkeys(alignments)]
         runs += [
             PlanRun(model, solver, a, fuse, float(time_limit_s), check)
-            for a in alignments
-            for fuse in cat_fusion
-            for solver in solvers
+            for a in dict.fromkeys(alignments)
+            for fuse in dict.fromkeys(cat_fusion)
+            for solver in dict.fromkeys(solvers)
         ]
     return runs
 
