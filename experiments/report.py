@@ -38,18 +38,16 @@ def _succeeded(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def _plot(df: pd.DataFrame, path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A bare Figure, not pyplot: switching pyplot's backend here would stop a
+    # notebook that runs a sweep from showing its own plots afterwards.
+    from matplotlib.figure import Figure
 
     import viz
 
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.6 * df["model"].nunique() + 3), 4.5))
-    viz.compare(_succeeded(df), ax=ax)
+    fig = Figure(figsize=(max(6.0, 0.6 * df["model"].nunique() + 3), 4.5))
+    viz.compare(_succeeded(df), ax=fig.add_subplot())
     fig.tight_layout()
     fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 # -- Markdown ------------------------------------------------------------------------
