@@ -153,16 +153,11 @@ class CatFusion:
     problem_without: Problem
     parent_of: dict[str, tuple[str, int]]  # buffer id -> (enclosing buffer id, byte offset)
     copies: list[CopySlot] = field(default_factory=list)
-    relaxed: dict[str, int] = field(default_factory=dict)  # member id -> alignment it was relaxed to
     relax_alignment: bool = False
 
     @property
     def removed(self) -> list[CatDecision]:
         return [d for d in self.decisions if d.status is not CatStatus.REFUSED]
-
-    @property
-    def copy_bytes_removed(self) -> int:
-        return sum(d.copy_bytes_removed for d in self.decisions)
 
 
 # -- analysis ---------------------------------------------------------------------
@@ -224,18 +219,17 @@ def analyze(
     extraction: Extraction,
     *,
     relax_alignment: bool = False,
-    alias: bool = True,
     partial: bool = False,
     blocked: Iterable[str] = (),
 ) -> CatFusion:
     """Decide every cat of the graph and build the grouped problem.
 
     `relax_alignment` lets inputs sit at any offset that is a multiple of
-    their element size (instead of the pass alignment); `alias` allows
-    ALIASED cats; `partial` allows PARTIAL ones. Cats named in `blocked` are
-    refused with ARENA_GREW (see planner.cat_plan).
+    their element size (instead of the pass alignment); `partial` allows
+    PARTIAL cats. Cats named in `blocked` are refused with ARENA_GREW if
+    they could otherwise go (see planner.cat_plan).
     """
-    return _Analyzer(graph_module, graph_signature, extraction, relax_alignment, alias, partial, frozenset(blocked)).run()
+    return _Analyzer(graph_module, graph_signature, extraction, relax_alignment, partial, frozenset(blocked)).run()
 
 
 class _Analyzer:
@@ -245,7 +239,6 @@ class _Analyzer:
         signature: ExportGraphSignature | None,
         extraction: Extraction,
         relax_alignment: bool,
-        alias: bool,
         partial: bool,
         blocked: frozenset[str],
     ) -> None:
@@ -255,7 +248,6 @@ class _Analyzer:
         self.extraction = extraction
         self.problem = extraction.problem
         self.relax_alignment = relax_alignment
-        self.allow_alias = alias
         self.allow_partial = partial
         self.nodes = list(gm.graph.nodes)
         self.index = {n: i for i, n in enumerate(self.nodes)}
@@ -279,22 +271,20 @@ class _Analyzer:
             self._try_fuse(cat)
         roots = self._roots()
         intervals = self._intervals(roots)
-        if self.allow_alias:
-            for cat in cats:
-                if self.status.get(cat.node.name) is None:
-                    self._try_alias(cat, roots, intervals)
+        for cat in cats:
+            if self.status.get(cat.node.name) is None:
+                self._try_alias(cat, roots, intervals)
         for cat in cats:
             self.status.setdefault(cat.node.name, CatStatus.REFUSED)
         parent_of = _laminar_parents(intervals)
         copy_slots = self._copy_slots(cats, roots, intervals, parent_of)
-        problem, relaxed = self._grouped_problem(parent_of, self._copy_source_ends(copy_slots))
+        problem = self._grouped_problem(parent_of, self._copy_source_ends(copy_slots))
         return CatFusion(
             decisions=[self._decision(cat) for cat in cats],
             problem=problem,
             problem_without=self.problem,
             parent_of={k: v for k, v in parent_of.items() if not k.startswith("copy:")},
             copies=copy_slots,
-            relaxed=relaxed,
             relax_alignment=self.relax_alignment,
         )
 
@@ -443,6 +433,14 @@ class _Analyzer:
             self.input_reason[(cat.node.name, pos)] = why
         if not ok:
             return
+        if bad and self.allow_partial:
+            # A clone target is a tensor too: its slice must be aligned like a member's.
+            out_align = self.problem.buffer(cat.bid).alignment
+            for n, (pos, inp, why) in enumerate(bad):
+                need = _elem_size(inp.spec) if self.relax_alignment else out_align
+                if why[0] in _COPYABLE and inp.offset % need:
+                    bad[n] = (pos, inp, (CatRefusal.MISALIGNED, f"offset {inp.offset} is not a multiple of {need}"))
+                    self.input_reason[(cat.node.name, pos)] = bad[n][2]
         if bad and not (self.allow_partial and all(why[0] in _COPYABLE for _, _, why in bad)):
             return
         if self._blocked(cat):
@@ -599,8 +597,11 @@ class _Analyzer:
 
     def _grouped_problem(
         self, parent_of: dict[str, tuple[str, int]], shrink: dict[str, int]
-    ) -> tuple[Problem, dict[str, int]]:
-        """The extraction's problem plus one group per placed output, lifetimes widened bottom-up.
+    ) -> Problem:
+        """The extraction's problem plus one group per placed output.
+
+        Member sizes are clipped to their parent top-down (padding past the
+        parent's end holds nothing), parent lifetimes widened bottom-up.
 
         `shrink` gives buffers whose lifetime now ends earlier (copy sources).
         """
@@ -612,8 +613,6 @@ class _Analyzer:
         for child, (parent, rel) in parent_of.items():
             if not child.startswith("copy:"):
                 children[parent].append((child, rel))
-        relaxed: dict[str, int] = {}
-
         def depth(bid: str) -> int:
             d = 0
             while bid in parent_of:
@@ -628,21 +627,24 @@ class _Analyzer:
                 rel += step
             return rel
 
-        for child in sorted((c for c in parent_of if not c.startswith("copy:")), key=depth, reverse=True):
+        placed = sorted((c for c in parent_of if not c.startswith("copy:")), key=depth)
+        for child in placed:  # outer first: a member's padding may not reach past its parent's
             parent, rel = parent_of[child]
             member, outer = buffers[child], buffers[parent]
             changes: dict[str, int] = {"size": min(member.size, outer.size - rel)}
             if rel % member.alignment or absolute(child) % member.alignment:
                 changes["alignment"] = math.gcd(member.alignment, rel, absolute(child))
-                relaxed[child] = changes["alignment"]
             buffers[child] = dataclasses.replace(member, **changes)
+        for child in reversed(placed):  # inner first: each parent lives while any member does
+            parent, _ = parent_of[child]
+            member, outer = buffers[child], buffers[parent]
             buffers[parent] = dataclasses.replace(outer, start=min(outer.start, member.start), end=max(outer.end, member.end))
         groups = list(self.problem.groups) + [
             ContiguousGroup(parent, tuple(sorted(members, key=lambda m: (m[1], m[0]))))
             for parent, members in children.items()
         ]
         order = [b.id for b in self.problem.buffers]
-        return dataclasses.replace(self.problem, buffers=tuple(buffers[b] for b in order), groups=tuple(groups)), relaxed
+        return dataclasses.replace(self.problem, buffers=tuple(buffers[b] for b in order), groups=tuple(groups))
 
     def _decision(self, cat: _Cat) -> CatDecision:
         name = cat.node.name
