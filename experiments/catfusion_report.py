@@ -58,7 +58,7 @@ def row(model: str, method: str, report: CatReport) -> list[str]:
         f"{report.count(CatStatus.REFUSED)}" + (f" ({refused})" if refused else ""),
         str(report.copy_bytes_removed),
         str(report.arena_with),
-        str(report.arena_without),
+        "-" if report.arena_without is None else str(report.arena_without),
         str(report.lower_bound_with),
         str(report.lower_bound_without),
     ]

@@ -22,7 +22,7 @@ from torch.export.exported_program import ExportGraphSignature
 
 from planner.catfusion import CatDecision, CatFusion, CatRefusal, CatStatus, analyze, is_cat
 from planner.extract import Extraction
-from planner.problem import Plan, Problem, lower_bound, lower_bounds
+from planner.problem import InfeasibleError, Plan, Problem, ProblemError, lower_bound, lower_bounds
 
 
 def plan_with_cat_fusion(
@@ -34,10 +34,13 @@ def plan_with_cat_fusion(
     relax_alignment: bool = False,
     partial: bool = False,
     allow_growth: bool = False,
-) -> tuple[CatFusion, Plan, Plan]:
+) -> tuple[CatFusion, Plan, Plan | None]:
     """(fusion decisions, plan of `fusion.problem`, plan without fusion), both from `solve`.
 
     With `allow_growth=False` the first plan is never larger than the second.
+    Under a capacity, whichever of the two fits is used: the plan without
+    fusion is None when only the fused problem fits, and every cat is
+    refused (ARENA_GREW) when only the unfused one does.
     """
 
     def decide(blocked: frozenset[str]) -> CatFusion:
@@ -46,19 +49,39 @@ def plan_with_cat_fusion(
             relax_alignment=relax_alignment, partial=partial, blocked=blocked,
         )
 
+    def keep_every_cat() -> CatFusion:
+        return decide(frozenset(n.name for n in graph_module.graph.nodes if is_cat(n)))
+
     fusion = decide(frozenset())
-    without = solve(extraction.problem)
+    without = _fitting(solve, extraction.problem)
     if not fusion.removed:
+        if isinstance(without, ProblemError):
+            raise without
         return fusion, without, without
-    if not allow_growth:
+    if isinstance(without, Plan) and not allow_growth:
         fusion = _within(fusion, decide, without.arena_sizes)
         if not fusion.removed:
             return fusion, without, without
-    fused = solve(fusion.problem)
+    fused = _fitting(solve, fusion.problem)
+    if isinstance(fused, ProblemError):
+        if isinstance(without, ProblemError):
+            raise fused
+        return keep_every_cat(), without, without
+    if isinstance(without, ProblemError):
+        return fusion, fused, None
     if not allow_growth and fused.arena_size > without.arena_size:
-        everything = frozenset(n.name for n in graph_module.graph.nodes if is_cat(n))
-        return decide(everything), without, without
+        return keep_every_cat(), without, without
     return fusion, fused, without
+
+
+def _fitting(solve: Callable[[Problem], Plan], problem: Problem) -> Plan | ProblemError:
+    """The plan, or the error if no plan fits the capacity; any other failure propagates."""
+    try:
+        return solve(problem)
+    except ProblemError as e:
+        if isinstance(e, InfeasibleError) or isinstance(e.__cause__, InfeasibleError):
+            return e
+        raise
 
 
 def _within(
@@ -121,17 +144,17 @@ class CatReport:
 
     decisions: tuple[CatDecision, ...]
     arena_with: int
-    arena_without: int
+    arena_without: int | None  # None: without fusion no plan fit the capacity
     lower_bound_with: int
     lower_bound_without: int
     instructions_removed: int
 
     @classmethod
-    def of(cls, fusion: CatFusion, plan_with: Plan, plan_without: Plan, instructions_removed: int) -> CatReport:
+    def of(cls, fusion: CatFusion, plan_with: Plan, plan_without: Plan | None, instructions_removed: int) -> CatReport:
         return cls(
             decisions=tuple(fusion.decisions),
             arena_with=plan_with.arena_size,
-            arena_without=plan_without.arena_size,
+            arena_without=None if plan_without is None else plan_without.arena_size,
             lower_bound_with=lower_bound(fusion.problem),
             lower_bound_without=lower_bound(fusion.problem_without),
             instructions_removed=instructions_removed,
@@ -159,10 +182,11 @@ class CatReport:
         for d in self.decisions:
             why = f"  [{', '.join(r.value for r in d.reasons)}] {d.detail}" if d.reasons else ""
             lines.append(f"{d.cat:32s} {d.status.value:8s} {d.nbytes:>9d} B  removed {d.copy_bytes_removed:>9d} B{why}")
+        without = "no fitting plan" if self.arena_without is None else f"{self.arena_without} B"
         lines.append(
             f"cats {len(self.decisions)}: fused {self.count(CatStatus.FUSED)}, aliased {self.count(CatStatus.ALIASED)},"
             f" partial {self.count(CatStatus.PARTIAL)}, refused {self.count(CatStatus.REFUSED)};"
-            f" copy bytes removed {self.copy_bytes_removed}; arena {self.arena_with} B with fusion,"
-            f" {self.arena_without} B without; lower bound {self.lower_bound_with} / {self.lower_bound_without} B"
+            f" copy bytes removed {self.copy_bytes_removed}; arena {self.arena_with} B with fusion, {without}"
+            f" without; lower bound {self.lower_bound_with} / {self.lower_bound_without} B"
         )
         return "\n".join(lines)

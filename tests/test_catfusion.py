@@ -11,7 +11,7 @@ from experiments import runtime, zoo
 from experiments.catfusion_report import main as report_main
 from experiments.zoo import ZooModel
 from planner.catfusion import CatRefusal, CatStatus
-from planner.pass_ import PlannerPass
+from planner.pass_ import PlannerPass, PlanningError
 from planner.problem import lower_bound, validate
 
 
@@ -422,3 +422,25 @@ def test_report_script_prints_one_row_per_model(capsys):
     row = next(line for line in out.splitlines() if line.startswith("cat_seed"))
     assert row.split()[2:8] == ["1", "1", "0", "0", "0", "512"]
     assert "outputs match" in out
+
+
+def test_under_a_capacity_only_the_fused_plan_fits():
+    model = zoo.get("unet")
+    _, result = lower(model)
+    fused = result.cat_report.arena_with
+    assert fused < result.cat_report.arena_without
+    program, result = lower(model, capacity=fused)
+    assert result.cat_report.arena_without is None
+    assert statuses(result) == [CatStatus.FUSED, CatStatus.FUSED]
+    assert arena(program) == fused
+    with pytest.raises(PlanningError, match="capacity"):
+        lower(model, capacity=fused, cat_fusion=False)
+
+
+def test_under_a_capacity_only_the_unfused_plan_fits():
+    model = make("grow", LongLivedSlot(), torch.randn(4, 16), torch.randn(64, 64))
+    _, result = lower(model, cat_fusion_allow_growth=True)
+    report = result.cat_report
+    program, result = lower(model, cat_fusion_allow_growth=True, capacity=report.arena_without)
+    assert result.cat_report.decisions[0].reasons == (CatRefusal.ARENA_GREW,)
+    assert arena(program) == report.arena_without
