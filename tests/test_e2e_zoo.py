@@ -22,10 +22,8 @@ DEFAULT = {
     ("cat_seed", "bestfit"),
     ("ds_cnn", "bestfit"),
     ("deep_autoencoder", "cpsat"),
-    ("multi_method_cache", "bestfit"),
     ("encoder_decoder_cache", "cpsat"),
-    ("ds_cnn_xnnpack", "bestfit"),
-}
+}  # XNNPACK and shared state also run by default in test_extract / test_multimethod
 MILP_MODELS = ("cat_seed", "deep_autoencoder", "multi_method_cache", "ds_cnn")
 
 _MODELS: dict[str, zoo.ZooModel] = {}
