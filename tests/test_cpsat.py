@@ -48,7 +48,7 @@ def test_optimum_above_the_bound_is_proven_with_each_switch_off(switch: str) -> 
     plan = solve(problem, "cpsat", time_limit_s=30, **{switch: False})
     assert plan.arena_size == 18
     assert plan.proven_optimal, plan.status
-    assert plan.status == "optimal"
+    assert plan.status.startswith("optimal")
 
 
 def test_heuristic_at_the_lower_bound_is_returned_as_proven() -> None:
