@@ -41,6 +41,7 @@ from planner.shared_state import (
     MethodState,
     SharedLayout,
     check_default_mem_ids,
+    reject_foreign_planners,
     current_session,
     finish_session,
     lay_out,
@@ -78,7 +79,7 @@ class MethodResult:
 @dataclass(frozen=True)
 class _ExportContext:
     method: str
-    key: Any  # identifies the to_executorch call
+    key: Any  # the call's dict of execution programs: identifies it, lists every method
     num_methods: int
 
 
@@ -166,9 +167,12 @@ class PlannerPass(MemoryPlanningPass):
 
     def run_multimethod(self) -> None:
         """Lay out the state shared by all methods of this export (first call only)."""
+        context = _export_context()
         session = finish_session()
         if session is None:
             return
+        if context is not None:
+            reject_foreign_planners(session, context.key)
         layout = lay_out(session)
         if layout is None:
             return

@@ -22,11 +22,11 @@ import dataclasses
 import math
 import threading
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 from executorch.exir.memory_planning import Verifier, get_node_tensor_specs
-from torch.export.exported_program import ExportGraphSignature
+from torch.export.exported_program import ExportedProgram, ExportGraphSignature
 
 from planner.extract import ExtractionError, StateRef
 from planner.problem import Buffer, BufferKind, Plan, Problem, SameOffset, check_plan
@@ -223,6 +223,30 @@ def with_state(
     )
     check_plan(new_problem, new_plan)
     return new_problem, new_plan
+
+
+def reject_foreign_planners(session: Session, programs: Mapping[str, ExportedProgram] | None) -> None:
+    """Every method touching shared state must have been planned here (by a PlannerPass).
+
+    In the per-method dict form a method without an entry gets ExecuTorch's
+    default pass, which keeps state in its own arena 1: its copy of the state
+    would silently part from everyone else's.
+    """
+    if not programs or not any(m.shared for m in session.methods.values()):
+        return
+    touched = {r.fqn for m in session.methods.values() if m.shared for r in m.refs}
+    mutated = {r.fqn for m in session.methods.values() for r in m.refs if r.mutable}
+    for method, program in programs.items():
+        if method in session.methods:
+            continue
+        signature = program.graph_signature
+        uses = set(signature.inputs_to_buffers.values())
+        clash = sorted((uses & mutated & touched) | (set(signature.buffers_to_mutate.values()) & touched))
+        if clash:
+            raise ExtractionError(
+                f"method {method!r} was planned by another pass but uses state {clash} that"
+                " PlannerPass shares across methods; give every method a PlannerPass"
+            )
 
 
 def _sizes(methods: list[MethodState], fqns: list[str], alignment: int) -> dict[str, int]:

@@ -129,3 +129,14 @@ def test_sharing_refuses_tensors_an_earlier_pass_moved_to_other_arenas():
 
     with pytest.raises(ExtractionError, match=r"aten_mul_tensor \(mem_id 3\)"):
         runtime.lower(model("write_read"), memory_planning_pass=MoveToArena3(solver="bestfit"))
+
+
+def test_a_method_left_to_the_stock_pass_must_not_touch_shared_state():
+    m = model("write_read")
+    # "noise" has no state: ExecuTorch's default pass may plan it.
+    passes = {"write": PlannerPass(solver="bestfit"), "read": PlannerPass(solver="bestfit")}
+    et = runtime.lower(m, memory_planning_pass=passes)
+    runtime.check_outputs(m, et.buffer)
+    # "read" reads the state: without a PlannerPass it would read a constant.
+    with pytest.raises(ExtractionError, match=r"'read' was planned by another pass.*store.memory"):
+        runtime.lower(m, memory_planning_pass={"write": PlannerPass(solver="bestfit")})
