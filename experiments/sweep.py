@@ -20,6 +20,7 @@ import json
 import math
 import time
 import traceback
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -218,11 +219,17 @@ def _exported(name: str):
 
 
 def execute(run: Run) -> dict[str, Any]:
-    """Do one run; never raises (a failure is reported in the result's `error`)."""
+    """Do one run; never raises (a failure is reported in the result's `error`).
+
+    Python warnings from torch and ExecuTorch (dozens per export, the same
+    every time) are silenced so they do not bury the progress bar.
+    """
     try:
-        if isinstance(run, StockRun):
-            return _stock(run)
-        return _plan(run)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if isinstance(run, StockRun):
+                return _stock(run)
+            return _plan(run)
     except Exception as exc:  # noqa: BLE001 - any failure becomes an error row
         return {"error": _describe(exc), "rows": []}
 
