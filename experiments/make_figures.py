@@ -1,0 +1,212 @@
+"""Regenerate the figures under docs/ from the zoo: `python -m experiments.make_figures [--out docs]`.
+
+Each figure is a function returning a matplotlib Figure, so the notebooks
+draw the same pictures for other models. Every model is exported once and
+lowered through ExecuTorch with `PlannerPass` (experiments.sweep.lower_planned),
+so the plans drawn are the plans written into the program.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import time
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+
+import viz
+from planner.problem import Plan, Problem, lower_bound
+from viz.style import format_bytes
+
+ALIGNMENT = 16  # ExecuTorch's default
+TIME_LIMIT_S = 10.0
+DPI = 100
+
+
+@functools.lru_cache(maxsize=8)
+def zoo_model(name: str):
+    """The zoo model `name`, exported once per process (lowerings reuse its edge program)."""
+    from experiments import runtime, zoo
+
+    model = zoo.get(name)
+    runtime.mutable_buffers(model)  # exports and caches the edge program on the model
+    return model
+
+
+@functools.lru_cache(maxsize=32)
+def planned(model: str, solver: str, cat_fusion: bool = True, time_limit_s: float = TIME_LIMIT_S) -> dict:
+    """Method name -> `MethodResult` (problem, plan, cat_report) of `model` lowered with `solver`.
+
+    Cached: a figure and the numbers printed for it come from one lowering.
+    """
+    from experiments.sweep import lower_planned
+
+    lowered = lower_planned(zoo_model(model), solver, ALIGNMENT, cat_fusion, time_limit_s)
+    return lowered.planner_pass.results
+
+
+def describe(problem: Problem, plan: Plan) -> str:
+    """'arena 96.9 KiB, +9.4% over the lower bound' or 'arena 88.6 KiB = lower bound'."""
+    bound = lower_bound(problem)
+    arena = f"arena {format_bytes(plan.arena_size)}"
+    if plan.arena_size == bound:
+        return f"{arena} = lower bound"
+    return f"{arena}, {plan.arena_size / bound - 1:+.1%} over the lower bound"
+
+
+def _caption(fig: Figure, text: str) -> None:
+    fig.suptitle(text, fontsize=12)
+    fig.tight_layout()
+
+
+def solver_figure(
+    model: str, solvers: Sequence[str], method: str = "forward", time_limit_s: float = TIME_LIMIT_S
+) -> Figure:
+    """One Gantt chart per solver on a shared byte scale, cat fusion off so every
+    solver plans the same problem."""
+    results = {s: planned(model, s, cat_fusion=False, time_limit_s=time_limit_s)[method] for s in solvers}
+    charts = [(r.problem, r.plan, f"{s}: {describe(r.problem, r.plan)}") for s, r in results.items()]
+    fig = viz.panels(charts, label_top=6, panel_size=(8.0 if len(charts) <= 2 else 6.0, 5.0))
+    first = next(iter(results.values())).problem
+    _caption(fig, f"{model} ({method}): {len(first.buffers)} buffers, lower bound {format_bytes(lower_bound(first))}")
+    return fig
+
+
+def cat_fusion_figure(
+    model: str, solver: str = "cpsat", method: str = "forward", time_limit_s: float = TIME_LIMIT_S
+) -> Figure:
+    """The same solver without and with cat fusion; fused cats are outlined groups."""
+    off = planned(model, solver, cat_fusion=False, time_limit_s=time_limit_s)[method]
+    on = planned(model, solver, cat_fusion=True, time_limit_s=time_limit_s)[method]
+    report = on.cat_report
+    fused = len(on.problem.groups)
+    removed = f", {format_bytes(report.copy_bytes_removed)} of copies removed" if report else ""
+    fig = viz.side_by_side(
+        off.problem, off.plan, on.problem, on.plan,
+        (f"cat fusion off: {describe(off.problem, off.plan)}",
+         f"cat fusion on ({fused} groups{removed}): {describe(on.problem, on.plan)}"),
+        label_top=6,
+    )
+    _caption(fig, f"{model} ({method}), {solver}: cat inputs placed inside the cat output, cat copies removed")
+    return fig
+
+
+def call_order(model: str) -> list[str]:
+    """The model's methods in the order its call sequence first uses them."""
+    return list(dict.fromkeys(name for name, _ in zoo_model(model).calls))
+
+
+def shared_state_figure(model: str, solver: str = "cpsat", time_limit_s: float = TIME_LIMIT_S) -> Figure:
+    """Every method of a multi-method program; the shared state sits in the same
+    pool (mem_id 2) at the same offsets in each."""
+    results = planned(model, solver, time_limit_s=time_limit_s)
+    charts = []
+    for method in call_order(model):
+        r = results[method]
+        state = r.plan.arena_sizes.get(2, 0)
+        charts.append((r.problem, r.plan, f"{method}: arena {format_bytes(r.plan.arena_size)}\n"
+                                          f"(pool 1: {format_bytes(r.plan.arena_sizes.get(1, 0))},"
+                                          f" shared state: {format_bytes(state)})"))
+    fig = viz.panels(charts, label_top=6, panel_size=(5.5, 5.0))
+    _caption(fig, f"{model}, {solver}: {len(charts)} methods, one copy of the mutable state (pool 2) for all")
+    return fig
+
+
+def profile_figure(
+    model: str, solvers: Sequence[str], method: str = "forward", time_limit_s: float = TIME_LIMIT_S
+) -> Figure:
+    """Bytes live per step against each solver's arena (cat fusion off: one problem for all)."""
+    results = {s: planned(model, s, cat_fusion=False, time_limit_s=time_limit_s)[method] for s in solvers}
+    problem = next(iter(results.values())).problem
+    plans = {s: r.plan for s, r in results.items()}
+    title = f"{model} ({method}): live bytes vs. arenas; lower bound {format_bytes(lower_bound(problem))}"
+    window = _peak_window(problem, plans)
+    if window is None:
+        fig, ax = plt.subplots(figsize=(10, 4))
+        viz.profile(problem, plans, ax=ax)
+        ax.set_title(title)
+        fig.tight_layout()
+        return fig
+    fig, (ax, zoom) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 1]})
+    viz.profile(problem, plans, ax=ax)
+    ax.set_title(title)
+    ax.legend(loc="lower center", ncol=3, fontsize=8)  # the zoom panel takes the space on the right
+    viz.profile(problem, plans, ax=zoom)
+    zoom.get_legend().remove()
+    (x0, x1), (y0, y1) = window
+    zoom.set_xlim(x0, x1)
+    zoom.set_ylim(y0, y1)
+    zoom.set_ylabel("")
+    zoom.set_title("around the peak", fontsize=10)
+    ax.indicate_inset((x0, y0, x1 - x0, y1 - y0), edgecolor="0.3")
+    fig.tight_layout()
+    return fig
+
+
+def _peak_window(
+    problem: Problem, plans: dict[str, Plan], near: float = 0.02
+) -> tuple[tuple[float, float], tuple[float, float]] | None:
+    """(x range, y range) around the peak when two arenas lie within `near` of each
+    other (a few hundred bytes apart they share a pixel row on the full scale); else None."""
+    from viz.profile import live_bytes
+
+    times, levels = live_bytes(problem)
+    arenas = sorted(p.arena_size for p in plans.values())
+    if not levels or not any(b - a <= near * b for a, b in zip(arenas, arenas[1:])):
+        return None
+    peak = max(levels)
+    at = times[levels.index(peak)]
+    close = [a for a in arenas if a <= peak * (1 + near)]
+    margin = max(max(close) - peak, peak // 200, 1)
+    width = max((times[-1] - times[0]) // 20, 2)
+    return (at - width, at + width), (peak - 3 * margin, max(close) + 2 * margin)
+
+
+FIGURES = {
+    "llama_decode_cpsat_vs_greedy.png": lambda: solver_figure("llama_decode", ["cpsat", "greedy"]),
+    "unet_cat_fusion.png": lambda: cat_fusion_figure("unet"),
+    "multi_method_state.png": lambda: shared_state_figure("multi_method_cache"),
+    "profile_llama_decode.png": lambda: profile_figure("llama_decode", ["greedy", "bestfit", "cpsat"]),
+}
+
+
+def numbers(model: str, solver: str, cat_fusion: bool) -> list[str]:
+    """One line per method: buffers, lower bound, arena per pool (what the figures show)."""
+    lines = []
+    for method, r in sorted(planned(model, solver, cat_fusion).items()):
+        pools = ", ".join(f"pool {p}: {s:,}" for p, s in sorted(r.plan.arena_sizes.items()))
+        lines.append(
+            f"{model:20s} {method:10s} {solver:8s} fusion {'on ' if cat_fusion else 'off'}"
+            f" buffers {len(r.problem.buffers):4d}  lower bound {lower_bound(r.problem):>8,} B"
+            f"  arena {r.plan.arena_size:>8,} B ({pools}){'  proven' if r.plan.proven_optimal else ''}"
+        )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="docs", help="folder for the PNGs (default: %(default)s)")
+    args = parser.parse_args(argv)
+    plt.switch_backend("Agg")  # files only; importing this module leaves a notebook's backend alone
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name, draw in FIGURES.items():
+        began = time.perf_counter()
+        fig = draw()
+        fig.savefig(out / name, dpi=DPI)
+        plt.close(fig)
+        size = (out / name).stat().st_size
+        print(f"wrote {out / name} ({size / 1024:.0f} KiB, {time.perf_counter() - began:.1f} s)")
+    for model, solver, fusion in [
+        ("llama_decode", "greedy", False), ("llama_decode", "bestfit", False), ("llama_decode", "cpsat", False),
+        ("unet", "cpsat", False), ("unet", "cpsat", True), ("multi_method_cache", "cpsat", True),
+    ]:
+        print("\n".join(numbers(model, solver, fusion)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
