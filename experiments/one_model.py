@@ -21,6 +21,7 @@ from experiments.sweep import (
     check_alignment,
     check_choice,
     check_time_limit,
+    library_warnings_silenced,
     lower_planned,
     prepare_out,
     stock_arenas,
@@ -85,8 +86,9 @@ def plan_model(
     check_time_limit(time_limit_s)
     model = _load(name)
     methods = _methods(model, method)
-    lowered = lower_planned(model, solver, alignment, cat_fusion, time_limit_s)
-    stock = stock_arenas(model, alignment) if with_stock else {}
+    with library_warnings_silenced():
+        lowered = lower_planned(model, solver, alignment, cat_fusion, time_limit_s)
+        stock = stock_arenas(model, alignment) if with_stock else {}
     rows = [r for r in lowered.rows() if r["method"] in methods]
     df = pd.DataFrame.from_records(rows)
     df["stock_arena_bytes"] = [stock.get(m) for m in df["method"]]
@@ -154,7 +156,8 @@ def export_problems(
     check_alignment(alignment)
     folder = prepare_out(out)
     model = _load(name)
-    lowered = lower_planned(model, "bestfit", alignment, cat_fusion, DEFAULT_TIME_LIMIT_S)
+    with library_warnings_silenced():
+        lowered = lower_planned(model, "bestfit", alignment, cat_fusion, DEFAULT_TIME_LIMIT_S)
     written: list[Path] = []
     notes: list[str] = []
     for method, result in sorted(lowered.planner_pass.results.items()):

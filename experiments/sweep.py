@@ -15,6 +15,7 @@ its error; it never stops the sweep.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import math
@@ -23,7 +24,7 @@ import traceback
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
@@ -218,15 +219,18 @@ def _exported(name: str):
     return model
 
 
-def execute(run: Run) -> dict[str, Any]:
-    """Do one run; never raises (a failure is reported in the result's `error`).
+@contextlib.contextmanager
+def library_warnings_silenced() -> Iterator[None]:
+    """No Python warnings: torch and ExecuTorch give dozens per export, the same every time."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
-    Python warnings from torch and ExecuTorch (dozens per export, the same
-    every time) are silenced so they do not bury the progress bar.
-    """
+
+def execute(run: Run) -> dict[str, Any]:
+    """Do one run; never raises (a failure is reported in the result's `error`)."""
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with library_warnings_silenced():
             if isinstance(run, StockRun):
                 return _stock(run)
             return _plan(run)
