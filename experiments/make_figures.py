@@ -87,7 +87,7 @@ def cat_fusion_figure(
     fig = viz.side_by_side(
         off.problem, off.plan, on.problem, on.plan,
         (f"cat fusion off: {describe(off.problem, off.plan)}",
-         f"cat fusion on ({fused} groups{removed}): {describe(on.problem, on.plan)}"),
+         f"cat fusion on (groups: {fused}{removed}): {describe(on.problem, on.plan)}"),
         label_top=6,
     )
     _caption(fig, f"{model} ({method}), {solver}: cat inputs placed inside the cat output, cat copies removed")
@@ -149,20 +149,21 @@ def profile_figure(
 def _peak_window(
     problem: Problem, plans: dict[str, Plan], near: float = 0.02
 ) -> tuple[tuple[float, float], tuple[float, float]] | None:
-    """(x range, y range) around the peak when two arenas lie within `near` of each
-    other (a few hundred bytes apart they share a pixel row on the full scale); else None."""
+    """(x range, y range) around the peak and the lowest two arenas within `near` of
+    each other (a few hundred bytes apart they share a pixel row on the full scale);
+    None when no two arenas are that close."""
     from viz.profile import live_bytes
 
     times, levels = live_bytes(problem)
     arenas = sorted(p.arena_size for p in plans.values())
-    if not levels or not any(b - a <= near * b for a, b in zip(arenas, arenas[1:])):
+    pairs = [(a, b) for a, b in zip(arenas, arenas[1:]) if b - a <= near * b]
+    if not levels or not pairs:
         return None
-    peak = max(levels)
-    at = times[levels.index(peak)]
-    close = [a for a in arenas if a <= peak * (1 + near)]
-    margin = max(max(close) - peak, peak // 200, 1)
+    low, high = pairs[0]
+    at = times[levels.index(max(levels))]
+    margin = max(high - low, high // 200, 1)
     width = max((times[-1] - times[0]) // 20, 2)
-    return (at - width, at + width), (peak - 3 * margin, max(close) + 2 * margin)
+    return (at - width, at + width), (low - 3 * margin, high + 2 * margin)
 
 
 FIGURES = {
@@ -171,6 +172,13 @@ FIGURES = {
     "multi_method_state.png": lambda: shared_state_figure("multi_method_cache"),
     "profile_llama_decode.png": lambda: profile_figure("llama_decode", ["greedy", "bestfit", "cpsat"]),
 }
+
+
+# (model, solver, cat fusion) of every plan drawn above, for the numbers in docs/figures.md
+NUMBERS = [
+    ("llama_decode", "greedy", False), ("llama_decode", "bestfit", False), ("llama_decode", "cpsat", False),
+    ("unet", "cpsat", False), ("unet", "cpsat", True), ("multi_method_cache", "cpsat", True),
+]
 
 
 def numbers(model: str, solver: str, cat_fusion: bool) -> list[str]:
@@ -200,10 +208,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         plt.close(fig)
         size = (out / name).stat().st_size
         print(f"wrote {out / name} ({size / 1024:.0f} KiB, {time.perf_counter() - began:.1f} s)")
-    for model, solver, fusion in [
-        ("llama_decode", "greedy", False), ("llama_decode", "bestfit", False), ("llama_decode", "cpsat", False),
-        ("unet", "cpsat", False), ("unet", "cpsat", True), ("multi_method_cache", "cpsat", True),
-    ]:
+    for model, solver, fusion in NUMBERS:
         print("\n".join(numbers(model, solver, fusion)))
     return 0
 
