@@ -17,6 +17,7 @@ from planner.problem import InfeasibleError, Plan, Problem, ProblemError, check_
 _REGISTRY: dict[str, str] = {
     "greedy": "solvers.greedy:solve_greedy",
     "bestfit": "solvers.bestfit:solve_bestfit",
+    "skyline": "solvers.skyline:solve_skyline",
     "cpsat": "solvers.cpsat:solve_cpsat",
     "milp": "solvers.milp:solve_milp",
 }

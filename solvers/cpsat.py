@@ -21,7 +21,10 @@ clause learning underneath. No single tie-break order wins everywhere, so a
 portfolio of orders (`skyline_orders`) runs side by side, one single-worker
 CP-SAT thread each, and the first decisive answer stops all.
 
-Minimising (`search="auto"`, single-pool problems or parts): if best-fit
+The heuristic plan is the better of best-fit's and the skyline placement's
+(solvers.skyline, the same search without backtracking).
+
+Minimising (`search="auto"`, single-pool problems or parts): if the heuristic
 already meets the lower bound it is returned; otherwise the skyline portfolio
 first asks for a plan at the lower bound (40% of the time), then bisects
 between the bound and the best plan found (each probe taking at most half of
@@ -31,7 +34,7 @@ proves optima above the bound when the probes could not.
 
 Switchable helpers (options, all on by default, so a benchmark can show what each adds):
 
-- `warm_start`: the best-fit plan is a hint and its arena an upper bound; if it
+- `warm_start`: the heuristic plan is a hint and its arena an upper bound; if it
   already meets the lower bound it is returned at once as proven optimal.
 - `cumulative`: a redundant Cumulative per pool (bytes live at once <= A_p).
 - `symmetry`: identical free units that live together are ordered by offset.
@@ -78,6 +81,9 @@ PORTFOLIO = ("start", "length", "start-area")
 """Orders run side by side by default: together they find plans for all eleven
 MiniMalloc benchmarks at their capacity, none of them alone does."""
 
+HEURISTIC_SHARE = 0.05
+"""Time after which the skyline heuristic starts no further order (its first always runs)."""
+
 LOWER_BOUND_SHARE = 0.4
 """Share of the time the skyline portfolio gets to find a plan at the lower bound when
 minimising; bisection probes between the bound and the best plan take half of what is
@@ -101,7 +107,7 @@ def solve_cpsat(
     """Minimise the summed arena, or find a plan within `problem.capacity`.
 
     `minimise` defaults to True without a capacity and False with one. On a
-    time-out the best plan found is returned (never worse than best-fit's) and
+    time-out the best plan found is returned (never worse than the heuristic's) and
     `status` says it is not proven; `proven_optimal` is set only when CP-SAT
     proves optimality or the arena equals the lower bound.
     """
@@ -156,13 +162,13 @@ def _solve(
 
     if not units:
         return finish([], True, "optimal: nothing to place")
-    heuristic = _bestfit_offsets(problem, units)
+    heuristic = _heuristic_offsets(problem, units, limit * HEURISTIC_SHARE)
     fits = _fits(units, heuristic, capacity)
     if warm_start and fits:
         if sum(arena_of(units, heuristic).values()) == lb_total:
             return finish(heuristic, True, "optimal: heuristic equals lower bound")
         if not minimise:
-            return finish(heuristic, False, f"feasible within capacity {capacity} (best-fit plan)")
+            return finish(heuristic, False, f"feasible within capacity {capacity} (heuristic plan)")
 
     def build(limits: dict[int, int], objective: bool) -> _Model:
         return _Model(units, bounds, limits, cumulative=cumulative, symmetry=symmetry, minimise=objective)
@@ -178,10 +184,10 @@ def _solve(
             )
         if outcome.offsets is None:
             if fits:
-                return finish(heuristic, False, f"feasible within capacity {capacity} (best-fit plan)")
+                return finish(heuristic, False, f"feasible within capacity {capacity} (heuristic plan)")
             raise InfeasibleError(
                 f"cpsat: no plan within capacity {capacity} found in the time limit {limit:g}s"
-                f" (not proven infeasible; best-fit needs {max(arena_of(units, heuristic).values())} bytes)"
+                f" (not proven infeasible; the heuristic needs {max(arena_of(units, heuristic).values())} bytes)"
             )
         total = sum(arena_of(units, outcome.offsets).values())
         if total == lb_total:
@@ -191,7 +197,7 @@ def _solve(
     best = heuristic if fits else None
     g = scale_of(units)
     floor, floor_proven = -(-lb_total // g) * g, True  # no plan below `floor` (proven, or none found)
-    how = "best-fit plan"
+    how = "heuristic plan"
     if search != "default" and len(bounds) == 1:  # skyline probes: lower bound first, then bisection
         (pool,) = bounds
         top = sum(arena_of(units, best).values()) if best is not None else capacity // g * g
@@ -234,7 +240,7 @@ def _solve(
     if found is None and best is None:
         raise InfeasibleError(
             f"cpsat: no plan within capacity {capacity} found in the time limit {limit:g}s"
-            f" (not proven infeasible; best-fit needs {max(arena_of(units, heuristic).values())} bytes)"
+            f" (not proven infeasible; the heuristic needs {max(arena_of(units, heuristic).values())} bytes)"
         )
     chosen, source = min(
         [(o, s) for o, s in ((found, "cpsat"), (best, how)) if o is not None],
@@ -356,12 +362,14 @@ def _check_capacity_reachable(capacity: int | None, bounds: dict[int, int]) -> N
             )
 
 
-def _bestfit_offsets(problem: Problem, units: Sequence[Unit]) -> list[int]:
-    """Best-fit's unit offsets, planned without the capacity so they always exist."""
+def _heuristic_offsets(problem: Problem, units: Sequence[Unit], seconds: float) -> list[int]:
+    """Unit offsets of the better of best-fit and skyline, planned without the capacity so they exist."""
     from solvers import solve
 
-    plan = solve(dataclasses.replace(problem, capacity=None), "bestfit")
-    return [plan.offsets[u.roots[0]] for u in units]
+    free = dataclasses.replace(problem, capacity=None)
+    plans = [solve(free, "bestfit"), solve(free, "skyline", time_limit_s=seconds)]
+    best = min(plans, key=lambda plan: (plan.arena_size, plan.solver != "bestfit"))
+    return [best.offsets[u.roots[0]] for u in units]
 
 
 def _fits(units: Sequence[Unit], offsets: Sequence[int], capacity: int | None) -> bool:
