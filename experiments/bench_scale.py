@@ -1,0 +1,203 @@
+"""Exact solving at scale: MiniMalloc's challenging benchmarks, an ExecuTorch Llama, generated problems.
+
+    python -m experiments.bench_scale [--sections minimalloc,minimise,llama,layered]
+        [--instances A,B] [--configs full,no-skyline] [--time-limit 10]
+        [--llama PROBLEM.json] [--layered 10000,100000] [--layered-time-limit 60]
+
+Sections (Markdown tables, printed row by row):
+
+- minimalloc: each instance as MiniMalloc poses it, a decision problem at
+  capacity 1,048,576, per solver configuration (the ablation: each technique
+  switched off in turn); `x paper` is our seconds over MiniMalloc's published time.
+- minimise: the same instances minimised (no capacity), against the best known peak.
+- llama: ExecuTorch's Llama (16 layers, dim 512, prefill 128 tokens, KV cache),
+  extracted by the planner pass, or read from `--llama` (memplan JSON, e.g.
+  from `memplan export-problem`).
+- layered: planner.generate.layered_problem at the given sizes.
+
+Timings are wall clock on whatever machine runs this; on a shared machine read
+them as rough. Every plan is validated by solvers.solve.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from planner.problem import InfeasibleError, Problem, lower_bound
+from solvers import solve
+
+MINIMALLOC_DIR = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "minimalloc"
+CAPACITY = 1_048_576
+
+# instance -> (best known peak, MiniMalloc's time in its paper in seconds), from the benchmarks' README.
+KNOWN: dict[str, tuple[int, float]] = {
+    "A": (1_048_576, 4.9),
+    "B": (1_048_576, 3.7),
+    "C": (1_039_360, 0.6),
+    "D": (1_038_336, 2.7),
+    "E": (1_048_576, 3.7),
+    "F": (1_048_576, 5.4),
+    "G": (1_048_576, 1.2),
+    "H": (1_048_576, 1.8),
+    "I": (1_048_576, 3.9),
+    "J": (1_041_408, 0.9),
+    "K": (1_048_576, 0.6),
+}
+
+# configuration -> (solver, options): everything on, then one technique off at a time.
+CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
+    "full": ("cpsat", {}),
+    "no-skyline": ("cpsat", {"search": "default"}),
+    "start-order-only": ("cpsat", {"skyline_orders": ("start",)}),
+    "no-decompose": ("cpsat", {"decompose": False}),
+    "no-cumulative": ("cpsat", {"cumulative": False}),
+    "no-symmetry": ("cpsat", {"symmetry": False}),
+    "no-warm-start": ("cpsat", {"warm_start": False}),
+}
+
+LLAMA = dict(n_layers=16, dim=512, n_heads=8, seq_len=128, prefill_tokens=128, kv_cache=True)
+
+
+def run(problem: Problem, config: str, time_limit_s: float, capacity: int | None = None) -> dict[str, Any]:
+    """One solve: arena (None if no plan within the capacity), proven, seconds, status."""
+    solver, options = CONFIGS[config]
+    began = time.perf_counter()
+    try:
+        plan = solve(problem, solver, time_limit_s=time_limit_s, capacity=capacity, **options)
+    except InfeasibleError as err:
+        return {"arena": None, "proven": False, "seconds": time.perf_counter() - began, "status": str(err)}
+    return {
+        "arena": plan.arena_size,
+        "proven": plan.proven_optimal,
+        "seconds": time.perf_counter() - began,
+        "status": plan.status,
+    }
+
+
+def table(header: Sequence[str]) -> None:
+    print()
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header), flush=True)
+
+
+def row(cells: Sequence[Any]) -> None:
+    print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
+
+
+def minimalloc_problem(name: str, directory: Path) -> Problem:
+    from planner.io import read_minimalloc_csv
+
+    return read_minimalloc_csv(directory / f"{name}.{CAPACITY}.csv")
+
+
+def bench_minimalloc(instances: Sequence[str], configs: Sequence[str], limit: float, directory: Path) -> None:
+    table(["instance", "config", "buffers", "lower bound", "capacity", "arena", "fits", "seconds", "x paper", "status"])
+    for name in instances:
+        problem = minimalloc_problem(name, directory)
+        for config in configs:
+            r = run(problem, config, limit, capacity=CAPACITY)
+            fits = r["arena"] is not None
+            row([
+                name, config, len(problem.buffers), f"{lower_bound(problem):,}", f"{CAPACITY:,}",
+                f"{r['arena']:,}" if fits else "none", "yes" if fits else "no", f"{r['seconds']:.2f}",
+                f"{r['seconds'] / KNOWN[name][1]:.1f}" if fits else "-", r["status"][:90],
+            ])
+
+
+def bench_minimise(instances: Sequence[str], configs: Sequence[str], limit: float, directory: Path) -> None:
+    table(["instance", "config", "lower bound", "best known", "arena", "reached best known", "proven", "seconds", "status"])
+    for name in instances:
+        problem = minimalloc_problem(name, directory)
+        best = KNOWN[name][0]
+        for config in configs:
+            r = run(problem, config, limit)
+            row([
+                name, config, f"{lower_bound(problem):,}", f"{best:,}", f"{r['arena']:,}",
+                "yes" if r["arena"] <= best else f"no (+{(r['arena'] - best) / best:.2%})",
+                "yes" if r["proven"] else "no", f"{r['seconds']:.2f}", r["status"][:90],
+            ])
+
+
+def llama_problems(path: str | None) -> dict[str, Problem]:
+    """Per method, the Llama problem: read from a memplan JSON file, or extracted from the zoo model."""
+    if path:
+        from planner.io import load_json
+
+        problem = load_json(path)
+        if not isinstance(problem, Problem):
+            raise SystemExit(f"{path} holds a plan, not a problem")
+        return {Path(path).stem: problem}
+    from experiments import zoo
+    from experiments.sweep import lower_planned
+
+    lowered = lower_planned(zoo.llama(**LLAMA), "bestfit", 16, True, 10.0)
+    return {method: result.problem for method, result in lowered.planner_pass.results.items()}
+
+
+def bench_llama(configs: Sequence[str], limit: float, path: str | None) -> None:
+    problems = llama_problems(path)
+    table(["problem", "config", "buffers", "pools", "lower bound", "bestfit", "arena", "proven", "seconds", "status"])
+    for name, problem in problems.items():
+        heuristic = solve(problem, "bestfit").arena_size
+        for config in configs:
+            r = run(problem, config, limit)
+            row([
+                name, config, len(problem.buffers), len(problem.pools), f"{lower_bound(problem):,}",
+                f"{heuristic:,}", f"{r['arena']:,}", "yes" if r["proven"] else "no", f"{r['seconds']:.2f}",
+                r["status"][:90],
+            ])
+
+
+def bench_layered(sizes: Sequence[int], configs: Sequence[str], limit: float) -> None:
+    from planner.generate import layered_problem
+
+    table(["buffers", "config", "lower bound", "bestfit / LB", "arena / LB", "proven", "seconds", "status"])
+    for n in sizes:
+        problem = layered_problem(n, seed=0)
+        bound = lower_bound(problem)
+        heuristic = solve(problem, "bestfit").arena_size
+        for config in configs:
+            r = run(problem, config, limit)
+            row([
+                f"{n:,}", config, f"{bound:,}", f"{heuristic / bound:.4f}", f"{r['arena'] / bound:.4f}",
+                "yes" if r["proven"] else "no", f"{r['seconds']:.1f}", r["status"][:90],
+            ])
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sections", default="minimalloc,minimise,llama,layered")
+    parser.add_argument("--instances", default=",".join(KNOWN), help="MiniMalloc instances (default: all)")
+    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"from: {', '.join(CONFIGS)}")
+    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per solve (default: %(default)s)")
+    parser.add_argument("--minimalloc-dir", default=str(MINIMALLOC_DIR))
+    parser.add_argument("--llama", help="memplan JSON of the Llama problem (default: extract it, needs torch)")
+    parser.add_argument("--layered", default="10000,100000", help="generated problem sizes")
+    parser.add_argument("--layered-time-limit", type=float, default=60.0)
+    args = parser.parse_args(argv)
+
+    sections = [s for s in args.sections.split(",") if s]
+    instances = [i for i in args.instances.split(",") if i]
+    configs = [c for c in args.configs.split(",") if c]
+    for bad, known, what in ((sections, ("minimalloc", "minimise", "llama", "layered"), "section"),
+                             (instances, tuple(KNOWN), "instance"), (configs, tuple(CONFIGS), "config")):
+        unknown = [x for x in bad if x not in known]
+        if unknown:
+            parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
+    directory = Path(args.minimalloc_dir)
+    if "minimalloc" in sections:
+        bench_minimalloc(instances, configs, args.time_limit, directory)
+    if "minimise" in sections:
+        bench_minimise(instances, ["full"], args.time_limit, directory)
+    if "llama" in sections:
+        bench_llama(["full", "no-decompose", "no-skyline"], args.time_limit, args.llama)
+    if "layered" in sections:
+        sizes = [int(s) for s in args.layered.split(",") if s]
+        bench_layered(sizes, ["full"], args.layered_time_limit)
+
+
+if __name__ == "__main__":
+    main()

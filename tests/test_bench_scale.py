@@ -1,0 +1,45 @@
+"""experiments.bench_scale: its pieces work on small inputs (the real runs are benchmarks, not tests)."""
+
+from __future__ import annotations
+
+import pytest
+from minimalloc_files import KNOWN, minimalloc_dir
+
+from experiments import bench_scale
+from planner.io import save_json
+from planner.problem import Buffer, Problem
+
+
+def test_every_config_runs_and_reports_arena_and_proof() -> None:
+    problem = Problem((Buffer("a", 0, 2, 4), Buffer("b", 1, 3, 4), Buffer("c", 0, 3, 2, offset=8)))
+    for config in bench_scale.CONFIGS:
+        result = bench_scale.run(problem, config, time_limit_s=5)
+        assert result["arena"] == 10, config
+        assert result["proven"], (config, result["status"])
+
+
+def test_a_capacity_too_small_is_a_row_not_an_error() -> None:
+    problem = Problem((Buffer("a", 0, 2, 4), Buffer("b", 1, 3, 4)))
+    result = bench_scale.run(problem, "full", time_limit_s=5, capacity=7)
+    assert result["arena"] is None and "capacity 7" in result["status"]
+
+
+def test_known_instances_match_the_benchmark_readme() -> None:
+    for name, (best, _) in bench_scale.KNOWN.items():
+        assert KNOWN[f"{name}.1048576.csv"][2] == best
+    assert bench_scale.minimalloc_problem("A", minimalloc_dir()).name.startswith("A")
+
+
+def test_llama_problem_is_read_from_json(tmp_path) -> None:
+    problem = Problem((Buffer("a", 0, 2, 4),), name="tiny")
+    save_json(problem, tmp_path / "tiny.json")
+    assert bench_scale.llama_problems(str(tmp_path / "tiny.json")) == {"tiny": problem}
+
+
+@pytest.mark.parametrize(
+    "argv", [["--sections", "everything"], ["--instances", "Z"], ["--configs", "turbo"]]
+)
+def test_unknown_names_are_refused(argv: list[str], capsys) -> None:
+    with pytest.raises(SystemExit):
+        bench_scale.main(argv)
+    assert "unknown" in capsys.readouterr().err
