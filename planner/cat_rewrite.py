@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 from executorch.exir import memory
 from executorch.exir.tensor import TensorSpec
+from torch.export.exported_program import ExportGraphSignature, TensorArgument
 
 from planner.catfusion import CatFusion, CatStatus
 from planner.problem import ProblemError
@@ -28,10 +29,15 @@ class CatRewriteError(ProblemError):
     """The graph no longer matches the cat-fusion decisions; the message names the node."""
 
 
-def fuse_cats(graph_module: torch.fx.GraphModule, fusion: CatFusion, spec_of: dict[str, TensorSpec]) -> int:
+def fuse_cats(
+    graph_module: torch.fx.GraphModule,
+    fusion: CatFusion,
+    spec_of: dict[str, TensorSpec],
+    graph_signature: ExportGraphSignature | None = None,
+) -> int:
     """After the grouped plan is in the specs: record it there and delete the cats. Returns cats removed."""
     link_specs(fusion, spec_of)
-    return remove_fused_cats(graph_module, fusion, spec_of)
+    return remove_fused_cats(graph_module, fusion, spec_of, graph_signature)
 
 
 def link_specs(fusion: CatFusion, spec_of: dict[str, TensorSpec]) -> None:
@@ -50,11 +56,19 @@ def link_specs(fusion: CatFusion, spec_of: dict[str, TensorSpec]) -> None:
             spec_of[buf.id].lifetime = [buf.start, buf.end - 1]
 
 
-def remove_fused_cats(graph_module: torch.fx.GraphModule, fusion: CatFusion, spec_of: dict[str, TensorSpec]) -> int:
+def remove_fused_cats(
+    graph_module: torch.fx.GraphModule,
+    fusion: CatFusion,
+    spec_of: dict[str, TensorSpec],
+    graph_signature: ExportGraphSignature | None = None,
+) -> int:
     """Delete every removable cat from the planned graph; return how many instructions went.
 
     Specs must already carry the plan (mem_id/mem_offset) because the clone
-    targets of PARTIAL cats are placed relative to their region.
+    targets of PARTIAL cats are placed relative to their region. A removed
+    cat that was a graph output is renamed to its alloc node in
+    `graph_signature`'s output specs (shared with the ExportedProgram, as
+    ExecuTorch's own write-back pass relies on), so names still match nodes.
     """
     graph = graph_module.graph
     nodes = {n.name: n for n in graph.nodes}
@@ -76,6 +90,7 @@ def remove_fused_cats(graph_module: torch.fx.GraphModule, fusion: CatFusion, spe
             clone.meta["stack_trace"] = before.meta.get("stack_trace", "")
 
     removed = 0
+    renamed: dict[str, str] = {}
     for decision in fusion.decisions:
         if decision.status is CatStatus.REFUSED:
             continue
@@ -85,7 +100,12 @@ def remove_fused_cats(graph_module: torch.fx.GraphModule, fusion: CatFusion, spe
             raise CatRewriteError(f"cat fusion: {cat.name} has no memory.alloc out= node sharing its spec")
         cat.replace_all_uses_with(out)
         graph.erase_node(cat)
+        renamed[cat.name] = out.name
         removed += 1
+    if graph_signature is not None:
+        for spec in graph_signature.output_specs:
+            if isinstance(spec.arg, TensorArgument) and spec.arg.name in renamed:
+                spec.arg.name = renamed[spec.arg.name]
     graph_module.recompile()
     return removed
 

@@ -248,7 +248,7 @@ class PlannerPass(MemoryPlanningPass):
         insert_calls_to_free(graph_module, set(ex.specs))
         report = None
         if fusion is not None:
-            report = CatReport.of(fusion, plan, without, fuse_cats(graph_module, fusion, ex.spec_of))
+            report = CatReport.of(fusion, plan, without, fuse_cats(graph_module, fusion, ex.spec_of, graph_signature))
         graph_module.meta["non_const_buffer_sizes"] = sizes
         return MethodResult(
             planned.problem,

@@ -109,7 +109,12 @@ def test_densenet_block_behind_a_stem_fuses_the_last_cat_and_aliases_the_earlier
     assert "aten::cat" not in kernels(program) and kernels(unfused).count("aten::cat") == 4
     assert report.arena_with <= report.arena_without
     assert arena(program) <= arena(unfused)
-    # The final cat is the graph output: the program returns the memory.alloc value directly.
+    # The final cat was the graph output: the program now returns its memory.alloc node,
+    # and the signature names that node.
+    exported = program.exported_program()
+    returned = [n.name for n in exported.graph.output_node().args[0]]
+    assert [o.arg.name for o in exported.graph_signature.output_specs] == returned
+    assert returned[0].startswith("alloc")
     final = report.decisions[-1]
     inner = [d.output for d in report.decisions[:-1]]
     for bid in inner:
