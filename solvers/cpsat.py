@@ -186,7 +186,7 @@ def _solve(
             if fits:
                 return finish(heuristic, False, f"feasible within capacity {capacity} (heuristic plan)")
             raise InfeasibleError(
-                f"cpsat: no plan within capacity {capacity} found in the time limit {limit:g}s"
+                f"cpsat: no plan within capacity {capacity} found in the time limit {limit:.3g}s"
                 f" (not proven infeasible; the heuristic needs {max(arena_of(units, heuristic).values())} bytes)"
             )
         total = sum(arena_of(units, outcome.offsets).values())
@@ -222,7 +222,12 @@ def _solve(
                 f"not proven: skyline probes ({probes}) found {top} bytes, none below {floor}",
             )
 
-    model = build(_limits(units, bounds, heuristic, capacity, best is not None), True)
+    if floor_proven and len(bounds) == 1:  # the probes proved nothing fits below `floor`
+        bounds = {pool: max(lb, floor) for pool, lb in bounds.items()}
+    model = _Model(
+        units, bounds, _limits(units, bounds, best if best is not None else heuristic, capacity, best is not None),
+        cumulative=cumulative, symmetry=symmetry, minimise=True,
+    )
     if warm_start and best is not None:
         model.hint(best)
     solver = _solver(max(deadline - time.perf_counter(), 0.01), num_workers, log)
@@ -239,7 +244,7 @@ def _solve(
     found = model.offsets(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
     if found is None and best is None:
         raise InfeasibleError(
-            f"cpsat: no plan within capacity {capacity} found in the time limit {limit:g}s"
+            f"cpsat: no plan within capacity {capacity} found in the time limit {limit:.3g}s"
             f" (not proven infeasible; the heuristic needs {max(arena_of(units, heuristic).values())} bytes)"
         )
     chosen, source = min(
@@ -249,10 +254,12 @@ def _solve(
     total = sum(arena_of(units, chosen).values())
     if total == lb_total:
         return finish(chosen, True, "optimal: meets the lower bound")
+    if total == sum(bounds.values()):
+        return finish(chosen, True, "optimal: meets the bound the skyline probes proved")
     if status == cp_model.OPTIMAL and source == "cpsat":
         return finish(chosen, True, "optimal")
-    bound = round(solver.BestObjectiveBound()) * model.divisor if found is not None else lb_total
-    text = f"feasible, time limit {limit:g}s: not proven (best bound {max(bound, lb_total)} bytes)"
+    bound = max(round(solver.BestObjectiveBound()) * model.divisor if found is not None else 0, sum(bounds.values()))
+    text = f"feasible, time limit {limit:.3g}s: not proven (best bound {bound} bytes)"
     if source != "cpsat":
         text += f"; {source} kept"
     return finish(chosen, False, text)

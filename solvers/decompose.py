@@ -227,9 +227,11 @@ def solve_in_parts(
         try:
             plan = solve_part(part, share)
         except InfeasibleError as err:
+            below = max(base.get(p, 0) for p in pools)
             raise InfeasibleError(
-                f"{err} (in an independent part of {len(part.buffers)} buffers,"
-                f" {len(cut.parts)} parts in all)",
+                f"{err} (in an independent part of {len(part.buffers)} buffers, {len(cut.parts)} parts in all"
+                + (f"; its capacity is what is left above {below} bytes of long-lived buffers" if below else "")
+                + ")",
                 err.buffers,
             ) from None
         for buffer_id, offset in plan.offsets.items():
