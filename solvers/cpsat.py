@@ -81,6 +81,9 @@ PORTFOLIO = ("start", "length", "start-area")
 """Orders run side by side by default: together they find plans for all eleven
 MiniMalloc benchmarks at their capacity, none of them alone does."""
 
+BUILD_SECONDS_PER_UNIT = 1e-4
+"""Rough cost of building the model; with less time left than this per unit, the heuristic plan is returned."""
+
 HEURISTIC_SHARE = 0.05
 """Time after which the skyline heuristic starts no further order (its first always runs)."""
 
@@ -169,6 +172,14 @@ def _solve(
             return finish(heuristic, True, "optimal: heuristic equals lower bound")
         if not minimise:
             return finish(heuristic, False, f"feasible within capacity {capacity} (heuristic plan)")
+
+    if deadline - time.perf_counter() < BUILD_SECONDS_PER_UNIT * len(units):
+        if not fits:
+            raise InfeasibleError(
+                f"cpsat: no plan within capacity {capacity} found in the time limit {limit:.3g}s (the heuristics"
+                f" used it up; not proven infeasible; they need {max(arena_of(units, heuristic).values())} bytes)"
+            )
+        return finish(heuristic, False, f"not proven: the heuristics used up the time limit {limit:.3g}s; heuristic plan")
 
     def build(limits: dict[int, int], objective: bool) -> _Model:
         return _Model(units, bounds, limits, cumulative=cumulative, symmetry=symmetry, minimise=objective)

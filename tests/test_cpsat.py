@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from minimalloc_files import minimalloc_dir
 from strategies import problems
 
-from planner.generate import random_problem
+from planner.generate import layered_problem, random_problem
 from planner.io import read_minimalloc_csv
 from planner.problem import (
     Buffer,
@@ -164,3 +164,11 @@ def test_minimalloc_challenging_instances_fit_their_capacity(name: str) -> None:
     plan = solve(problem, "cpsat", time_limit_s=60)
     assert validate(problem, plan) == []
     assert plan.arena_size <= 1_048_576
+
+
+def test_a_limit_used_up_by_the_heuristics_returns_their_plan() -> None:
+    problem = layered_problem(3000, seed=2)  # the heuristics land 1.5% above the bound
+    plan = solve(problem, "cpsat", time_limit_s=0.001)
+    assert validate(problem, plan) == []
+    assert not plan.proven_optimal
+    assert "heuristics used up the time limit" in plan.status
