@@ -72,7 +72,10 @@ HEADER = [
 
 def format_table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
-    lines = ["  ".join(c.rjust(w) if i >= 2 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))) for r in [HEADER, *rows]]
+    def line(cells: list[str]) -> str:  # names left, numbers right
+        return "  ".join(c.rjust(w) if i >= 2 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    lines = [line(r) for r in [HEADER, *rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
 

@@ -331,7 +331,8 @@ class _Analyzer:
         stable = id(sspec) not in self.written
 
         def result(reason: CatRefusal | None, detail: str = "") -> _Input:
-            return _Input(arg, storage, sspec, bid, offset, nbytes, reason, detail, stable and reason is not CatRefusal.MUTABLE_BUFFER)
+            keeps_value = stable and reason is not CatRefusal.MUTABLE_BUFFER
+            return _Input(arg, storage, sspec, bid, offset, nbytes, reason, detail, keeps_value)
 
         if nbytes == 0:
             return result(None, "empty")
@@ -358,8 +359,9 @@ class _Analyzer:
             return result(CatRefusal.INPUT_PINNED, why)
         member = self.problem.buffer(bid)
         out_bid = self.bid_of.get(id(out))
-        if out_bid is not None and member.pool != self.problem.buffer(out_bid).pool:
-            return result(CatRefusal.POOL_MISMATCH, f"mem_id {member.pool} vs the output's {self.problem.buffer(out_bid).pool}")
+        out_pool = self.problem.buffer(out_bid).pool if out_bid is not None else member.pool
+        if member.pool != out_pool:
+            return result(CatRefusal.POOL_MISMATCH, f"mem_id {member.pool} vs the output's {out_pool}")
         need = _elem_size(spec) if self.relax_alignment else member.alignment
         if offset % need:
             return result(CatRefusal.MISALIGNED, f"offset {offset} is not a multiple of {need}")
@@ -376,7 +378,8 @@ class _Analyzer:
                 if fqn in sig.buffers_to_mutate.values():
                     return CatRefusal.MUTABLE_BUFFER, f"mutable buffer {fqn}"
                 return CatRefusal.CONSTANT, f"buffer {fqn}"
-            if (sig is not None and (node.target in sig.inputs_to_parameters or node.target in sig.inputs_to_lifted_tensor_constants)) or node.meta["spec"].const:
+            constants = (sig.inputs_to_parameters, sig.inputs_to_lifted_tensor_constants) if sig is not None else ()
+            if any(node.target in table for table in constants) or node.meta["spec"].const:
                 return CatRefusal.CONSTANT, f"{node.name} is a parameter/constant"
             return CatRefusal.GRAPH_INPUT, f"{node.name} is a graph input"
         if node.op != "call_function":
@@ -529,7 +532,7 @@ class _Analyzer:
             return
         if crossing:
             cat.reasons.append(
-                (CatRefusal.ALIAS_NOT_NESTED, "the inputs sit back to back, but that range straddles another placed tensor")
+                (CatRefusal.ALIAS_NOT_NESTED, "its inputs sit back to back, but that range straddles a placed tensor")
             )
 
     def _value_locations(self, roots: dict[str, tuple[str, int]]) -> dict[Any, list[tuple[str, int]]]:
@@ -638,7 +641,8 @@ class _Analyzer:
         for child in reversed(placed):  # inner first: each parent lives while any member does
             parent, _ = parent_of[child]
             member, outer = buffers[child], buffers[parent]
-            buffers[parent] = dataclasses.replace(outer, start=min(outer.start, member.start), end=max(outer.end, member.end))
+            start, end = min(outer.start, member.start), max(outer.end, member.end)
+            buffers[parent] = dataclasses.replace(outer, start=start, end=end)
         groups = list(self.problem.groups) + [
             ContiguousGroup(parent, tuple(sorted(members, key=lambda m: (m[1], m[0]))))
             for parent, members in children.items()

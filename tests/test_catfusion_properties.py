@@ -73,7 +73,8 @@ def programs(draw: st.DrawFn) -> tuple[int, int, list[tuple], list[int]]:
 def check_all_solvers(program: tuple, partial: bool, relax: bool) -> None:
     width, rows, ops, outputs = program
     x = torch.randn(rows, width)
-    model = ZooModel("random", "random cat chain", {"forward": (Program(ops, outputs), (x,))}, [("forward", (x,))], convert_to_linear=False)
+    methods = {"forward": (Program(ops, outputs), (x,))}
+    model = ZooModel("random", "random cat chain", methods, [("forward", (x,))], convert_to_linear=False)
     for solver in solvers.available():
         planner = PlannerPass(
             solver=solver, time_limit_s=2.0, cat_fusion_partial=partial, cat_fusion_relax_alignment=relax
@@ -85,7 +86,8 @@ def check_all_solvers(program: tuple, partial: bool, relax: bool) -> None:
         report = result.cat_report
         assert report.arena_with <= report.arena_without, solver
         plan = program_.executorch_program.execution_plan[0]
-        names = [plan.operators[i.instr_args.op_index].name for i in plan.chains[0].instructions if hasattr(i.instr_args, "op_index")]
+        calls = [i.instr_args for i in plan.chains[0].instructions if hasattr(i.instr_args, "op_index")]
+        names = [plan.operators[call.op_index].name for call in calls]
         kept = sum(d.status is CatStatus.REFUSED for d in report.decisions)
         copies = sum(i.placement == "copy" for d in report.decisions for i in d.inputs)
         assert names.count("aten::cat") == kept, solver
