@@ -40,6 +40,8 @@ Switchable helpers (options, all on by default, so a benchmark can show what eac
 - `symmetry`: identical free units that live together are ordered by offset.
 - `decompose`: independent parts (solvers.decompose) are solved one by one.
 - `search`: "auto", "skyline" (portfolio only) or "default" (CP-SAT's own).
+- `skyline_heuristic`: the heuristic plan is the better of best-fit and skyline
+  (False: best-fit only).
 
 With `problem.capacity` the run is a decision problem: any plan within the
 capacity is returned (not minimised unless `minimise=True`), and a proof that
@@ -104,6 +106,7 @@ def solve_cpsat(
     decompose: bool = True,
     search: str = "auto",
     skyline_orders: Sequence[str] = PORTFOLIO,
+    skyline_heuristic: bool = True,
     minimise: bool | None = None,
     log: bool = False,
 ) -> Plan:
@@ -124,7 +127,8 @@ def solve_cpsat(
         raise ValueError(f"cpsat: unknown skyline orders {unknown}; choose from {', '.join(SKYLINE_ORDERS)}")
     settings = dict(
         num_workers=num_workers, warm_start=warm_start, cumulative=cumulative,
-        symmetry=symmetry, search=search, orders=tuple(skyline_orders), minimise=minimise, log=log,
+        symmetry=symmetry, search=search, orders=tuple(skyline_orders), skyline_heuristic=skyline_heuristic,
+        minimise=minimise, log=log,
     )
     if decompose:
         from solvers.decompose import solve_in_parts
@@ -148,6 +152,7 @@ def _solve(
     symmetry: bool,
     search: str,
     orders: tuple[str, ...],
+    skyline_heuristic: bool,
     minimise: bool | None,
     log: bool,
 ) -> Plan:
@@ -165,7 +170,7 @@ def _solve(
 
     if not units:
         return finish([], True, "optimal: nothing to place")
-    heuristic = _heuristic_offsets(problem, units, limit * HEURISTIC_SHARE)
+    heuristic = _heuristic_offsets(problem, units, limit * HEURISTIC_SHARE if skyline_heuristic else None)
     fits = _fits(units, heuristic, capacity)
     if warm_start and fits:
         if sum(arena_of(units, heuristic).values()) == lb_total:
@@ -380,12 +385,15 @@ def _check_capacity_reachable(capacity: int | None, bounds: dict[int, int]) -> N
             )
 
 
-def _heuristic_offsets(problem: Problem, units: Sequence[Unit], seconds: float) -> list[int]:
-    """Unit offsets of the better of best-fit and skyline, planned without the capacity so they exist."""
+def _heuristic_offsets(problem: Problem, units: Sequence[Unit], skyline_seconds: float | None) -> list[int]:
+    """Unit offsets of the better of best-fit and (unless `skyline_seconds` is None) skyline,
+    planned without the capacity so they always exist."""
     from solvers import solve
 
     free = dataclasses.replace(problem, capacity=None)
-    plans = [solve(free, "bestfit"), solve(free, "skyline", time_limit_s=seconds)]
+    plans = [solve(free, "bestfit")]
+    if skyline_seconds is not None:
+        plans.append(solve(free, "skyline", time_limit_s=skyline_seconds))
     best = min(plans, key=lambda plan: (plan.arena_size, plan.solver != "bestfit"))
     return [best.offsets[u.roots[0]] for u in units]
 

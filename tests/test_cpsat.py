@@ -22,7 +22,7 @@ from planner.problem import (
 )
 from solvers import solve
 
-SWITCHES = ("warm_start", "cumulative", "symmetry", "decompose")
+SWITCHES = ("warm_start", "cumulative", "symmetry", "decompose", "skyline_heuristic")
 
 
 def walls(buffers: int, holes: int) -> Problem:
@@ -172,3 +172,25 @@ def test_a_limit_used_up_by_the_heuristics_returns_their_plan() -> None:
     assert validate(problem, plan) == []
     assert not plan.proven_optimal
     assert "heuristics used up the time limit" in plan.status
+
+
+@pytest.mark.parametrize("search", ["default", "skyline"])
+def test_each_search_alone_proves_an_optimum_above_the_bound(search: str) -> None:
+    plan = solve(walls(buffers=4, holes=2), "cpsat", time_limit_s=30, search=search)
+    assert plan.arena_size == 18
+    assert plan.proven_optimal, plan.status
+
+
+def test_skyline_search_alone_finds_a_plan_within_a_tight_capacity() -> None:
+    problem = read_minimalloc_csv(minimalloc_dir() / "G.1048576.csv", capacity_from_name=True)
+    plan = solve(problem, "cpsat", time_limit_s=60, search="skyline", skyline_heuristic=False)
+    assert validate(problem, plan) == []
+    assert plan.arena_size == 1_048_576
+
+
+def test_unknown_search_or_order_is_a_clear_error() -> None:
+    problem = Problem((Buffer("a", 0, 1, 1),))
+    with pytest.raises(ValueError, match="unknown search 'magic'"):
+        solve(problem, "cpsat", search="magic")
+    with pytest.raises(ValueError, match="unknown skyline orders"):
+        solve(problem, "cpsat", skyline_orders=("diagonal",))
