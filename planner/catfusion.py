@@ -84,8 +84,25 @@ class CatRefusal(str, Enum):
     ARENA_GREW = "arena_grew"  # fusing it made the arena larger (the region lives longer than its parts)
 
 
-# Input reasons a PARTIAL fusion can work around by copying that input into its slice.
-_COPYABLE = frozenset(CatRefusal) - {CatRefusal.MISALIGNED}
+# Input reasons a PARTIAL fusion works around by cloning that input into its slice. Not
+# here: a misaligned slice, and inputs a plain copy would get wrong (a promoting cat, a
+# non-default dim order, a dynamic size).
+_COPYABLE = frozenset(
+    {
+        CatRefusal.GRAPH_INPUT,
+        CatRefusal.CONSTANT,
+        CatRefusal.MUTABLE_BUFFER,
+        CatRefusal.DELEGATE_OUTPUT,
+        CatRefusal.CONTROL_FLOW_OUTPUT,
+        CatRefusal.NOT_AN_OUT_OP,
+        CatRefusal.VIEW_OF_OTHER_SIZE,
+        CatRefusal.INPUT_NOT_PLANNED,
+        CatRefusal.INPUT_WRITTEN_IN_PLACE,
+        CatRefusal.INPUT_PINNED,
+        CatRefusal.DUPLICATE_INPUT,
+        CatRefusal.POOL_MISMATCH,
+    }
+)
 
 
 @dataclass(frozen=True)

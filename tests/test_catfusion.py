@@ -55,6 +55,7 @@ def test_seed_cat_is_removed_and_the_producers_write_into_the_output():
     unfused, _ = lower(model, cat_fusion=False)
     assert "aten::cat" in kernels(unfused)
     assert "aten::cat" not in kernels(program)
+    assert "aten::cat" not in [op.name for op in program.executorch_program.execution_plan[0].operators]
     assert len(kernels(program)) == len(kernels(unfused)) - 1
     report = result.cat_report
     assert statuses(result) == [CatStatus.FUSED]
@@ -143,6 +144,36 @@ def test_partial_fusion_clones_the_graph_input_once_and_removes_every_cat():
     assert partial.copy_bytes_removed == partial.nbytes - 16 * 16 * 16 * 4
     assert report.arena_with <= report.arena_without
     assert arena(program) <= arena(unfused)
+
+
+class ConstantAndInputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4, 16))
+
+    def forward(self, x):
+        s = x.sin()
+        return torch.cat([self.w, s, x, s]).relu()
+
+
+def test_partial_fusion_clones_a_parameter_a_graph_input_and_a_repeat():
+    program, result = lower(make("partial_mix", ConstantAndInputs(), torch.randn(4, 16)), cat_fusion_partial=True)
+    [decision] = result.cat_report.decisions
+    assert decision.status is CatStatus.PARTIAL
+    assert [i.placement for i in decision.inputs] == ["copy", "member", "copy", "copy"]
+    assert [i.reason for i in decision.inputs] == [
+        CatRefusal.CONSTANT, None, CatRefusal.GRAPH_INPUT, CatRefusal.DUPLICATE_INPUT
+    ]
+    assert kernels(program).count("aten::clone") == 3 and "aten::cat" not in kernels(program)
+    assert decision.copy_bytes_removed == 256
+
+
+def test_partial_fusion_never_clones_what_a_plain_copy_would_get_wrong():
+    model = make("dtypes", MixedDtypes(), torch.randn(4, 16), torch.randint(0, 5, (4, 16), dtype=torch.int32))
+    planner = PlannerPass(solver="bestfit", cat_fusion_partial=True)
+    runtime.lower(model, memory_planning_pass=planner)
+    [decision] = planner.results["forward"].cat_report.decisions
+    assert decision.status is CatStatus.REFUSED and decision.reasons == (CatRefusal.DTYPE_MISMATCH,)
 
 
 class Nested(nn.Module):
