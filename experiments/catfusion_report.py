@@ -6,7 +6,8 @@
 Columns: cats found / fused / aliased / partial / refused (with reason
 counts), copy bytes removed per inference, arena bytes with and without
 fusion (same solver; "without" plans the same problem minus the groups),
-and the lower bound with and without. `--check` also runs the fused program
+the lower bound with and without, and ExecuTorch's own greedy planner on the
+unfused tensors for reference. `--check` also runs the fused program
 in executorch.runtime against eager PyTorch. `--cats` lists every cat.
 """
 
@@ -30,8 +31,8 @@ def reports(
     partial: bool,
     relax_alignment: bool,
     check: bool,
-) -> dict[str, CatReport]:
-    """Lower one zoo model with cat fusion on; the per-method reports (optionally checked against eager)."""
+) -> dict[str, tuple[CatReport, int]]:
+    """Lower one zoo model with cat fusion on: per method, the cat report and the stock planner's arena bytes."""
     model = zoo.get(model_name)
     planner = PlannerPass(
         solver=solver,
@@ -43,10 +44,14 @@ def reports(
     program = runtime.lower(model, memory_planning_pass=planner)
     if check:
         runtime.check_outputs(model, program.buffer)
-    return {method: result.cat_report for method, result in planner.results.items() if result.cat_report}
+    return {
+        method: (result.cat_report, sum(result.stock_sizes))
+        for method, result in planner.results.items()
+        if result.cat_report
+    }
 
 
-def row(model: str, method: str, report: CatReport) -> list[str]:
+def row(model: str, method: str, report: CatReport, stock: int) -> list[str]:
     refused = ", ".join(f"{r.value}={n}" for r, n in sorted(report.refusals().items(), key=lambda kv: kv[0].value))
     return [
         model,
@@ -61,12 +66,13 @@ def row(model: str, method: str, report: CatReport) -> list[str]:
         "-" if report.arena_without is None else str(report.arena_without),
         str(report.lower_bound_with),
         str(report.lower_bound_without),
+        str(stock),
     ]
 
 
 HEADER = [
     "model", "method", "cats", "fused", "aliased", "partial", "refused (reasons)",
-    "copy B removed", "arena with", "arena without", "LB with", "LB without",
+    "copy B removed", "arena with", "arena without", "LB with", "LB without", "stock ET",
 ]
 
 
@@ -93,8 +99,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = []
     for name in args.models:
         found = reports(name, args.solver, args.time_limit, args.partial, args.relax_alignment, args.check)
-        for method, report in found.items():
-            rows.append(row(name, method, report))
+        for method, (report, stock) in found.items():
+            rows.append(row(name, method, report, stock))
             if args.cats:
                 print(f"{name}/{method}:\n{report.summary()}\n")
     print(format_table(rows))
