@@ -144,8 +144,7 @@ def test_zoo_densenet_block_keeps_its_cats_because_every_cat_reads_the_graph_inp
 
 def test_partial_fusion_clones_the_graph_input_once_and_removes_every_cat():
     model = zoo.get("densenet_block")
-    program, result = lower(model, cat_fusion_partial=True)
-    unfused, _ = lower(model, cat_fusion=False)
+    program, result = lower(model, cat_fusion_partial=True, cat_fusion_allow_growth=True)
     report = result.cat_report
     print(f"\ndensenet_block (partial): {report.summary()}")
     assert statuses(result) == [CatStatus.ALIASED] * 4 + [CatStatus.PARTIAL]
@@ -154,7 +153,15 @@ def test_partial_fusion_clones_the_graph_input_once_and_removes_every_cat():
     partial = report.decisions[-1]
     assert [i.placement for i in partial.inputs] == ["copy"] + ["member"] * 4
     assert partial.copy_bytes_removed == partial.nbytes - 16 * 16 * 16 * 4
-    assert report.arena_with <= report.arena_without
+    # The graph input is read by the clone only, so its buffer dies there, not at the last cat:
+    # the clone stands where cat([x]) stood, the node after that cat's memory.alloc.
+    x = result.problem.buffer(partial.inputs[0].buffer)
+    first_alloc = result.problem.buffer(report.decisions[0].output).start
+    assert x.end == first_alloc + 2  # half-open: last read at first_alloc + 1
+    # Under the default policy the arena never grows.
+    program, result = lower(model, cat_fusion_partial=True)
+    unfused, _ = lower(model, cat_fusion=False)
+    assert result.cat_report.arena_with <= result.cat_report.arena_without
     assert arena(program) <= arena(unfused)
 
 
