@@ -83,7 +83,7 @@ PORTFOLIO = ("start", "length", "start-area")
 """Orders run side by side by default: together they find plans for all eleven
 MiniMalloc benchmarks at their capacity, none of them alone does."""
 
-BUILD_SECONDS_PER_UNIT = 1e-4
+BUILD_SECONDS_PER_UNIT = 3e-4
 """Rough cost of building the model; with less time left than this per unit, the heuristic plan is returned."""
 
 HEURISTIC_SHARE = 0.05
