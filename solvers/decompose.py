@@ -11,8 +11,8 @@ Two exact reductions, usable with any solver:
   other one, so it can sit at the bottom (removing its byte band from any plan
   and shifting what was below it up gives a plan with the same arena). Peeled
   buffers are stacked at offset 0 and the rest of the pool is planned above
-  them. This is exact when the stack needs no alignment padding (the base of
-  the rest equals the peeled bytes). A padded stack is used only on request
+  them. This is exact when the stack needs no alignment padding and every
+  peeled size is a multiple of the alignments of the rest of the pool. A padded stack is used only on request
   (`peel="padded"`, minimising only: a few bytes of padding buy a split of a
   big problem), and then the result is not claimed optimal unless it meets the
   lower bound. Long-lived buffers (inputs, state, KV caches) are what usually
@@ -73,9 +73,12 @@ def split(problem: Problem, units: list[Unit] | None = None, peel: bool | str = 
     if peel:
         for pool, (stack, step) in _peelable(units).items():
             top = _stack_top(stack, step)
-            if top == sum(u.size for u in stack) or peel == "padded":
+            # Exact: moving the peeled bands down shifts every other unit by a sum of peeled
+            # sizes, which keeps it aligned when each size is a multiple of `step`.
+            tight = top == sum(u.size for u in stack) and all(u.size % step == 0 for u in stack)
+            if tight or peel == "padded":
                 peeled[pool], base[pool] = stack, top
-                exact = exact and top == sum(u.size for u in stack)
+                exact = exact and tight
     skip = {u.index for us in peeled.values() for u in us}
     rest = [u for u in units if u.index not in skip]
     return Split(_parts(rest), peeled, base, exact)

@@ -150,3 +150,13 @@ def test_peeled_and_split_plans_of_generated_problems_are_valid(seed: int) -> No
     plan = solve_in_parts(problem, counting_solver([]), time_limit_s=2, solver="test", peel="padded")
     assert validate(problem, plan) == []
     assert plan.arena_size <= solve(problem, "bestfit").arena_size
+
+
+def test_peeled_sizes_must_keep_the_rest_aligned() -> None:
+    """Two 8-byte states fill 16 bytes, but moving one 8-byte band can misalign a 16-aligned buffer."""
+    rest = (Buffer("a", 0, 2, 16, alignment=16), Buffer("b", 3, 6, 16, alignment=16))
+    eights = Problem((Buffer("s1", 0, 6, 8), Buffer("s2", 0, 6, 8)) + rest)
+    sixteens = Problem((Buffer("s1", 0, 6, 16), Buffer("s2", 0, 6, 32)) + rest)
+    assert split(eights).peeled == {}
+    assert split(eights, peel="padded").exact is False
+    assert split(sixteens).base == {0: 48} and split(sixteens).exact
