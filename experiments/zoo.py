@@ -344,6 +344,19 @@ class DenseBlock(nn.Module):
         return torch.cat(feats, dim=1)
 
 
+class DenseNetStem(nn.Module):
+    """A conv stem, then a DenseNet block: as in a real DenseNet, the block's input is
+    computed inside the method, so its cats can be fused (a graph input cannot move)."""
+
+    def __init__(self, cin: int = 3, stem: int = 16, growth: int = 8, n_layers: int = 4) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(cin, stem, 3, padding=1)
+        self.block = DenseBlock(cin=stem, growth=growth, n_layers=n_layers)
+
+    def forward(self, x):
+        return self.block(torch.relu(self.stem(x)))
+
+
 # --------------------------------------------------------------------------
 # Stateful multi-method models
 # --------------------------------------------------------------------------
@@ -533,10 +546,10 @@ def _small(name: str) -> ZooModel:
         if name == "densenet_block":
             return _single(
                 name,
-                "DenseNet block (4 layers, growth 8): each layer concatenates all "
-                "earlier feature maps along channels, 1x16x16x16",
-                _randomize_batchnorm(DenseBlock().eval()),
-                lambda: (torch.randn(1, 16, 16, 16),),
+                "conv stem + DenseNet block (4 layers, growth 8): each layer concatenates "
+                "all earlier feature maps along channels, 1x3x16x16",
+                _randomize_batchnorm(DenseNetStem().eval()),
+                lambda: (torch.randn(1, 3, 16, 16),),
                 tags=("concat",),
             )
     raise KeyError(name)

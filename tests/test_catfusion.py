@@ -86,21 +86,9 @@ def test_unet_skip_concatenations_are_fused_and_the_arena_shrinks():
     assert report.lower_bound_with == lower_bound(result.problem)
 
 
-class DenseStem(nn.Module):
-    """A DenseNet block behind a conv stem, so the block input is produced in the method."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.stem = nn.Conv2d(3, 16, 3, padding=1)
-        self.block = zoo.DenseBlock(cin=16, growth=8, n_layers=3)
-
-    def forward(self, x):
-        return self.block(torch.relu(self.stem(x)))
-
-
 def dense_stem() -> ZooModel:
     torch.manual_seed(0)
-    return make("dense_stem", DenseStem(), torch.randn(1, 3, 8, 8))
+    return make("dense_stem", zoo.DenseNetStem(n_layers=3), torch.randn(1, 3, 8, 8))
 
 
 def test_densenet_block_behind_a_stem_fuses_the_last_cat_and_aliases_the_earlier_ones():
@@ -135,15 +123,21 @@ def test_densenet_block_behind_a_stem_never_gets_a_larger_arena():
     assert arena(program) <= arena(unfused)
 
 
-def test_zoo_densenet_block_keeps_its_cats_because_every_cat_reads_the_graph_input():
-    program, result = lower(zoo.get("densenet_block"))
+def bare_dense_block() -> ZooModel:
+    """A DenseNet block fed straight from the graph input: every cat reads x."""
+    torch.manual_seed(0)
+    return make("bare_dense_block", zoo.DenseBlock(), torch.randn(1, 16, 16, 16))
+
+
+def test_bare_densenet_block_keeps_its_cats_because_every_cat_reads_the_graph_input():
+    program, result = lower(bare_dense_block())
     assert statuses(result) == [CatStatus.REFUSED] * 5
     assert all(d.reasons == (CatRefusal.GRAPH_INPUT,) for d in result.cat_report.decisions)
     assert kernels(program).count("aten::cat") == 5
 
 
 def test_partial_fusion_clones_the_graph_input_once_and_removes_every_cat():
-    model = zoo.get("densenet_block")
+    model = bare_dense_block()
     program, result = lower(model, cat_fusion_partial=True, cat_fusion_allow_growth=True)
     report = result.cat_report
     print(f"\ndensenet_block (partial): {report.summary()}")
