@@ -191,9 +191,10 @@ def solve_in_parts(
 ) -> Plan:
     """Plan each independent part with `solve_part` and join the plans.
 
-    The time limit is shared: each part gets the remaining time in proportion
-    to its share of the remaining units, so small parts finish early and leave
-    their time to the big ones. The joined plan is proven optimal when, in
+    The time limit is shared: when minimising, each part gets the remaining
+    time in proportion to its share of the remaining units, so small parts
+    finish early and leave their time to the big ones; with a capacity every
+    part must fit, so each may use all the time left. The joined plan is proven optimal when, in
     every pool, the arena meets the lower bound or comes from a part proven
     optimal (and the split was exact).
     """
@@ -225,7 +226,10 @@ def solve_in_parts(
                 )
         part = subproblem(problem, part_units, capacity, f"{problem.name}[part {number}]")
         left = time_limit_s - (time.perf_counter() - began)
-        share = max(left * len(part_units) / remaining_units, min(left, MIN_PART_SECONDS), 0.01)
+        if minimising:
+            share = max(left * len(part_units) / remaining_units, min(left, MIN_PART_SECONDS), 0.01)
+        else:  # every part must fit: a part may use all the time the ones before it left
+            share = max(left, 0.01)
         remaining_units -= len(part_units)
         try:
             plan = solve_part(part, share)
