@@ -50,6 +50,7 @@ none exists raises `InfeasibleError`.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import threading
 import time
@@ -211,7 +212,8 @@ def _solve(
         return finish(outcome.offsets, False, f"feasible within capacity {capacity} ({outcome.how})")
 
     best = heuristic if fits else None
-    g = scale_of(units)
+    model = build(_limits(units, bounds, heuristic, capacity, best is not None), True)  # built once
+    g = model.divisor
     floor, floor_proven = -(-lb_total // g) * g, True  # no plan below `floor` (proven, or none found)
     how = "heuristic plan"
     if search != "default" and len(bounds) == 1:  # skyline probes: lower bound first, then bisection
@@ -222,7 +224,7 @@ def _solve(
         while floor < top and time.perf_counter() < deadline - 0.05:
             cap = floor if probes == 0 else (floor + top) // 2 // g * g
             until = probe_end if probes == 0 else time.perf_counter() + (deadline - time.perf_counter()) / 2
-            probe = _decide(build({pool: cap}, False), "skyline", orders, until, num_workers, None, log)
+            probe = _decide(model.capped({pool: cap}), "skyline", orders, until, num_workers, None, log)
             probes += 1
             if probe.offsets is not None:
                 best, top, how = probe.offsets, sum(arena_of(units, probe.offsets).values()), probe.how
@@ -232,18 +234,15 @@ def _solve(
             if top == lb_total:
                 return finish(best, True, f"optimal: meets the lower bound ({how})")
             return finish(best, True, f"optimal: skyline probes proved nothing fits below {top} bytes ({how})")
-        if search == "skyline":
+        if search == "skyline" or deadline - time.perf_counter() < BUILD_SECONDS_PER_UNIT * len(units):
             return finish(
                 best if best is not None else heuristic, False,
-                f"not proven: skyline probes ({probes}) found {top} bytes, none below {floor}",
+                f"not proven: skyline probes ({probes}) found {top} bytes, none found below {floor}",
             )
+        model.bound(pool, floor if floor_proven else None, top)
 
     if floor_proven and len(bounds) == 1:  # the probes proved nothing fits below `floor`
         bounds = {pool: max(lb, floor) for pool, lb in bounds.items()}
-    model = _Model(
-        units, bounds, _limits(units, bounds, best if best is not None else heuristic, capacity, best is not None),
-        cumulative=cumulative, symmetry=symmetry, minimise=True,
-    )
     if warm_start and best is not None:
         model.hint(best)
     solver = _solver(max(deadline - time.perf_counter(), 0.01), num_workers, log)
@@ -522,6 +521,21 @@ class _Model:
             gap = max(r.size for r in group[0].rects) // self.divisor
             for a, b in zip(group, group[1:]):
                 self.model.Add(self.y[a.index] + gap <= self.y[b.index])
+
+    def capped(self, caps: dict[int, int]) -> _Model:
+        """A copy without objective whose pools' arenas are at most `caps` bytes: a decision probe."""
+        probe = copy.copy(self)
+        probe.model = self.model.clone()
+        probe.model.clear_objective()
+        for pool, cap in caps.items():
+            probe.model.Add(probe.model.get_int_var_from_proto_index(self.arena[pool].index) <= cap // self.divisor)
+        return probe
+
+    def bound(self, pool: int, low: int | None, high: int) -> None:
+        """Narrow a pool's arena to [low, high] bytes (what probes proved and found)."""
+        if low is not None:
+            self.model.Add(self.arena[pool] >= -(-low // self.divisor))
+        self.model.Add(self.arena[pool] <= high // self.divisor)
 
     def hint(self, unit_offsets: Sequence[int]) -> None:
         g = self.divisor
