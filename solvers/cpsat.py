@@ -1,7 +1,8 @@
 """Exact planning with OR-Tools CP-SAT.
 
-Model, per pool p, in bytes divided by the common divisor g of sizes,
-alignments and fixed offsets (a capacity C becomes floor(C / g)):
+Model, per pool p, in bytes divided by g (`scale_of`: the common divisor of
+sizes and fixed offsets, reduced until each alignment divides it or is a
+multiple of it; a capacity C becomes floor(C / g)):
 
     minimise   sum_p A_p                        A_p >= the pool's (aligned) lower bound
     subject to NoOverlap2D over the pool's rectangles: x = the fixed lifetime
@@ -68,7 +69,8 @@ DEFAULT_TIME_LIMIT_S = 10.0
 problems, and keeps a sweep over many models short; pass more for hard ones."""
 
 DEFAULT_WORKERS = 2
-"""CP-SAT search threads; the machines this runs on have two cores."""
+"""Workers of CP-SAT's default search; the machines this runs on have two cores.
+The skyline portfolio runs one single-worker thread per order instead."""
 
 SEARCHES = ("auto", "skyline", "default")
 
