@@ -28,7 +28,7 @@ Notes
 from __future__ import annotations
 
 import copy
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import torch
 from torch.utils import _pytree as pytree

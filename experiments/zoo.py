@@ -417,7 +417,7 @@ class Attend(nn.Module):
 def _multi_method_cache() -> ZooModel:
     with _seeded():
         store = CacheStore()
-        H, S, D = store.n_heads, store.max_len, store.head_dim
+        H, D = store.n_heads, store.head_dim
         T = 4
 
         def kv():

@@ -60,8 +60,8 @@ from typing import Callable, Sequence
 
 from ortools.sat.python import cp_model
 
-from planner.problem import InfeasibleError, Plan, Problem, common_divisor, lower_bounds
-from solvers.milp import aligned_lower_bounds
+from planner.problem import InfeasibleError, Plan, Problem
+from solvers.bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
 from solvers.units import Unit, arena_of, make_plan, units_of
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -162,11 +162,11 @@ def _solve(
     began = time.perf_counter()
     deadline = began + limit
     units = units_of(problem)
-    bounds = _bounds(problem, units)
+    bounds = pool_bounds(problem, units)
     lb_total = sum(bounds.values())
     capacity = problem.capacity
     minimise = capacity is None if minimise is None else minimise
-    _check_capacity_reachable(capacity, bounds)
+    check_capacity_reachable("cpsat", capacity, bounds)
 
     def finish(offsets: Sequence[int], proven: bool, status: str) -> Plan:
         return make_plan(problem, units, offsets, "cpsat", time.perf_counter() - began, proven, status, lb_total)
@@ -369,23 +369,6 @@ class _Portfolio:
                     other.StopSearch()
 
 
-def _bounds(problem: Problem, units: Sequence[Unit]) -> dict[int, int]:
-    """Per pool: the larger of the plain and the alignment-padded lower bound."""
-    aligned = aligned_lower_bounds(units)
-    return {pool: max(lb, aligned.get(pool, 0)) for pool, lb in lower_bounds(problem).items()}
-
-
-def _check_capacity_reachable(capacity: int | None, bounds: dict[int, int]) -> None:
-    if capacity is None:
-        return
-    for pool, need in bounds.items():
-        if need > capacity:
-            raise InfeasibleError(
-                f"cpsat: pool {pool} needs at least {need} bytes (bytes live at its peak with"
-                f" alignment padding, or the end of a fixed buffer), over the capacity {capacity}"
-            )
-
-
 def _heuristic_offsets(problem: Problem, units: Sequence[Unit], skyline_seconds: float | None) -> list[int]:
     """Unit offsets of the better of best-fit and (unless `skyline_seconds` is None) skyline,
     planned without the capacity so they always exist."""
@@ -432,29 +415,6 @@ def _limits(
     return limits
 
 
-def scale_of(units: Sequence[Unit]) -> int:
-    """The largest g such that offsets can be multiples of g without loss.
-
-    Sizes and fixed offsets are multiples of g, and every alignment either
-    divides g or is a multiple of it. Then any plan can be settled (each unit
-    lowered, bottom up, to the lowest aligned offset above what is under it)
-    into one whose offsets are sums of sizes rounded up to alignments, all
-    multiples of g, with no bigger arena. Alignments of 1 thus do not stop
-    the scaling (MiniMalloc's benchmarks: every size a multiple of 1024).
-    """
-    g = common_divisor([r.size for u in units for r in u.rects] + [u.fixed for u in units if u.fixed])
-    while True:
-        odd = [u.alignment for u in units if u.alignment % g and g % u.alignment]
-        if not odd:
-            return g
-        g = common_divisor([g] + odd)
-
-
-def _step(unit: Unit, g: int) -> int:
-    """The unit's alignment in multiples of g (1 when the alignment divides g)."""
-    return unit.alignment // g if unit.alignment % g == 0 else 1
-
-
 class _Model:
     """The CP-SAT model of one problem, in units of `divisor` bytes."""
 
@@ -483,7 +443,7 @@ class _Model:
             if u.fixed is not None:
                 self.y.append(u.fixed // g)
                 continue
-            step = _step(u, g)
+            step = step_of(u, g)
             top = min(limits[r.pool] // g - r.size // g for r in u.rects) // step
             self.k[u.index] = k = m.NewIntVar(0, top, f"k{u.index}")  # top >= 0: limits >= bounds
             if step > 1:
@@ -542,13 +502,13 @@ class _Model:
     def hint(self, unit_offsets: Sequence[int]) -> None:
         g = self.divisor
         for index, k in self.k.items():
-            self.model.AddHint(k, unit_offsets[index] // (g * _step(self.units[index], g)))
+            self.model.AddHint(k, unit_offsets[index] // (g * step_of(self.units[index], g)))
         for pool, size in arena_of(self.units, unit_offsets).items():
             self.model.AddHint(self.arena[pool], -(-size // g))
 
     def offsets(self, solver: cp_model.CpSolver) -> list[int]:
         """Unit offsets in bytes from the solver's best solution."""
         return [
-            u.fixed if u.fixed is not None else solver.Value(self.k[u.index]) * _step(u, self.divisor) * self.divisor
+            u.fixed if u.fixed is not None else solver.Value(self.k[u.index]) * step_of(u, self.divisor) * self.divisor
             for u in self.units
         ]

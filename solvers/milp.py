@@ -32,6 +32,7 @@ from typing import Any, Iterator, Sequence
 import pulp
 
 from planner.problem import InfeasibleError, Plan, Problem, common_divisor, lower_bounds
+from solvers.bounds import check_capacity_reachable, pool_bounds
 from solvers.units import Unit, arena_of, make_plan, units_of
 
 DEFAULT_TIME_LIMIT_S = 60.0
@@ -90,12 +91,11 @@ def _solve(
     solver = _make_solver(backend, msg, options)
     units = units_of(problem)
     plain = lower_bounds(problem)
-    aligned = aligned_lower_bounds(units)
-    bounds = {pool: max(lb, aligned.get(pool, 0)) for pool, lb in plain.items()}
+    bounds = pool_bounds(problem, units)
     meets_bound = "optimal: meets the lower bound" + (
         " with alignment padding" if bounds != plain else ""
     )
-    _check_capacity_reachable(problem, bounds)
+    check_capacity_reachable("milp", problem.capacity, bounds)
     pairs = overlapping_pairs(units)
     _check_fixed_pairs(units, pairs)
 
@@ -175,49 +175,6 @@ def _solve(
 
 
 # -- preparation -----------------------------------------------------------------
-
-
-def _check_capacity_reachable(problem: Problem, bounds: dict[int, int]) -> None:
-    if problem.capacity is None:
-        return
-    for pool, need in bounds.items():
-        if need > problem.capacity:
-            raise InfeasibleError(
-                f"milp: pool {pool} needs at least {need} bytes (bytes live at its peak with"
-                f" alignment padding, or the end of a fixed buffer), over the capacity {problem.capacity}"
-            )
-
-
-def aligned_lower_bounds(units: Sequence[Unit]) -> dict[int, int]:
-    """Per pool: bytes live at one moment plus the alignment padding no plan avoids.
-
-    Units live together are stacked somehow; all their offsets are multiples of
-    g, the gcd of their alignments, so every unit but the top one takes its size
-    rounded up to g. Stronger than the plain peak when sizes are not multiples
-    of the alignment, which is what makes aligned problems provable.
-    """
-    by_pool: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
-    for u in units:
-        for r in u.rects:
-            by_pool[r.pool].append((r.start, r.end, r.size, u.alignment))
-    bounds: dict[int, int] = {}
-    for pool, rects in by_pool.items():
-        events = sorted(
-            [(start, 1, k) for k, (start, _, _, _) in enumerate(rects)]
-            + [(end, 0, k) for k, (_, end, _, _) in enumerate(rects)]
-        )
-        live: set[int] = set()
-        best = 0
-        for _, is_start, k in events:
-            if not is_start:
-                live.discard(k)
-                continue
-            live.add(k)
-            g = common_divisor(rects[j][3] for j in live)
-            padding = [-(-rects[j][2] // g) * g - rects[j][2] for j in live]
-            best = max(best, sum(rects[j][2] for j in live) + sum(padding) - max(padding))
-        bounds[pool] = best
-    return bounds
 
 
 def overlapping_pairs(units: Sequence[Unit]) -> PairSizes:
