@@ -22,9 +22,10 @@ from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
 
-from planner.problem import InfeasibleError, Plan, Problem, ProblemError, lower_bounds
+from planner.problem import InfeasibleError, Plan, Problem
 from solvers.live_index import LiveIndex
-from solvers.units import Unit, make_plan, units_of
+from solvers.orderings import best_of_orderings, check_names
+from solvers.units import Unit, units_of
 
 
 class UnitStats(NamedTuple):
@@ -59,14 +60,10 @@ def solve_bestfit(
     Stops early when an ordering reaches the lower bound. With `time_limit_s`,
     no new ordering starts once the time is up (the first always runs).
     """
-    t0 = time.perf_counter()
-    unknown = [name for name in orderings if name not in ORDERINGS]
-    if unknown or not orderings:
-        raise ProblemError(f"unknown orderings {unknown}; choose from {list(ORDERINGS)}")
+    began = time.perf_counter()
+    check_names("bestfit", orderings, ORDERINGS)
     units = units_of(problem)
     placer = _Placer(units)
-    bounds = lower_bounds(problem)
-    bound = sum(bounds.values())
     degrees = placer.conflict_degrees() if "conflicts" in orderings else [0] * len(units)
     stats = [
         UnitStats(u.size, u.lifetime, u.area, min(r.start for r in u.rects), degrees[u.index], u.index)
@@ -74,24 +71,13 @@ def solve_bestfit(
         if u.fixed is None
     ]
 
-    best: tuple[int, str, list[int], dict[int, int]] | None = None
-    for name in orderings:
-        if best is not None and time_limit_s is not None and time.perf_counter() - t0 > time_limit_s:
-            break
+    def place(name: str) -> list[int]:
         stats.sort(key=ORDERINGS[name])
-        offsets, arena = placer.run([units[u.index] for u in stats])
-        total = sum(arena.values())
-        if best is None or total < best[0]:
-            best = (total, name, offsets, arena)
-        if total == bound:
-            break
-    assert best is not None
-    _, name, offsets, arena = best
-    return make_plan(
-        problem, units, offsets, "bestfit", time.perf_counter() - t0,
-        proven_optimal=all(arena[p] == bounds[p] for p in arena),
-        status=f"heuristic (ordering: {name})",
-        bound=bound,
+        return placer.run([units[u.index] for u in stats])[0]
+
+    return best_of_orderings(
+        problem, units, orderings, place,
+        solver="bestfit", status="heuristic (ordering: {})", began=began, time_limit_s=time_limit_s,
     )
 
 

@@ -22,8 +22,9 @@ import time
 from collections import defaultdict
 from typing import Callable, Sequence
 
-from planner.problem import Plan, Problem, ProblemError, lower_bounds
-from solvers.units import Unit, arena_of, make_plan, units_of
+from planner.problem import Plan, Problem
+from solvers.orderings import best_of_orderings, check_names
+from solvers.units import Unit, units_of
 
 ORDERS: dict[str, Callable[[Unit], tuple]] = {
     "length": lambda u: (-u.lifetime, -u.size, u.index),
@@ -45,31 +46,12 @@ def solve_skyline(
     once the time is up (the first always runs).
     """
     began = time.perf_counter()
-    unknown = [name for name in orders if name not in ORDERS]
-    if unknown or not orders:
-        raise ProblemError(f"skyline: unknown orders {unknown}; choose from {list(ORDERS)}")
+    check_names("skyline", orders, ORDERS)
     units = units_of(problem)
-    bounds = lower_bounds(problem)
-    bound = sum(bounds.values())
     graph = Skyline(units)
-    best: tuple[int, str, list[int]] | None = None
-    for name in orders:
-        if best is not None and time_limit_s is not None and time.perf_counter() - began > time_limit_s:
-            break
-        offsets = graph.place(sorted(units, key=ORDERS[name]))
-        total = sum(arena_of(units, offsets).values())
-        if best is None or total < best[0]:
-            best = (total, name, offsets)
-        if total == bound:
-            break
-    assert best is not None
-    total, name, offsets = best
-    arena = arena_of(units, offsets)
-    return make_plan(
-        problem, units, offsets, "skyline", time.perf_counter() - began,
-        proven_optimal=all(arena.get(p, 0) == bounds[p] for p in bounds),
-        status=f"heuristic (skyline, {name} order)",
-        bound=bound,
+    return best_of_orderings(
+        problem, units, orders, lambda name: graph.place(sorted(units, key=ORDERS[name])),
+        solver="skyline", status="heuristic (skyline, {} order)", began=began, time_limit_s=time_limit_s,
     )
 
 
