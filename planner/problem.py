@@ -148,6 +148,7 @@ class Problem:
         if self.capacity is not None and self.capacity <= 0:
             raise ProblemError(f"capacity must be positive, got {self.capacity}")
         object.__setattr__(self, "_parent_of", self._check_groups())
+        self._check_nested_alignment()
         self._check_same_offsets()
 
     # -- lookups -----------------------------------------------------------
@@ -222,18 +223,18 @@ class Problem:
                 if node in seen:
                     raise ProblemError(f"contiguous groups form a cycle through {node!r}")
                 seen.add(node)
-        for member_id in parent_of:  # solvers align the outermost parent only
-            root, rel = member_id, 0
-            while root in parent_of:
-                root, step = parent_of[root]
-                rel += step
+        return parent_of
+
+    def _check_nested_alignment(self) -> None:
+        """Solvers align only the outermost parent, so every member must be aligned relative to it."""
+        for member_id in self._parent_of:
+            root, rel = self.root_of(member_id)
             alignment = self._by_id[member_id].alignment
             if rel % alignment:
                 raise ProblemError(
                     f"nested group member {member_id!r} sits {rel} bytes into its outermost parent"
                     f" {root!r}, not a multiple of its alignment {alignment}"
                 )
-        return parent_of
 
     def _check_same_offsets(self) -> None:
         for sset in self.same_offsets:
