@@ -11,7 +11,7 @@ import argparse
 import time
 from typing import Callable
 
-from planner.generate import layered_problem, random_problem
+from planner.generate import layered_problem, pigeonholes, random_problem
 from planner.io import read_minimalloc_csv
 from planner.problem import Buffer, Problem, lower_bound
 from solvers import solve
@@ -24,13 +24,6 @@ RUNS: dict[str, tuple[str, dict]] = {
     "milp/highs": ("milp", {"backend": "highs"}),
     "milp/highs cold": ("milp", {"backend": "highs", "warm_start": False}),
 }
-
-
-def pigeonholes(buffers: int, holes: int) -> Problem:
-    """3-byte buffers over 1-byte fixed walls 6 bytes apart: optimum well above the bound."""
-    free = [Buffer(f"b{i}", 0, 2, 3) for i in range(buffers)]
-    walls = [Buffer(f"wall{j}", 0, 2, 1, offset=5 + 6 * j) for j in range(holes)]
-    return Problem(tuple(free + walls), name=f"pigeonholes-{buffers}-{holes}")
 
 
 def instances() -> dict[str, Callable[[], Problem]]:

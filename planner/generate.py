@@ -81,6 +81,18 @@ def layered_problem(n_buffers: int, seed: int, alignment: int = 16) -> Problem:
     return Problem(buffers, name=f"layered-{n_buffers}-s{seed}")
 
 
+def pigeonholes(buffers: int, holes: int) -> Problem:
+    """`buffers` 3-byte buffers and 1-byte fixed walls 6 bytes apart, all live at once.
+
+    Each 5-byte hole below a wall takes one buffer, the rest stack above the
+    walls: optimum 6 * holes + 3 * (buffers - holes), well above the lower
+    bound 3 * buffers + holes. Proving it takes search, not the bound.
+    """
+    free = [Buffer(f"b{i}", 0, 2, 3) for i in range(buffers)]
+    walls = [Buffer(f"wall{j}", 0, 2, 1, offset=5 + 6 * j) for j in range(holes)]
+    return Problem(tuple(free + walls), name=f"pigeonholes-{buffers}-{holes}")
+
+
 def random_problem(
     n_buffers: int,
     seed: int,

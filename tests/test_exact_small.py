@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from minimalloc_files import minimalloc_dir
 
+from planner.generate import pigeonholes
 from planner.io import read_minimalloc_csv
 from planner.problem import Buffer, InfeasibleError, Problem, lower_bound, validate
 from solvers import UnknownSolverError, available, solve
@@ -23,18 +24,6 @@ EXACT_RUNS = [
     ("milp", {"backend": "cbc", "warm_start": False, "decompose": False}),
 ]
 RUN_IDS = ["cpsat", "milp-cbc", "milp-highs", "milp-cbc-cold", "milp-highs-cold", "milp-cbc-cold-whole"]
-
-
-def pigeonholes(buffers: int, holes: int) -> Problem:
-    """`buffers` 3-byte buffers and 1-byte fixed walls 6 bytes apart, all live at once.
-
-    Each 5-byte hole below a wall takes one buffer, the rest stack above the
-    walls: optimum 6 * holes + 3 * (buffers - holes), well above the lower
-    bound 3 * buffers + holes. Proving it takes search, not the bound.
-    """
-    free = [Buffer(f"b{i}", 0, 2, 3) for i in range(buffers)]
-    walls = [Buffer(f"wall{j}", 0, 2, 1, offset=5 + 6 * j) for j in range(holes)]
-    return Problem(tuple(free + walls), name=f"pigeonholes-{buffers}-{holes}")
 
 
 @pytest.mark.parametrize(("solver", "options"), EXACT_RUNS, ids=RUN_IDS)
