@@ -223,6 +223,17 @@ def test_compare_splits_bars_by_a_setting_that_varies() -> None:
     assert bar_tops(ax, "greedy, alignment=64") == [2.4, 2.12]
 
 
+def test_compare_divides_by_the_lowest_bound_of_a_case() -> None:
+    """Cat fusion may give solvers different problems of one program: the lowest bound counts."""
+    df = pd.DataFrame(
+        [("unet", "forward", "greedy", 1200, 1200, True), ("unet", "forward", "cpsat", 1000, 1000, True)],
+        columns=["model", "method", "solver", "arena_bytes", "lower_bound", "proven_optimal"],
+    )
+    ax = viz.compare(df)
+    assert bar_tops(ax, "greedy") == [1.2]
+    assert bar_tops(ax, "cpsat") == [1.0]
+
+
 def test_compare_names_missing_columns() -> None:
     with pytest.raises(ValueError, match=r"lacks columns \['lower_bound'\]"):
         viz.compare(sweep_rows().drop(columns=["lower_bound"]))

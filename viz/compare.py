@@ -16,7 +16,7 @@ _VALUE_LABELS_UP_TO = 40  # bars; beyond this the numbers would overlap
 
 
 def ratios(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (case, series) with the mean arena / lower bound.
+    """One row per (case, series) with the mean arena / the case's lowest lower bound.
 
     A case is a model, or model:method for multi-method models; a series is a
     solver, plus any sweep setting that varies in `df` (so bars never average
@@ -35,7 +35,11 @@ def ratios(df: pd.DataFrame) -> pd.DataFrame:
     rows["series"] = [
         ", ".join([str(row["solver"])] + [f"{c}={row[c]}" for c in varying]) for _, row in rows.iterrows()
     ]
-    rows["ratio"] = rows["arena_bytes"].astype(float) / rows["lower_bound"].astype(float)
+    # Solvers may plan different problems of one program (cat fusion is kept only where it
+    # pays), so each arena is compared with the lowest bound of its case, as the summary does.
+    case_keys = ["model", "method"] + [c for c in SETTINGS if c in rows.columns]
+    lowest = rows.groupby(case_keys, dropna=False)["lower_bound"].transform("min")
+    rows["ratio"] = rows["arena_bytes"].astype(float) / lowest.astype(float)
     rows["proven"] = rows["proven_optimal"].fillna(False).astype(bool) if "proven_optimal" in rows else False
     return (
         rows.groupby(["case", "series"], sort=False)
