@@ -58,6 +58,10 @@ def test_numbers_are_consistent(small_sweep):
     proven = df["proven_optimal"].astype(bool)
     assert (df.loc[proven, "arena_bytes"] == best[proven]).all()
     assert (df["solve_seconds"] >= 0).all() and (df["export_seconds"] > 0).all()
+    # The written plan is the requested solver's or one of its fallbacks'.
+    fallbacks = {"greedy": {"greedy"}, "bestfit": {"bestfit", "greedy"}}
+    for solver, plan_solver in zip(df["solver"], df["plan_solver"]):
+        assert plan_solver in fallbacks.get(solver, {solver, "bestfit", "greedy"})
     assert (df.loc[~df["cat_fusion"].astype(bool), ["cats_fused", "copy_bytes_removed"]] == 0).all().all()
 
 
