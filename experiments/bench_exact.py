@@ -11,12 +11,12 @@ import argparse
 import time
 from typing import Callable
 
+from experiments.minimalloc_benchmarks import MINIMALLOC_DIR
 from planner.generate import layered_problem, pigeonholes, random_problem
 from planner.io import read_minimalloc_csv
 from planner.problem import Buffer, Problem, lower_bound
 from solvers import solve
 
-MINIMALLOC_12 = "../shared/benchmarks/minimalloc/input.12.csv"
 
 RUNS: dict[str, tuple[str, dict]] = {
     "cpsat": ("cpsat", {}),
@@ -28,7 +28,7 @@ RUNS: dict[str, tuple[str, dict]] = {
 
 def instances() -> dict[str, Callable[[], Problem]]:
     return {
-        "minimalloc input.12": lambda: read_minimalloc_csv(MINIMALLOC_12),
+        "minimalloc input.12": lambda: read_minimalloc_csv(MINIMALLOC_DIR / "input.12.csv"),
         "pigeonholes 4/2": lambda: pigeonholes(4, 2),
         "pigeonholes 8/4": lambda: pigeonholes(8, 4),
         "8 x 1 B aligned 4": lambda: Problem(tuple(Buffer(f"b{i}", 0, 2, 1, alignment=4) for i in range(8))),

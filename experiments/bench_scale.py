@@ -26,26 +26,12 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
+from experiments.minimalloc_benchmarks import CAPACITY, CHALLENGING, MINIMALLOC_DIR
 from planner.problem import InfeasibleError, Problem, lower_bound
 from solvers import solve
 
-MINIMALLOC_DIR = Path(__file__).resolve().parents[2] / "shared" / "benchmarks" / "minimalloc"
-CAPACITY = 1_048_576
-
-# instance -> (best known peak, MiniMalloc's time in its paper in seconds), from the benchmarks' README.
-KNOWN: dict[str, tuple[int, float]] = {
-    "A": (1_048_576, 4.9),
-    "B": (1_048_576, 3.7),
-    "C": (1_039_360, 0.6),
-    "D": (1_038_336, 2.7),
-    "E": (1_048_576, 3.7),
-    "F": (1_048_576, 5.4),
-    "G": (1_048_576, 1.2),
-    "H": (1_048_576, 1.8),
-    "I": (1_048_576, 3.9),
-    "J": (1_041_408, 0.9),
-    "K": (1_048_576, 0.6),
-}
+# instance -> (best known peak, MiniMalloc's time in its paper in seconds)
+KNOWN: dict[str, tuple[int, float]] = {name: (k.best_known, k.paper_seconds) for name, k in CHALLENGING.items()}
 
 # configuration -> (solver, options): everything on, then one technique off at a time.
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {

@@ -34,7 +34,7 @@ def write(tmp_path: Path, text: str, name: str = "p.csv") -> Path:
 
 @pytest.mark.parametrize("name", list(KNOWN))
 def test_benchmark_file_loads_with_the_readme_counts(name: str) -> None:
-    buffers, bound, _ = KNOWN[name]
+    buffers, bound = KNOWN[name].buffers, KNOWN[name].lower_bound
     problem = read_minimalloc_csv(minimalloc_dir() / name, capacity_from_name=True)
     assert len(problem.buffers) == buffers
     assert lower_bound(problem) == bound
