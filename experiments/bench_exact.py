@@ -17,7 +17,6 @@ from planner.io import read_minimalloc_csv
 from planner.problem import Buffer, Problem, lower_bound
 from solvers import solve
 
-
 RUNS: dict[str, tuple[str, dict]] = {
     "cpsat": ("cpsat", {}),
     "milp/cbc": ("milp", {"backend": "cbc"}),
