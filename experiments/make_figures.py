@@ -32,7 +32,7 @@ def zoo_model(name: str):
     from experiments import runtime, zoo
 
     model = zoo.get(name)
-    runtime.mutable_buffers(model)  # exports and caches the edge program on the model
+    runtime.edge_program(model)
     return model
 
 

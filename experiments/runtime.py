@@ -45,6 +45,7 @@ __all__ = [
     "stock_arena_bytes",
     "program_stats",
     "mutable_buffers",
+    "edge_program",
     "compare_outputs",
     "stock_memory_planning_pass",
     "flatten_inputs",
@@ -113,12 +114,21 @@ def to_edge(model: ZooModel):
     return edge
 
 
-def _edge_copy(model: ZooModel):
-    """A private copy of the model's edge program (exported once per ZooModel)."""
+def edge_program(model: ZooModel):
+    """The model's edge program, exported on first use and cached on the ZooModel.
+
+    Callers that lower must not mutate it: `lower` works on a deep copy.
+    """
     cached = model.__dict__.get("_edge_program")
     if cached is None:
         cached = to_edge(model)
         model.__dict__["_edge_program"] = cached
+    return cached
+
+
+def _edge_copy(model: ZooModel):
+    """A private copy of the model's edge program (exported once per ZooModel)."""
+    cached = edge_program(model)
     try:
         return copy.deepcopy(cached)
     except Exception:  # pragma: no cover - fall back to a fresh export
@@ -300,8 +310,7 @@ def program_stats(ep_or_pte) -> dict[str, dict[str, Any]]:
 
 def mutable_buffers(model: ZooModel) -> dict[str, list[str]]:
     """FQNs of buffers each method mutates (from the edge program signatures)."""
-    edge = model.__dict__.get("_edge_program") or to_edge(model)
-    model.__dict__["_edge_program"] = edge
+    edge = edge_program(model)
     out = {}
     for name in edge.methods:
         sig = edge.exported_program(name).graph_signature

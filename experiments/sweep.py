@@ -216,7 +216,7 @@ def _exported(name: str):
     from experiments import runtime, zoo
 
     model = zoo.get(name)
-    runtime.mutable_buffers(model)  # builds the edge program and caches it on `model`
+    runtime.edge_program(model)
     return model
 
 
