@@ -116,17 +116,18 @@ def check_figure_path(path: str | Path) -> Path:
 
 
 def save_gantt(result: ModelPlan, path: str | Path) -> Path:
-    """One Gantt chart (viz.gantt) per planned method, stacked, written to `path`."""
-    import matplotlib
+    """One Gantt chart (viz.gantt) per planned method, stacked, written to `path`.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Drawn on a bare Figure, not pyplot, so a notebook calling it keeps its backend.
+    """
+    from matplotlib.figure import Figure
 
     import viz
 
     path = check_figure_path(path)
     results = result.lowered.planner_pass.results
-    fig, axes = plt.subplots(len(result.methods), 1, figsize=(10, 4 * len(result.methods)), squeeze=False)
+    fig = Figure(figsize=(10, 4 * len(result.methods)))
+    axes = fig.subplots(len(result.methods), 1, squeeze=False)
     for ax, method in zip(axes[:, 0], result.methods):
         viz.gantt(results[method].problem, results[method].plan, ax=ax, title=f"{result.model} · {method} · {result.solver}")
     fig.tight_layout()
@@ -134,8 +135,6 @@ def save_gantt(result: ModelPlan, path: str | Path) -> Path:
         fig.savefig(path)
     except OSError as exc:
         raise SweepConfigError(f"cannot write figure {str(path)!r}: {exc.strerror or exc}") from None
-    finally:
-        plt.close(fig)
     return path
 
 
