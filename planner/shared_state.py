@@ -112,6 +112,8 @@ def lay_out(session: Session) -> SharedLayout | None:
     for fqn in mutated:
         offsets[fqn] = arena
         arena += sizes[fqn]
+    problem, plan = joint_problem(shared, mutated, offsets, sizes, alignment, arena)
+    check_plan(problem, plan)  # before any TensorSpec is touched
     slot = {fqn: i for i, fqn in enumerate(mutated)}
     for m in shared:
         for ref in m.refs:
@@ -127,8 +129,6 @@ def lay_out(session: Session) -> SharedLayout | None:
                 " share_mutable_buffers"
             )
         bufsizes.append(arena)  # in place: the program's meta holds this very list
-    problem, plan = joint_problem(shared, mutated, offsets, sizes, alignment, arena)
-    check_plan(problem, plan)
     for m in shared:
         _verify_with_state(m)
     return SharedLayout(offsets, sizes, arena, problem, plan)
