@@ -15,7 +15,7 @@ import math
 import random
 from typing import Sequence
 
-from planner.problem import Buffer, BufferKind, ContiguousGroup, Problem, SameOffset
+from planner.problem import Buffer, BufferKind, ContiguousGroup, Problem, SameOffset, align_up
 
 # Spatial sides seen in mobile CNNs: channels x side^2 x dtype gives the "odd"
 # (non power of two) tensor sizes real models have.
@@ -31,9 +31,6 @@ def _tensor_size(rng: random.Random, scale: int) -> int:
     channels = max(1, round(scale * rng.uniform(0.4, 2.5) / (side * side * dtype_bytes)))
     return channels * side * side * dtype_bytes
 
-
-def _align_up(value: int, alignment: int) -> int:
-    return -(-value // alignment) * alignment
 
 
 def layered_problem(n_buffers: int, seed: int, alignment: int = 16) -> Problem:
@@ -174,7 +171,7 @@ def _fix_some(rng: random.Random, roots: list[Buffer], skip: set[str], alignment
     fixed = []
     for buf in roots:
         if buf.id not in skip and rng.random() < 0.08:
-            offset = _align_up(top.get(buf.pool, 0), alignment)
+            offset = align_up(top.get(buf.pool, 0), alignment)
             top[buf.pool] = offset + buf.size
             buf = Buffer(buf.id, buf.start, buf.end, buf.size, buf.alignment, offset, buf.pool)
         fixed.append(buf)
@@ -188,7 +185,7 @@ def _add_members(
     members = []
     rel = 0
     for k in range(rng.randint(1, 3)):
-        rel = _align_up(rel, parent.alignment)
+        rel = align_up(rel, parent.alignment)
         room = parent.size - rel
         if room <= 0:
             break

@@ -476,6 +476,11 @@ def check_plan(problem: Problem, plan: Plan) -> None:
         raise ProblemError(f"plan from {plan.solver!r} is invalid:\n  {shown}{more}")
 
 
+def align_up(value: int, alignment: int) -> int:
+    """The smallest multiple of `alignment` that is >= `value`."""
+    return -(-value // alignment) * alignment
+
+
 def common_divisor(values: Iterable[int]) -> int:
     """The greatest common divisor of the values (1 if none)."""
     g = 0

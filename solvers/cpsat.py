@@ -62,7 +62,7 @@ from ortools.sat.python import cp_model
 
 from planner.problem import InfeasibleError, Plan, Problem
 from solvers.bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
-from solvers.units import Unit, arena_of, make_plan, units_of
+from solvers.units import Unit, arena_of, make_plan, rank, units_of, within_capacity
 
 DEFAULT_TIME_LIMIT_S = 10.0
 """Wall-clock budget when the caller gives none: proves small and medium
@@ -174,7 +174,7 @@ def _solve(
     if not units:
         return finish([], True, "optimal: nothing to place")
     heuristic = _heuristic_offsets(problem, units, limit * HEURISTIC_SHARE if skyline_heuristic else None)
-    fits = _fits(units, heuristic, capacity)
+    fits = within_capacity(units, heuristic, capacity)
     if warm_start and fits:
         if sum(arena_of(units, heuristic).values()) == lb_total:
             return finish(heuristic, True, "optimal: heuristic equals lower bound")
@@ -266,7 +266,7 @@ def _solve(
         )
     chosen, source = min(
         [(o, s) for o, s in ((found, "cpsat"), (best, how)) if o is not None],
-        key=lambda c: _rank(units, c[0], capacity),
+        key=lambda c: rank(units, c[0], capacity),
     )
     total = sum(arena_of(units, chosen).values())
     if total == lb_total:
@@ -380,15 +380,6 @@ def _heuristic_offsets(problem: Problem, units: Sequence[Unit], skyline_seconds:
         plans.append(solve(free, "skyline", time_limit_s=skyline_seconds))
     best = min(plans, key=lambda plan: (plan.arena_size, plan.solver != "bestfit"))
     return [best.offsets[u.roots[0]] for u in units]
-
-
-def _fits(units: Sequence[Unit], offsets: Sequence[int], capacity: int | None) -> bool:
-    return capacity is None or all(s <= capacity for s in arena_of(units, offsets).values())
-
-
-def _rank(units: Sequence[Unit], offsets: Sequence[int], capacity: int | None) -> tuple[int, int]:
-    """Plans within capacity first, then by total arena."""
-    return (int(not _fits(units, offsets, capacity)), sum(arena_of(units, offsets).values()))
 
 
 def _limits(

@@ -34,7 +34,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from planner.problem import Plan, Problem, UnsupportedProblemError, lower_bounds
+from planner.problem import Plan, Problem, UnsupportedProblemError, align_up, lower_bounds
 from solvers.live_index import LiveIndex
 from solvers.units import Unit, expand, units_of
 
@@ -101,9 +101,6 @@ def _names(items: list) -> str:
     return shown + (f" and {len(items) - 10} more" if len(items) > 10 else "")
 
 
-def _align_up(value: int, alignment: int) -> int:
-    return -(-value // alignment) * alignment
-
 
 def _plan_pool(
     units: list[Unit],
@@ -113,8 +110,8 @@ def _plan_pool(
 ) -> int:
     """Place one pool's units (in insertion order); write offsets; return the arena."""
     alignment = math.lcm(*(u.alignment for u in units))
-    sizes = [_align_up(u.size, alignment) for u in units]
-    keys = sizes if sort_alignment is None else [_align_up(u.size, sort_alignment) for u in units]
+    sizes = [align_up(u.size, alignment) for u in units]
+    keys = sizes if sort_alignment is None else [align_up(u.size, sort_alignment) for u in units]
     starts = [u.rects[0].start for u in units]
     ends = [u.rects[0].end for u in units]
     # bisect.insort(..., key=size) then reverse == stable ascending sort, reversed.

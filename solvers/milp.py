@@ -31,9 +31,9 @@ from typing import Any, Iterator, Sequence
 
 import pulp
 
-from planner.problem import InfeasibleError, Plan, Problem, common_divisor, lower_bounds
+from planner.problem import InfeasibleError, Plan, Problem, align_up, common_divisor, lower_bounds
 from solvers.bounds import check_capacity_reachable, pool_bounds
-from solvers.units import Unit, arena_of, make_plan, units_of
+from solvers.units import Unit, arena_of, make_plan, rank, units_of
 
 DEFAULT_TIME_LIMIT_S = 60.0
 """Wall-clock budget when the caller gives none: enough to prove small
@@ -152,7 +152,7 @@ def _solve(
         settled = settle(units, pairs, model.raw_offsets(), divisor)
         candidates.append((settled, "milp"))
     candidates.append((heuristic_offsets, "bestfit"))
-    best, source = min(candidates, key=lambda c: _rank(problem, units, c[0]))
+    best, source = min(candidates, key=lambda c: rank(units, c[0], problem.capacity))
     total = sum(arena_of(units, best).values())
     lb_total = sum(bounds.values())
     proven = total == lb_total or (
@@ -251,13 +251,6 @@ def _pool_limits(problem: Problem, bounds: dict[int, int], heuristic: Plan, fits
             limit = min(limit, problem.capacity)
         limits[pool] = limit
     return limits
-
-
-def _rank(problem: Problem, units: Sequence[Unit], offsets: Sequence[int]) -> tuple[int, int]:
-    """Plans within capacity first, then by total arena."""
-    sizes = arena_of(units, offsets)
-    over = problem.capacity is not None and any(s > problem.capacity for s in sizes.values())
-    return (int(over), sum(sizes.values()))
 
 
 # -- the model -------------------------------------------------------------------
@@ -500,17 +493,14 @@ def settle(units: Sequence[Unit], pairs: PairSizes, raw: Sequence[float], diviso
                 floor = max(floor, placed[other] + other_size)
             else:
                 fixed_blocks.append((placed[other], placed[other] + other_size, own_size))
-        x = _align_up(floor, u.alignment)
+        x = align_up(floor, u.alignment)
         moved = True
         while moved:
             moved = False
             for lo, hi, own_size in fixed_blocks:
                 if x < hi and lo < x + own_size:
-                    x = _align_up(hi, u.alignment)
+                    x = align_up(hi, u.alignment)
                     moved = True
         placed[u.index] = x
     return [placed[u.index] for u in units]
 
-
-def _align_up(value: int, alignment: int) -> int:
-    return -(-value // alignment) * alignment

@@ -153,6 +153,16 @@ def pools_of(units: Sequence[Unit]) -> list[int]:
     return sorted({r.pool for u in units for r in u.rects})
 
 
+def within_capacity(units: Sequence[Unit], unit_offsets: Sequence[int], capacity: int | None) -> bool:
+    """True if every pool's arena is within `capacity` (always, without one)."""
+    return capacity is None or all(s <= capacity for s in arena_of(units, unit_offsets).values())
+
+
+def rank(units: Sequence[Unit], unit_offsets: Sequence[int], capacity: int | None) -> tuple[int, int]:
+    """Sort key for candidate plans: within capacity first, then by total arena."""
+    return (int(not within_capacity(units, unit_offsets, capacity)), sum(arena_of(units, unit_offsets).values()))
+
+
 def arena_of(units: Sequence[Unit], unit_offsets: Mapping[int, int] | Sequence[int]) -> dict[int, int]:
     """Per pool: the highest end address of the placed units."""
     sizes: dict[int, int] = {}
