@@ -149,10 +149,6 @@ def make_plan(
     )
 
 
-def pools_of(units: Sequence[Unit]) -> list[int]:
-    return sorted({r.pool for u in units for r in u.rects})
-
-
 def within_capacity(units: Sequence[Unit], unit_offsets: Sequence[int], capacity: int | None) -> bool:
     """True if every pool's arena is within `capacity` (always, without one)."""
     return capacity is None or all(s <= capacity for s in arena_of(units, unit_offsets).values())
