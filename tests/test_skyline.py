@@ -9,6 +9,7 @@ from strategies import problems
 from planner.generate import layered_problem, random_problem
 from planner.problem import Buffer, Problem, ProblemError, lower_bound, lower_bounds, validate
 from solvers import solve
+from solvers.skyline import ORDERS
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -18,6 +19,15 @@ def test_plans_are_valid_and_claim_optimality_only_at_the_bound(problem: Problem
     assert validate(problem, plan) == []
     bounds = lower_bounds(problem)
     assert plan.proven_optimal == all(plan.arena_sizes[p] == bounds[p] for p in bounds)
+
+
+@pytest.mark.parametrize("order", list(ORDERS))
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problem=problems(max_buffers=8, pools=(0, 1)))
+def test_every_order_alone_gives_valid_plans(order: str, problem: Problem) -> None:
+    plan = solve(problem, "skyline", orders=(order,))
+    assert validate(problem, plan) == []
+    assert plan.arena_size >= lower_bound(problem)
 
 
 @pytest.mark.parametrize("seed", range(6))
