@@ -1,12 +1,13 @@
 """Exact planning as a disjunctive MILP, solved through PuLP (CBC or HiGHS).
 
 Model, per placement unit u (solvers.units) with offset x_u and per pool p with
-arena A_p, all in bytes divided by the common divisor of sizes, alignments and
-fixed offsets:
+arena A_p, all in bytes divided by g = solvers.bounds.scale_of (the common
+divisor of sizes and fixed offsets, reduced until each alignment divides it or
+is a multiple of it):
 
     minimise   sum_p A_p                       (A_p >= the pool's lower bound)
     subject to A_p >= x_u + size(u in p)
-               x_u = alignment_u * k_u,  k_u integer (or x_u fixed)
+               x_u = step_u * k_u,  k_u integer (or x_u fixed; step_u = alignment_u / g, or 1)
                x_u + s_uv <= x_v + M (1 - z_uv)    z_uv binary, only for pairs
                x_v + s_vu <= x_u + M z_uv          whose lifetimes overlap
 
@@ -31,8 +32,8 @@ from typing import Any, Iterator, Sequence
 
 import pulp
 
-from planner.problem import InfeasibleError, Plan, Problem, align_up, common_divisor, lower_bounds
-from solvers.bounds import check_capacity_reachable, pool_bounds
+from planner.problem import InfeasibleError, Plan, Problem, align_up, lower_bounds
+from solvers.bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
 from solvers.units import Unit, arena_of, make_plan, rank, units_of
 
 DEFAULT_TIME_LIMIT_S = 60.0
@@ -113,11 +114,7 @@ def _solve(
     if warm_start and fits and heuristic.arena_size == sum(bounds.values()):
         return finish(heuristic_offsets, True, meets_bound + " (best-fit's plan)")
 
-    divisor = common_divisor(
-        [r.size for u in units for r in u.rects]
-        + [u.alignment for u in units]
-        + [u.fixed for u in units if u.fixed]
-    )
+    divisor = scale_of(units)
     try:
         model = _Model(
             units, pairs, bounds, divisor, _pool_limits(problem, bounds, heuristic, fits),
@@ -299,7 +296,7 @@ class _Model:
                 const.append(u.fixed // g)
                 self.upper.append(u.fixed // g)
                 continue
-            step = u.alignment // g
+            step = step_of(u, g)
             top = min(limits[r.pool] // g - r.size // g for r in u.rects) // step
             k = self.lp.add_variable(f"k{u.index}", lowBound=0, upBound=top, cat=pulp.LpInteger)
             self.steps[u.index] = k
@@ -322,7 +319,7 @@ class _Model:
             low_i = const[i] if units[i].fixed is not None else 0
             low_j = const[j] if units[j].fixed is not None else 0
             # x_i - x_j is a multiple of d, so a unit below the other takes its size rounded up to d
-            d = math.gcd(units[i].alignment, units[j].alignment) // g
+            d = math.gcd(step_of(units[i], g), step_of(units[j], g))
             si, sj = -(-size_i // g // d) * d, -(-size_j // g // d) * d
             big_i, big_j = self.upper[i] + si - low_j, self.upper[j] + sj - low_i
             difference = terms[i] + _negated(terms[j])  # x_i - x_j without constants
@@ -339,7 +336,7 @@ class _Model:
         """Give every variable its value in a known valid plan."""
         g = self.divisor
         for index, k in self.steps.items():
-            k.setInitialValue(unit_offsets[index] // g // (self.units[index].alignment // g))
+            k.setInitialValue(unit_offsets[index] // g // step_of(self.units[index], g))
         for (i, j), z in self.order.items():
             z.setInitialValue(1 if unit_offsets[i] < unit_offsets[j] else 0)
         arenas = arena_of(self.units, unit_offsets)
@@ -370,7 +367,8 @@ class _Model:
     def raw_offsets(self) -> list[float]:
         """Solver offsets in bytes, possibly off by solver tolerance."""
         return [
-            u.fixed if u.fixed is not None else self.steps[u.index].varValue * u.alignment for u in self.units
+            u.fixed if u.fixed is not None else self.steps[u.index].varValue * step_of(u, self.divisor) * self.divisor
+            for u in self.units
         ]
 
 
