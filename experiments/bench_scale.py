@@ -2,6 +2,7 @@
 
     python -m experiments.bench_scale [--sections minimalloc,minimise,llama,layered]
         [--instances A,B] [--configs full,no-skyline-search] [--time-limit 10]
+        [--minimise-time-limits 10,30,60] [--minimise-configs full,bisection]
         [--llama PROBLEM.json] [--layered 10000,100000] [--layered-time-limit 60]
 
 Sections (Markdown tables, printed row by row):
@@ -9,7 +10,9 @@ Sections (Markdown tables, printed row by row):
 - minimalloc: each instance as MiniMalloc poses it, a decision problem at
   capacity 1,048,576, per solver configuration (the ablation: each technique
   switched off in turn); `x paper` is our seconds over MiniMalloc's published time.
-- minimise: the same instances minimised (no capacity), against the best known peak.
+- minimise: the same instances minimised (no capacity), against the best known
+  peak, at each of `--minimise-time-limits` (a proven run ends the instance), for
+  the full configuration and plain bisection in place of the probe ladder.
 - llama: ExecuTorch's Llama (16 layers, dim 512, prefill 128 tokens, KV cache),
   extracted by the planner pass, or read from `--llama` (memplan JSON, e.g.
   from `memplan export-problem`).
@@ -43,6 +46,7 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "no-cumulative": ("cpsat", {"cumulative": False}),
     "no-symmetry": ("cpsat", {"symmetry": False}),
     "no-warm-start": ("cpsat", {"warm_start": False}),
+    "bisection": ("cpsat", {"ladder": (("between", 0.5),)}),
 }
 
 LLAMA = dict(n_layers=16, dim=512, n_heads=8, seq_len=128, prefill_tokens=128, kv_cache=True)
@@ -94,18 +98,26 @@ def bench_minimalloc(instances: Sequence[str], configs: Sequence[str], limit: fl
             ])
 
 
-def bench_minimise(instances: Sequence[str], configs: Sequence[str], limit: float, directory: Path) -> None:
-    table(["instance", "config", "lower bound", "best known", "arena", "reached best known", "proven", "seconds", "status"])
+def bench_minimise(
+    instances: Sequence[str], configs: Sequence[str], limits: Sequence[float], directory: Path
+) -> None:
+    table([
+        "instance", "config", "limit s", "lower bound", "best known", "arena", "reached best known", "proven",
+        "seconds", "status",
+    ])
     for name in instances:
         problem = minimalloc_problem(name, directory)
         best = KNOWN[name][0]
         for config in configs:
-            r = run(problem, config, limit)
-            row([
-                name, config, f"{lower_bound(problem):,}", f"{best:,}", f"{r['arena']:,}",
-                "yes" if r["arena"] <= best else f"no (+{(r['arena'] - best) / best:.2%})",
-                "yes" if r["proven"] else "no", f"{r['seconds']:.2f}", r["status"][:90],
-            ])
+            for limit in limits:
+                r = run(problem, config, limit)
+                row([
+                    name, config, f"{limit:g}", f"{lower_bound(problem):,}", f"{best:,}", f"{r['arena']:,}",
+                    "yes" if r["arena"] <= best else f"no (+{(r['arena'] - best) / best:.2%})",
+                    "yes" if r["proven"] else "no", f"{r['seconds']:.2f}", r["status"][:90],
+                ])
+                if r["proven"]:
+                    break  # a longer limit finds nothing better
 
 
 def llama_problems(path: str | None) -> dict[str, Problem]:
@@ -160,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--instances", default=",".join(KNOWN), help="MiniMalloc instances (default: all)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"from: {', '.join(CONFIGS)}")
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per solve (default: %(default)s)")
+    parser.add_argument("--minimise-time-limits", default="10,30,60", help="seconds per solve in the minimise section")
+    parser.add_argument("--minimise-configs", default="full,bisection", help="configs of the minimise section")
     parser.add_argument("--minimalloc-dir", default=str(MINIMALLOC_DIR))
     parser.add_argument("--llama", help="memplan JSON of the Llama problem (default: extract it, needs torch)")
     parser.add_argument("--layered", default="10000,100000", help="generated problem sizes")
@@ -169,8 +183,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     sections = [s for s in args.sections.split(",") if s]
     instances = [i for i in args.instances.split(",") if i]
     configs = [c for c in args.configs.split(",") if c]
+    minimise_configs = [c for c in args.minimise_configs.split(",") if c]
     for bad, known, what in ((sections, ("minimalloc", "minimise", "llama", "layered"), "section"),
-                             (instances, tuple(KNOWN), "instance"), (configs, tuple(CONFIGS), "config")):
+                             (instances, tuple(KNOWN), "instance"),
+                             (configs + minimise_configs, tuple(CONFIGS), "config")):
         unknown = [x for x in bad if x not in known]
         if unknown:
             parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
@@ -178,7 +194,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     if "minimalloc" in sections:
         bench_minimalloc(instances, configs, args.time_limit, directory)
     if "minimise" in sections:
-        bench_minimise(instances, ["full"], args.time_limit, directory)
+        limits = [float(s) for s in args.minimise_time_limits.split(",") if s]
+        bench_minimise(instances, minimise_configs, limits, directory)
     if "llama" in sections:
         bench_llama(["full", "no-decompose", "no-skyline-heuristic"], args.time_limit, args.llama)
     if "layered" in sections:

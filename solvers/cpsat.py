@@ -27,11 +27,11 @@ The heuristic plan is the better of best-fit's and the skyline placement's
 
 Minimising (`search="auto"`, single-pool problems or parts): if the heuristic
 already meets the lower bound it is returned; otherwise the skyline portfolio
-first asks for a plan at the lower bound (40% of the time), then bisects
-between the bound and the best plan found (each probe taking at most half of
-the time left; a probe proven infeasible raises the floor), and the default
-search minimises from the best plan in whatever time is left, which is what
-proves optima above the bound when the probes could not.
+first asks for a plan at the lower bound (a quarter of the time), then a
+ladder of skyline probes, one thread per order at different capacities
+between the floor and the best plan found, closes in (`_Probes`), and the
+default search minimises from the best plan in whatever time is left, which
+is what proves optima above the bound when the probes could not.
 
 Switchable helpers (options, all on by default, so a benchmark can show what each adds):
 
@@ -43,6 +43,8 @@ Switchable helpers (options, all on by default, so a benchmark can show what eac
 - `search`: "auto", "skyline" (portfolio only) or "default" (CP-SAT's own).
 - `skyline_heuristic`: the heuristic plan is the better of best-fit and skyline
   (False: best-fit only).
+- `ladder`: the rungs of the minimising probes (`LADDER`); a single
+  ("between", 0.5) rung is plain bisection with every order at one capacity.
 
 With `problem.capacity` the run is a decision problem: any plan within the
 capacity is returned (not minimised unless `minimise=True`), and a proof that
@@ -53,6 +55,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 import threading
 import time
 from collections import defaultdict
@@ -86,16 +89,27 @@ PORTFOLIO = ("start", "length", "start-area")
 """Orders run side by side by default: together they find plans for all eleven
 MiniMalloc benchmarks at their capacity, none of them alone does."""
 
-BUILD_SECONDS_PER_UNIT = 3e-4
+BUILD_SECONDS_PER_UNIT = 1e-4
 """Rough cost of building the model; with less time left than this per unit, the heuristic plan is returned."""
 
 HEURISTIC_SHARE = 0.05
 """Time after which the skyline heuristic starts no further order (its first always runs)."""
 
-LOWER_BOUND_SHARE = 0.4
-"""Share of the time the skyline portfolio gets to find a plan at the lower bound when
-minimising; bisection probes between the bound and the best plan take half of what is
-left each, and the default search minimises in the rest."""
+LADDER: tuple[tuple[str, float], ...] = (("between", 0.5), ("below", 0.01), ("below", 0.03))
+"""The rungs of `_Probes`' ladder, one per skyline order (cycled): ("between", f) asks
+for a plan at the point f of [floor, top), and a time-out there raises the floor;
+("below", f) asks for a plan f * top bytes below the top, and a time-out changes nothing."""
+
+MIN_PROBE_SECONDS = 0.2
+"""No probe is started with less time than this: it would end before its first dive."""
+
+FINISH_SECONDS_PER_UNIT = 1e-5
+"""Time kept back per unit for building and validating the plan after the search (1 s at 100,000)."""
+
+LOWER_BOUND_SHARE = 0.25
+"""Share of the time left that the skyline portfolio gets to find a plan at the lower bound
+when minimising (where it succeeds, it takes well under this); the ladder of probes
+(`_Probes`) takes the rest, and the default search minimises in whatever they leave."""
 
 
 def solve_cpsat(
@@ -110,6 +124,7 @@ def solve_cpsat(
     search: str = "auto",
     skyline_orders: Sequence[str] = PORTFOLIO,
     skyline_heuristic: bool = True,
+    ladder: Sequence[tuple[str, float]] = LADDER,
     minimise: bool | None = None,
     log: bool = False,
 ) -> Plan:
@@ -128,10 +143,13 @@ def solve_cpsat(
     unknown = [o for o in skyline_orders if o not in SKYLINE_ORDERS]
     if unknown or not skyline_orders:
         raise ValueError(f"cpsat: unknown skyline orders {unknown}; choose from {', '.join(SKYLINE_ORDERS)}")
+    bad_rungs = [r for r in ladder if len(r) != 2 or r[0] not in ("between", "below") or not 0 <= r[1] < 1]
+    if bad_rungs or not ladder:
+        raise ValueError(f"cpsat: bad ladder rungs {bad_rungs}; each is ('between' or 'below', fraction in [0, 1))")
     settings = dict(
         num_workers=num_workers, warm_start=warm_start, cumulative=cumulative,
         symmetry=symmetry, search=search, orders=tuple(skyline_orders), skyline_heuristic=skyline_heuristic,
-        minimise=minimise, log=log,
+        ladder=tuple(ladder), minimise=minimise, log=log,
     )
     if decompose:
         from solvers.decompose import solve_in_parts
@@ -156,12 +174,14 @@ def _solve(
     search: str,
     orders: tuple[str, ...],
     skyline_heuristic: bool,
+    ladder: tuple[tuple[str, float], ...],
     minimise: bool | None,
     log: bool,
 ) -> Plan:
     began = time.perf_counter()
     deadline = began + limit
     units = units_of(problem)
+    finishing = FINISH_SECONDS_PER_UNIT * len(units)  # kept back for turning offsets into a validated plan
     bounds = pool_bounds(problem, units)
     lb_total = sum(bounds.values())
     capacity = problem.capacity
@@ -214,32 +234,25 @@ def _solve(
         return finish(outcome.offsets, False, f"feasible within capacity {capacity} ({outcome.how})")
 
     best = heuristic if fits else None
+    built = time.perf_counter()
     model = build(_limits(units, bounds, heuristic, capacity, best is not None), True)  # built once
+    overhead = time.perf_counter() - built  # a probe clones and loads a model as big: about as long
     g = model.divisor
     floor, floor_proven = -(-lb_total // g) * g, True  # no plan below `floor` (proven, or none found)
     how = "heuristic plan"
-    if search != "default" and len(bounds) == 1:  # skyline probes: lower bound first, then bisection
+    if search != "default" and len(bounds) == 1:
         (pool,) = bounds
         top = sum(arena_of(units, best).values()) if best is not None else capacity // g * g
-        probe_end = began + limit * LOWER_BOUND_SHARE if search == "auto" else deadline
-        probes = 0
-        while floor < top and time.perf_counter() < deadline - 0.05:
-            cap = floor if probes == 0 else (floor + top) // 2 // g * g
-            until = probe_end if probes == 0 else time.perf_counter() + (deadline - time.perf_counter()) / 2
-            probe = _decide(model.capped({pool: cap}), "skyline", orders, until, num_workers, None, log)
-            probes += 1
-            if probe.offsets is not None:
-                best, top, how = probe.offsets, sum(arena_of(units, probe.offsets).values()), probe.how
-            else:
-                floor, floor_proven = cap + g, floor_proven and probe.infeasible
+        probes = _Probes(model, pool, orders, ladder, num_workers, log, deadline - finishing, overhead)
+        best, top, floor, floor_proven, how = probes.descend(best, top, floor, how)
         if best is not None and top <= floor and floor_proven:
             if top == lb_total:
                 return finish(best, True, f"optimal: meets the lower bound ({how})")
             return finish(best, True, f"optimal: skyline probes proved nothing fits below {top} bytes ({how})")
-        if search == "skyline" or deadline - time.perf_counter() < BUILD_SECONDS_PER_UNIT * len(units):
+        if search == "skyline" or deadline - finishing - time.perf_counter() < probes.min_probe:
             return finish(
                 best if best is not None else heuristic, False,
-                f"not proven: skyline probes ({probes}) found {top} bytes, none found below {floor}",
+                f"not proven: skyline probes ({probes.count}) found {top} bytes, none found below {floor}",
             )
         model.bound(pool, floor if floor_proven else None, top)
 
@@ -247,7 +260,7 @@ def _solve(
         bounds = {pool: max(lb, floor) for pool, lb in bounds.items()}
     if warm_start and best is not None:
         model.hint(best)
-    solver = _solver(max(deadline - time.perf_counter(), 0.01), num_workers, log)
+    solver = _solver(max(deadline - finishing - time.perf_counter(), 0.01), num_workers, log)
     status = solver.Solve(model.model)
     if status == cp_model.INFEASIBLE:
         if capacity is None:
@@ -280,6 +293,120 @@ def _solve(
     if source != "cpsat":
         text += f"; {source} kept"
     return finish(chosen, False, text)
+
+
+class _Probes:
+    """Skyline decision probes that narrow a pool's arena between a floor and the best plan's top.
+
+    First every order asks for the lower bound together (`LOWER_BOUND_SHARE`
+    of the time left), which is where most problems end. Then a ladder: one
+    thread per order, each probing at its own rung (`LADDER`): one bisects
+    [floor, top), the others ask for a little less than the best plan so far;
+    the orders rotate over the rungs from one probe to the next. How long a
+    skyline search takes is erratic (on MiniMalloc's J the same order needs
+    1 s at one capacity and times out at a looser one), so several capacities
+    with several orders at once get further than bisecting with all orders at
+    one capacity (measured: experiments.bench_scale, minimise section). A plan
+    found lowers the top and stops probes at or above it; a probe proven
+    infeasible raises the proven floor; a probe gets half the time left when
+    it starts. Probes shorter than twice `overhead` (the seconds the model
+    took to build, about what cloning and loading it costs again) are not
+    started.
+    """
+
+    def __init__(
+        self,
+        model: _Model,
+        pool: int,
+        orders: Sequence[str],
+        ladder: Sequence[tuple[str, float]],
+        workers: int,
+        log: bool,
+        deadline: float,
+        overhead: float,
+    ) -> None:
+        self.model, self.pool, self.orders, self.ladder = model, pool, orders, ladder
+        self.workers, self.log = workers, log
+        self.deadline, self.min_probe = deadline, max(2 * overhead, MIN_PROBE_SECONDS)
+        self.g = model.divisor
+        self.count = 0
+        self.lock = threading.Lock()
+        self.running: dict[int, tuple[cp_model.CpSolver, int]] = {}  # slot -> (solver, cap)
+        self.stopped: set[int] = set()
+
+    def descend(
+        self, best: list[int] | None, top: int, floor: int, how: str
+    ) -> tuple[list[int] | None, int, int, bool, str]:
+        """(best offsets, their arena, floor, whether the floor is proven, how the best was found)."""
+        self.best, self.top, self.how = best, top, how
+        self.floor = self.proven = floor  # probes search [floor, top); nothing fits below `proven`
+        budget = (self.deadline - time.perf_counter()) * LOWER_BOUND_SHARE
+        if floor < top and budget >= self.min_probe:
+            probe = _decide(
+                self.model.capped({self.pool: floor}), "skyline", self.orders, time.perf_counter() + budget,
+                self.workers, None, self.log,
+            )
+            self.count += 1
+            if probe.offsets is not None:
+                self._found(probe.offsets, probe.how)
+            else:
+                self.floor = floor + self.g
+                if probe.infeasible:
+                    self.proven = self.floor
+        threads = [threading.Thread(target=self._climb, args=(slot,), daemon=True) for slot in range(len(self.orders))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return self.best, self.top, self.floor, self.proven >= self.floor, self.how
+
+    def _climb(self, slot: int) -> None:
+        """One rung of the ladder: probe at this slot's point of [floor, top) until nothing is left to try."""
+        for turn in itertools.count():
+            with self.lock:
+                left = self.deadline - time.perf_counter()
+                if self.floor >= self.top or left * 0.5 < self.min_probe:
+                    return
+                rung = self.ladder[slot % len(self.ladder)]
+                if rung[0] == "between":  # a point of [floor, top)
+                    cap = self.floor + int((self.top - self.floor) * rung[1])
+                else:  # a step below the top
+                    cap = self.top - max(self.g, int(self.top * rung[1]))
+                cap = max(self.floor, cap // self.g * self.g)
+                order = self.orders[(slot + turn) % len(self.orders)]
+                solver = _solver(left * 0.5, 1, self.log)
+                solver.parameters.search_branching = cp_model.FIXED_SEARCH
+                self.running[slot] = (solver, cap)
+            status = solver.Solve(_with_skyline_order(self.model.capped({self.pool: cap}), order))
+            with self.lock:
+                del self.running[slot]
+                stopped = slot in self.stopped
+                self.stopped.discard(slot)
+                self.count += 1
+                if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+                    self._found(self.model.offsets(solver), f"skyline search, {order} order")
+                elif status == cp_model.INFEASIBLE:
+                    self.proven = max(self.proven, cap + self.g)
+                    self._raise_floor(cap + self.g)
+                elif not stopped and rung[0] == "between":  # out of time: search above this capacity from now on
+                    self._raise_floor(cap + self.g)
+
+    def _found(self, offsets: list[int], how: str) -> None:
+        arena = sum(arena_of(self.model.units, offsets).values())
+        if arena < self.top:
+            self.best, self.top, self.how = offsets, arena, how
+            self._stop(lambda cap: cap >= arena)
+
+    def _raise_floor(self, floor: int) -> None:
+        self.floor = max(self.floor, floor)
+        self._stop(lambda cap: cap < self.floor)
+
+    def _stop(self, moot: Callable[[int], bool]) -> None:
+        """Stop the probes whose capacity no longer tells anything."""
+        for slot, (solver, cap) in self.running.items():
+            if moot(cap) and slot not in self.stopped:
+                self.stopped.add(slot)
+                solver.StopSearch()
 
 
 @dataclasses.dataclass
@@ -342,13 +469,7 @@ class _Portfolio:
         return self.outcome
 
     def _run(self, order_name: str) -> None:
-        model = self.model.model.clone()
-        order = sorted((u for u in self.model.units if u.index in self.model.y_var), key=SKYLINE_ORDERS[order_name])
-        model.AddDecisionStrategy(
-            [model.get_int_var_from_proto_index(self.model.y_var[u.index].index) for u in order],
-            cp_model.CHOOSE_LOWEST_MIN,
-            cp_model.SELECT_MIN_VALUE,
-        )
+        model = _with_skyline_order(self.model, order_name)
         solver = _solver(self.deadline - time.perf_counter(), 1, self.log)
         solver.parameters.search_branching = cp_model.FIXED_SEARCH
         with self.lock:
@@ -367,6 +488,18 @@ class _Portfolio:
             for other in self.running:
                 if other is not solver:
                     other.StopSearch()
+
+
+def _with_skyline_order(model: _Model, order_name: str) -> cp_model.CpModel:
+    """A copy of the model that searches by skyline: lowest offset first, ties in the named order."""
+    copy_ = model.model.clone()
+    order = sorted((u for u in model.units if u.index in model.y_var), key=SKYLINE_ORDERS[order_name])
+    copy_.AddDecisionStrategy(
+        [copy_.get_int_var_from_proto_index(model.y_var[u.index].index) for u in order],
+        cp_model.CHOOSE_LOWEST_MIN,
+        cp_model.SELECT_MIN_VALUE,
+    )
+    return copy_
 
 
 def _heuristic_offsets(problem: Problem, units: Sequence[Unit], skyline_seconds: float | None) -> list[int]:

@@ -35,7 +35,8 @@ def test_llama_problem_is_read_from_json(tmp_path) -> None:
 
 
 @pytest.mark.parametrize(
-    "argv", [["--sections", "everything"], ["--instances", "Z"], ["--configs", "turbo"]]
+    "argv",
+    [["--sections", "everything"], ["--instances", "Z"], ["--configs", "turbo"], ["--minimise-configs", "turbo"]],
 )
 def test_unknown_names_are_refused(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit):

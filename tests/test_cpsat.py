@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -20,7 +21,9 @@ from planner.problem import (
     lower_bound,
     validate,
 )
-from solvers import solve
+from solvers import cpsat, solve
+from solvers.bounds import pool_bounds
+from solvers.units import arena_of, units_of
 
 SWITCHES = ("warm_start", "cumulative", "symmetry", "decompose", "skyline_heuristic")
 
@@ -180,6 +183,44 @@ def test_each_search_alone_proves_an_optimum_above_the_bound(search: str) -> Non
     plan = solve(walls(buffers=4, holes=2), "cpsat", time_limit_s=30, search=search)
     assert plan.arena_size == 18
     assert plan.proven_optimal, plan.status
+
+
+@pytest.mark.parametrize(
+    "ladder",
+    [
+        (("between", 0.5),),  # plain bisection
+        (("below", 0.01),),  # only ever asks for a little less than the best plan
+        (("between", 0.0), ("below", 0.5)),  # rungs cycled over five orders
+    ],
+)
+def test_every_probe_ladder_finds_and_proves_an_optimum_above_the_bound(ladder) -> None:
+    problem = walls(buffers=7, holes=3)  # bound 7 * 3 + 3 = 24, optimum 6 * 3 + 4 * 3 = 30
+    orders = ("start", "length", "start-area", "area", "size")
+    plan = solve(problem, "cpsat", time_limit_s=30, search="skyline", ladder=ladder, skyline_orders=orders)
+    assert lower_bound(problem) == 24
+    assert plan.arena_size == 30
+    assert plan.proven_optimal, plan.status
+
+
+@pytest.mark.parametrize("ladder", [cpsat.LADDER, (("between", 0.5),), (("below", 0.01),)])
+def test_the_ladder_descends_from_no_plan_to_the_proven_optimum(ladder) -> None:
+    problem = walls(buffers=7, holes=3)  # optimum 30
+    units = units_of(problem)
+    bounds = pool_bounds(problem, units)
+    model = cpsat._Model(units, bounds, {0: 60}, cumulative=True, symmetry=True, minimise=False)
+    probes = cpsat._Probes(model, 0, cpsat.PORTFOLIO, ladder, 1, False, time.perf_counter() + 30, 0.0)
+    best, top, floor, proven, _ = probes.descend(None, 60, lower_bound(problem), "none yet")
+    assert (top, floor, proven) == (30, 30, True)
+    assert arena_of(units, best) == {0: 30}
+    assert probes.count > 2  # plans were found on the way down, not only proofs
+
+
+def test_bad_ladder_is_a_clear_error() -> None:
+    problem = Problem((Buffer("a", 0, 1, 1),))
+    with pytest.raises(ValueError, match="bad ladder rungs"):
+        solve(problem, "cpsat", ladder=(("above", 0.5),))
+    with pytest.raises(ValueError, match="bad ladder rungs"):
+        solve(problem, "cpsat", ladder=())
 
 
 def test_skyline_search_alone_finds_a_plan_within_a_tight_capacity() -> None:
