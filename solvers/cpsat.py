@@ -181,7 +181,7 @@ def _solve(
     began = time.perf_counter()
     deadline = began + limit
     units = units_of(problem)
-    finishing = FINISH_SECONDS_PER_UNIT * len(units)  # kept back for turning offsets into a validated plan
+    finishing = FINISH_SECONDS_PER_UNIT * len(units)
     bounds = pool_bounds(problem, units)
     lb_total = sum(bounds.values())
     capacity = problem.capacity
@@ -237,19 +237,22 @@ def _solve(
     built = time.perf_counter()
     model = build(_limits(units, bounds, heuristic, capacity, best is not None), True)  # built once
     overhead = time.perf_counter() - built  # a probe clones and loads a model as big: about as long
+    # CP-SAT starts its clock after loading the model (about half the build time), and the
+    # plan must still be built and validated: searches are told to stop by `stop`.
+    stop = deadline - finishing - overhead / 2
     g = model.divisor
     floor, floor_proven = -(-lb_total // g) * g, True  # no plan below `floor` (proven, or none found)
     how = "heuristic plan"
     if search != "default" and len(bounds) == 1:
         (pool,) = bounds
         top = sum(arena_of(units, best).values()) if best is not None else capacity // g * g
-        probes = _Probes(model, pool, orders, ladder, num_workers, log, deadline - finishing, overhead)
+        probes = _Probes(model, pool, orders, ladder, num_workers, log, stop, overhead)
         best, top, floor, floor_proven, how = probes.descend(best, top, floor, how)
         if best is not None and top <= floor and floor_proven:
             if top == lb_total:
                 return finish(best, True, f"optimal: meets the lower bound ({how})")
             return finish(best, True, f"optimal: skyline probes proved nothing fits below {top} bytes ({how})")
-        if search == "skyline" or deadline - finishing - time.perf_counter() < probes.min_probe:
+        if search == "skyline" or stop - time.perf_counter() < probes.min_probe:
             return finish(
                 best if best is not None else heuristic, False,
                 f"not proven: skyline probes ({probes.count}) found {top} bytes, none found below {floor}",
@@ -260,7 +263,7 @@ def _solve(
         bounds = {pool: max(lb, floor) for pool, lb in bounds.items()}
     if warm_start and best is not None:
         model.hint(best)
-    solver = _solver(max(deadline - finishing - time.perf_counter(), 0.01), num_workers, log)
+    solver = _solver(max(stop - time.perf_counter(), 0.01), num_workers, log)
     status = solver.Solve(model.model)
     if status == cp_model.INFEASIBLE:
         if capacity is None:

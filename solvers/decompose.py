@@ -207,8 +207,8 @@ def solve_in_parts(
             f"{solver}: pool {worst[0]} has {worst[1]} bytes live at once, over the capacity {problem.capacity}"
         )
     cut = split(problem, units, peel=peel if minimising else bool(peel))  # padding spoils infeasibility proofs
-    if not cut.peeled and len(cut.parts) <= 1:
-        return solve_part(problem, time_limit_s)
+    if not cut.peeled and len(cut.parts) <= 1:  # nothing to split: the time spent looking is gone
+        return solve_part(problem, max(time_limit_s - (time.perf_counter() - began), 0.01))
 
     offsets = _stacked_offsets(problem, cut.peeled)
     base = cut.base

@@ -105,6 +105,18 @@ def test_a_problem_that_does_not_split_goes_to_the_solver_whole() -> None:
     assert calls == [problem]
 
 
+def test_a_problem_that_does_not_split_gets_only_the_time_left_after_looking() -> None:
+    problem = Problem(tuple(Buffer(f"b{i}", i, i + 2, 16) for i in range(2_000)))  # a chain: no cut, no peel
+    given: list[float] = []
+
+    def record(part: Problem, seconds: float) -> Plan:
+        given.append(seconds)
+        return solve(part, "bestfit")
+
+    solve_in_parts(problem, record, time_limit_s=10, solver="test")
+    assert len(given) == 1 and given[0] < 10
+
+
 def test_an_infeasible_part_names_the_part() -> None:
     """In [10, 12): four 3-byte buffers and fixed 1-byte walls at 5 and 11 need 18 bytes, not 17."""
     walls = [Buffer(f"w{i}", 10, 12, 3) for i in range(4)] + [
