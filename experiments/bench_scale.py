@@ -102,8 +102,8 @@ def bench_minimise(
     instances: Sequence[str], configs: Sequence[str], limits: Sequence[float], directory: Path
 ) -> None:
     table([
-        "instance", "config", "limit s", "lower bound", "best known", "arena", "reached best known", "proven",
-        "seconds", "status",
+        "instance", "config", "limit s", "buffers", "lower bound", "best known", "arena", "reached best known",
+        "proven", "seconds", "status",
     ])
     for name in instances:
         problem = minimalloc_problem(name, directory)
@@ -112,7 +112,8 @@ def bench_minimise(
             for limit in limits:
                 r = run(problem, config, limit)
                 row([
-                    name, config, f"{limit:g}", f"{lower_bound(problem):,}", f"{best:,}", f"{r['arena']:,}",
+                    name, config, f"{limit:g}", len(problem.buffers), f"{lower_bound(problem):,}", f"{best:,}",
+                    f"{r['arena']:,}",
                     "yes" if r["arena"] <= best else f"no (+{(r['arena'] - best) / best:.2%})",
                     "yes" if r["proven"] else "no", f"{r['seconds']:.2f}", r["status"][:90],
                 ])

@@ -53,13 +53,14 @@ none exists raises `InfeasibleError`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import copy
 import dataclasses
 import itertools
 import threading
 import time
 from collections import defaultdict
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ortools.sat.python import cp_model
 
@@ -356,11 +357,7 @@ class _Probes:
                 self.floor = floor + self.g
                 if probe.infeasible:
                     self.proven = self.floor
-        threads = [threading.Thread(target=self._climb, args=(slot,), daemon=True) for slot in range(len(self.orders))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        _in_threads(self._climb, range(len(self.orders)))
         return self.best, self.top, self.floor, self.proven >= self.floor, self.how
 
     def _climb(self, slot: int) -> None:
@@ -464,11 +461,7 @@ class _Portfolio:
         self.outcome = _Outcome()
 
     def run(self) -> _Outcome:
-        threads = [threading.Thread(target=self._run, args=(order,), daemon=True) for order in self.orders]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        _in_threads(self._run, self.orders)
         return self.outcome
 
     def _run(self, order_name: str) -> None:
@@ -491,6 +484,14 @@ class _Portfolio:
             for other in self.running:
                 if other is not solver:
                     other.StopSearch()
+
+
+def _in_threads(work: Callable[[Any], None], items: Sequence[Any]) -> None:
+    """`work(item)` for every item, each in its own thread (CP-SAT releases the GIL); the
+    first exception is raised here, so a failing search cannot silently weaken the result."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=len(items)) as pool:
+        for future in [pool.submit(work, item) for item in items]:
+            future.result()
 
 
 def _with_skyline_order(model: _Model, order_name: str) -> cp_model.CpModel:

@@ -215,6 +215,22 @@ def test_the_ladder_descends_from_no_plan_to_the_proven_optimum(ladder) -> None:
     assert probes.count > 2  # plans were found on the way down, not only proofs
 
 
+@pytest.mark.parametrize("failing", ["portfolio", "ladder"])
+def test_an_error_inside_a_search_thread_is_raised_not_swallowed(failing, monkeypatch) -> None:
+    real = cpsat._with_skyline_order
+    calls = []
+
+    def fail_in_the_ladder(model, order):
+        calls.append(order)
+        if failing == "portfolio" or len(calls) > len(cpsat.PORTFOLIO):  # the lower-bound probe comes first
+            raise RuntimeError("boom in a search thread")
+        return real(model, order)
+
+    monkeypatch.setattr(cpsat, "_with_skyline_order", fail_in_the_ladder)
+    with pytest.raises(RuntimeError, match="boom in a search thread"):
+        solve(walls(buffers=7, holes=3), "cpsat", time_limit_s=10, search="skyline")
+
+
 def test_bad_ladder_is_a_clear_error() -> None:
     problem = Problem((Buffer("a", 0, 1, 1),))
     with pytest.raises(ValueError, match="bad ladder rungs"):
