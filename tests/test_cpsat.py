@@ -23,7 +23,7 @@ from planner.problem import (
 )
 from solvers import cpsat, solve
 from solvers.bounds import pool_bounds
-from solvers.units import arena_of, units_of
+from solvers.units import arena_of, make_plan, units_of
 
 SWITCHES = ("warm_start", "cumulative", "symmetry", "decompose", "skyline_heuristic")
 
@@ -141,6 +141,28 @@ def test_every_switch_off_gives_the_same_proven_optimum(problem: Problem) -> Non
         assert validate(problem, plan) == [], switch
         assert plan.proven_optimal, (switch, plan.status)
         assert plan.arena_size == reference.arena_size, switch
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems(max_buffers=7))
+def test_each_ladder_descends_from_no_plan_to_the_default_search_optimum(problem: Problem) -> None:
+    """With alignment, fixed offsets, groups and same-offset sets: starting from no plan at
+    all, the probes find plans on the way down, and each one is valid."""
+    reference = solve(problem, "cpsat", time_limit_s=20, search="default")
+    assert reference.proven_optimal, reference.status
+    units = units_of(problem)
+    bounds = pool_bounds(problem, units)
+    (pool,) = bounds
+    top = cpsat._limits(units, bounds, [], None, False)[pool]
+    for ladder in (cpsat.LADDER, (("between", 0.5),)):
+        model = cpsat._Model(units, bounds, {pool: top}, cumulative=True, symmetry=True, minimise=False)
+        floor = -(-bounds[pool] // model.divisor) * model.divisor
+        probes = cpsat._Probes(model, pool, cpsat.PORTFOLIO, ladder, 1, False, time.perf_counter() + 20, 0.0)
+        best, arena, _, proven, _ = probes.descend(None, top + 1, floor, "none yet")
+        assert best is not None and proven, ladder
+        assert arena == reference.arena_size, ladder
+        plan = make_plan(problem, units, best, "cpsat", 0.0)
+        assert validate(problem, plan) == [], ladder
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
