@@ -2,7 +2,7 @@
 
     python -m experiments.bench_scale [--sections minimalloc,minimise,llama,layered]
         [--instances A,B] [--configs full,no-skyline-search] [--time-limit 10]
-        [--minimise-time-limits 10,30,60] [--minimise-configs full,bisection]
+        [--minimise-time-limits 10,30,60] [--minimise-configs full,bisection,skyline-presolve]
         [--llama PROBLEM.json] [--layered 10000,100000] [--layered-time-limit 60]
 
 Sections (Markdown tables, printed row by row):
@@ -12,7 +12,8 @@ Sections (Markdown tables, printed row by row):
   switched off in turn); `x paper` is our seconds over MiniMalloc's published time.
 - minimise: the same instances minimised (no capacity), against the best known
   peak, at each of `--minimise-time-limits` (a proven run ends the instance), for
-  the full configuration and plain bisection in place of the probe ladder.
+  the full configuration, plain bisection in place of the probe ladder, and
+  CP-SAT's presolve before each skyline search.
 - llama: ExecuTorch's Llama (16 layers, dim 512, prefill 128 tokens, KV cache),
   extracted by the planner pass, or read from `--llama` (memplan JSON, e.g.
   from `memplan export-problem`).
@@ -47,6 +48,8 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "no-symmetry": ("cpsat", {"symmetry": False}),
     "no-warm-start": ("cpsat", {"warm_start": False}),
     "bisection": ("cpsat", {"ladder": (("between", 0.5),)}),
+    "skyline-presolve": ("cpsat", {"skyline_presolve": True}),
+    "no-skyline-presolve": ("cpsat", {"skyline_presolve": False}),
 }
 
 LLAMA = dict(n_layers=16, dim=512, n_heads=8, seq_len=128, prefill_tokens=128, kv_cache=True)
@@ -178,7 +181,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"from: {', '.join(CONFIGS)}")
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per solve (default: %(default)s)")
     parser.add_argument("--minimise-time-limits", default="10,30,60", help="seconds per solve in the minimise section")
-    parser.add_argument("--minimise-configs", default="full,bisection", help="configs of the minimise section")
+    parser.add_argument(
+        "--minimise-configs", default="full,bisection,skyline-presolve", help="configs of the minimise section"
+    )
     parser.add_argument("--minimalloc-dir", default=str(MINIMALLOC_DIR))
     parser.add_argument("--llama", help="memplan JSON of the Llama problem (default: extract it, needs torch)")
     parser.add_argument("--layered", default="10000,100000", help="generated problem sizes")

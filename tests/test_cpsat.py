@@ -26,6 +26,7 @@ from solvers.bounds import pool_bounds
 from solvers.units import arena_of, make_plan, units_of
 
 SWITCHES = ("warm_start", "cumulative", "symmetry", "decompose", "skyline_heuristic")
+SKYLINE = cpsat._Skyline(cpsat.PORTFOLIO, presolve=None, log=False)
 
 
 def walls(buffers: int, holes: int) -> Problem:
@@ -157,7 +158,7 @@ def test_each_ladder_descends_from_no_plan_to_the_default_search_optimum(problem
     for ladder in (cpsat.LADDER, (("between", 0.5),)):
         model = cpsat._Model(units, bounds, {pool: top}, cumulative=True, symmetry=True, minimise=False)
         floor = -(-bounds[pool] // model.divisor) * model.divisor
-        probes = cpsat._Probes(model, pool, cpsat.PORTFOLIO, ladder, 1, False, time.perf_counter() + 20, 0.0)
+        probes = cpsat._Probes(model, pool, SKYLINE, ladder, 1, time.perf_counter() + 20, 0.0)
         best, arena, _, proven, _ = probes.descend(None, top + 1, floor, "none yet")
         assert best is not None and proven, ladder
         assert arena == reference.arena_size, ladder
@@ -230,7 +231,7 @@ def test_the_ladder_descends_from_no_plan_to_the_proven_optimum(ladder) -> None:
     units = units_of(problem)
     bounds = pool_bounds(problem, units)
     model = cpsat._Model(units, bounds, {0: 60}, cumulative=True, symmetry=True, minimise=False)
-    probes = cpsat._Probes(model, 0, cpsat.PORTFOLIO, ladder, 1, False, time.perf_counter() + 30, 0.0)
+    probes = cpsat._Probes(model, 0, SKYLINE, ladder, 1, time.perf_counter() + 30, 0.0)
     best, top, floor, proven, _ = probes.descend(None, 60, lower_bound(problem), "none yet")
     assert (top, floor, proven) == (30, 30, True)
     assert arena_of(units, best) == {0: 30}
