@@ -107,8 +107,9 @@ PRESOLVE_FROM_UNITS = 1000
 """Skyline searches presolve the model only from this many units on. Measured (experiments.bench_scale):
 without presolve, MiniMalloc's D and J (213 and 409 units) minimised in 10 s reach 1,038,336 and
 1,031,168 bytes instead of 1,088,512 and 1,063,936, and all 11 are decided at their capacity in 6.5 s
-instead of 7.6 s; with it, a generated 10,000-buffer problem is proven at its lower bound in 22 s,
-without it not in 60 s (3,000 buffers: 1.000001 x the bound with, 1.000005 without, in 30 s)."""
+instead of 7.3 s; with it, a generated 10,000-buffer problem is proven at its lower bound in 15-22 s,
+without it not in 60 s (3,000 buffers: 1.000001 x the bound with, 1.000005 without, in 30 s). The
+threshold sits between those sizes; it is not a measured crossover."""
 
 MIN_PROBE_SECONDS = 0.2
 """No probe is started with less time than this: it would end before its first dive."""
