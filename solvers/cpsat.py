@@ -387,7 +387,7 @@ class _Probes:
                 order = self.skyline.orders[(slot + turn) % len(self.skyline.orders)]
                 solver = self.skyline.solver(left * 0.5)
                 self.running[slot] = (solver, cap)
-            status = solver.Solve(_with_skyline_order(self.model.capped({self.pool: cap}), order))
+            status = solver.Solve(_with_skyline_order(self.model, order, {self.pool: cap}))
             with self.lock:
                 del self.running[slot]
                 stopped = slot in self.stopped
@@ -518,9 +518,10 @@ def _in_threads(work: Callable[[Any], None], items: Sequence[Any]) -> None:
             future.result()
 
 
-def _with_skyline_order(model: _Model, order_name: str) -> cp_model.CpModel:
-    """A copy of the model that searches by skyline: lowest offset first, ties in the named order."""
-    copy_ = model.model.clone()
+def _with_skyline_order(model: _Model, order_name: str, caps: dict[int, int] | None = None) -> cp_model.CpModel:
+    """A copy of the model (capped by `caps`, see `_Model.capped`) that searches by skyline:
+    lowest offset first, ties in the named order. One clone: on big models each costs seconds."""
+    copy_ = model.capped(caps).model if caps is not None else model.model.clone()
     order = sorted((u for u in model.units if u.index in model.y_var), key=SKYLINE_ORDERS[order_name])
     copy_.AddDecisionStrategy(
         [copy_.get_int_var_from_proto_index(model.y_var[u.index].index) for u in order],

@@ -243,11 +243,11 @@ def test_an_error_inside_a_search_thread_is_raised_not_swallowed(failing, monkey
     real = cpsat._with_skyline_order
     calls = []
 
-    def fail_in_the_ladder(model, order):
+    def fail_in_the_ladder(model, order, caps=None):
         calls.append(order)
         if failing == "portfolio" or len(calls) > len(cpsat.PORTFOLIO):  # the lower-bound probe comes first
             raise RuntimeError("boom in a search thread")
-        return real(model, order)
+        return real(model, order, caps)
 
     monkeypatch.setattr(cpsat, "_with_skyline_order", fail_in_the_ladder)
     with pytest.raises(RuntimeError, match="boom in a search thread"):
