@@ -10,12 +10,12 @@ becomes a row with its error, so one bad file does not stop the bench.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
-from experiments.sweep import SweepConfigError, check_choice, check_time_limit
+from memplan.experiments.sweep import SweepConfigError, check_choice, check_time_limit
 
 COLUMNS = (
     "file",
@@ -39,7 +39,7 @@ def bench_csv(
     capacity_from_name: bool = False,
 ) -> pd.DataFrame:
     """One row per (CSV file, solver), files in name order."""
-    import solvers as registry
+    from memplan import solvers as registry
 
     for name in solvers:
         check_choice("solver", name, registry.available())
@@ -62,10 +62,12 @@ def bench_csv(
     )
 
 
-def _bench_file(path: Path, solvers: Sequence[str], time_limit_s: float, capacity_from_name: bool) -> list[dict]:
-    from planner.io import read_minimalloc_csv
-    from planner.problem import InfeasibleError, ProblemError, lower_bound
-    import solvers as registry
+def _bench_file(
+    path: Path, solvers: Sequence[str], time_limit_s: float, capacity_from_name: bool
+) -> list[dict]:
+    from memplan import solvers as registry
+    from memplan.planner.io import read_minimalloc_csv
+    from memplan.planner.problem import InfeasibleError, ProblemError, lower_bound
 
     try:
         problem = read_minimalloc_csv(path, capacity_from_name=capacity_from_name)

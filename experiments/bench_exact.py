@@ -1,6 +1,6 @@
 """Exact solvers side by side on small problems: arena, proof and seconds per solver.
 
-    python -m experiments.bench_exact [--time-limit 10]
+    python -m memplan.experiments.bench_exact [--time-limit 10]
 
 Prints a Markdown table. Timings depend on machine load; read them as rough.
 """
@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Callable
+from collections.abc import Callable
 
-from experiments.minimalloc_benchmarks import MINIMALLOC_DIR
-from planner.generate import layered_problem, pigeonholes, random_problem
-from planner.io import read_minimalloc_csv
-from planner.problem import Buffer, Problem, lower_bound
-from solvers import solve
+from memplan.experiments.minimalloc_benchmarks import MINIMALLOC_DIR
+from memplan.planner.generate import layered_problem, pigeonholes, random_problem
+from memplan.planner.io import read_minimalloc_csv
+from memplan.planner.problem import Buffer, Problem, lower_bound
+from memplan.solvers import solve
 
 RUNS: dict[str, tuple[str, dict]] = {
     "cpsat": ("cpsat", {}),
@@ -34,7 +34,9 @@ def instances() -> dict[str, Callable[[], Problem]]:
         "random 12, all constraints": lambda: random_problem(
             12, seed=1, alignment=(1, 4, 16), with_groups=True, with_fixed=True, with_same_offset=True
         ),
-        "random 25, 2 pools": lambda: random_problem(25, seed=2, alignment=(1, 16), n_pools=2, with_groups=True),
+        "random 25, 2 pools": lambda: random_problem(
+            25, seed=2, alignment=(1, 16), n_pools=2, with_groups=True
+        ),
         "random 40": lambda: random_problem(40, seed=3, alignment=16),
         "layered 60": lambda: layered_problem(60, seed=4),
         "layered 200": lambda: layered_problem(200, seed=1),
@@ -50,7 +52,12 @@ def main() -> None:
     print("|" + "---|" * len(header))
     for name, make in instances().items():
         problem = make()
-        cells = [name, str(len(problem.buffers)), str(lower_bound(problem)), str(solve(problem, "bestfit").arena_size)]
+        cells = [
+            name,
+            str(len(problem.buffers)),
+            str(lower_bound(problem)),
+            str(solve(problem, "bestfit").arena_size),
+        ]
         for solver, options in RUNS.values():
             began = time.perf_counter()
             plan = solve(problem, solver, time_limit_s=args.time_limit, **options)

@@ -1,6 +1,6 @@
 """Heuristic solvers on layered problems of growing size: arena, bound, time.
 
-    python -m experiments.bench_heuristics [--sizes 1000 10000 100000] [--seed 0] [--each-ordering]
+    python -m memplan.experiments.bench_heuristics [--sizes 1000 10000 100000] [--seed 0] [--each-ordering]
 
 Prints a Markdown table. `seconds` is wall time inside the solver, `cpu s`
 its process CPU time (the steadier one on a shared machine); each plan is
@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-from planner.generate import layered_problem
-from planner.problem import check_plan, lower_bound
-from solvers import available, get_solver
-from solvers.bestfit import ORDERINGS
+from memplan.planner.generate import layered_problem
+from memplan.planner.problem import check_plan, lower_bound
+from memplan.solvers import available, get_solver
+from memplan.solvers.bestfit import ORDERINGS
 
 HEADER = "| buffers | solver | arena | LB | arena/LB | seconds | cpu s |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |"
 

@@ -1,6 +1,6 @@
 """Exact solving at scale: MiniMalloc's challenging benchmarks, an ExecuTorch Llama, generated problems.
 
-    python -m experiments.bench_scale [--sections minimalloc,minimise,llama,layered]
+    python -m memplan.experiments.bench_scale [--sections minimalloc,minimise,llama,layered]
         [--instances A,B] [--configs full,no-skyline-search] [--time-limit 10]
         [--minimise-time-limits 10,30,60] [--minimise-configs full,bisection,skyline-presolve]
         [--llama PROBLEM.json] [--layered 10000,100000] [--layered-time-limit 60]
@@ -27,15 +27,18 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
-from experiments.minimalloc_benchmarks import CAPACITY, CHALLENGING, MINIMALLOC_DIR
-from planner.problem import InfeasibleError, Problem, lower_bound
-from solvers import solve
+from memplan.experiments.minimalloc_benchmarks import CAPACITY, CHALLENGING, MINIMALLOC_DIR
+from memplan.planner.problem import InfeasibleError, Problem, lower_bound
+from memplan.solvers import solve
 
 # instance -> (best known peak, MiniMalloc's time in its paper in seconds)
-KNOWN: dict[str, tuple[int, float]] = {name: (k.best_known, k.paper_seconds) for name, k in CHALLENGING.items()}
+KNOWN: dict[str, tuple[int, float]] = {
+    name: (k.best_known, k.paper_seconds) for name, k in CHALLENGING.items()
+}
 
 # configuration -> (solver, options): everything on, then one technique off at a time.
 CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -82,44 +85,86 @@ def row(cells: Sequence[Any]) -> None:
 
 
 def minimalloc_problem(name: str, directory: Path) -> Problem:
-    from planner.io import read_minimalloc_csv
+    from memplan.planner.io import read_minimalloc_csv
 
     return read_minimalloc_csv(directory / f"{name}.{CAPACITY}.csv")
 
 
 def bench_minimalloc(instances: Sequence[str], configs: Sequence[str], limit: float, directory: Path) -> None:
-    table(["instance", "config", "buffers", "lower bound", "capacity", "arena", "fits", "seconds", "x paper", "status"])
+    table(
+        [
+            "instance",
+            "config",
+            "buffers",
+            "lower bound",
+            "capacity",
+            "arena",
+            "fits",
+            "seconds",
+            "x paper",
+            "status",
+        ]
+    )
     for name in instances:
         problem = minimalloc_problem(name, directory)
         for config in configs:
             r = run(problem, config, limit, capacity=CAPACITY)
             fits = r["arena"] is not None
-            row([
-                name, config, len(problem.buffers), f"{lower_bound(problem):,}", f"{CAPACITY:,}",
-                f"{r['arena']:,}" if fits else "none", "yes" if fits else "no", f"{r['seconds']:.2f}",
-                f"{r['seconds'] / KNOWN[name][1]:.1f}" if fits else "-", r["status"][:90],
-            ])
+            row(
+                [
+                    name,
+                    config,
+                    len(problem.buffers),
+                    f"{lower_bound(problem):,}",
+                    f"{CAPACITY:,}",
+                    f"{r['arena']:,}" if fits else "none",
+                    "yes" if fits else "no",
+                    f"{r['seconds']:.2f}",
+                    f"{r['seconds'] / KNOWN[name][1]:.1f}" if fits else "-",
+                    r["status"][:90],
+                ]
+            )
 
 
 def bench_minimise(
     instances: Sequence[str], configs: Sequence[str], limits: Sequence[float], directory: Path
 ) -> None:
-    table([
-        "instance", "config", "limit s", "buffers", "lower bound", "best known", "arena", "reached best known",
-        "proven", "seconds", "status",
-    ])
+    table(
+        [
+            "instance",
+            "config",
+            "limit s",
+            "buffers",
+            "lower bound",
+            "best known",
+            "arena",
+            "reached best known",
+            "proven",
+            "seconds",
+            "status",
+        ]
+    )
     for name in instances:
         problem = minimalloc_problem(name, directory)
         best = KNOWN[name][0]
         for config in configs:
             for limit in limits:
                 r = run(problem, config, limit)
-                row([
-                    name, config, f"{limit:g}", len(problem.buffers), f"{lower_bound(problem):,}", f"{best:,}",
-                    f"{r['arena']:,}",
-                    "yes" if r["arena"] <= best else f"no (+{(r['arena'] - best) / best:.2%})",
-                    "yes" if r["proven"] else "no", f"{r['seconds']:.2f}", r["status"][:90],
-                ])
+                row(
+                    [
+                        name,
+                        config,
+                        f"{limit:g}",
+                        len(problem.buffers),
+                        f"{lower_bound(problem):,}",
+                        f"{best:,}",
+                        f"{r['arena']:,}",
+                        "yes" if r["arena"] <= best else f"no (+{(r['arena'] - best) / best:.2%})",
+                        "yes" if r["proven"] else "no",
+                        f"{r['seconds']:.2f}",
+                        r["status"][:90],
+                    ]
+                )
                 if r["proven"]:
                     break  # a longer limit finds nothing better
 
@@ -127,14 +172,14 @@ def bench_minimise(
 def llama_problems(path: str | None) -> dict[str, Problem]:
     """Per method, the Llama problem: read from a memplan JSON file, or extracted from the zoo model."""
     if path:
-        from planner.io import load_json
+        from memplan.planner.io import load_json
 
         problem = load_json(path)
         if not isinstance(problem, Problem):
             raise SystemExit(f"{path} holds a plan, not a problem")
         return {Path(path).stem: problem}
-    from experiments import zoo
-    from experiments.sweep import lower_planned
+    from memplan.experiments import zoo
+    from memplan.experiments.sweep import lower_planned
 
     lowered = lower_planned(zoo.llama(**LLAMA), "bestfit", 16, True, 10.0)
     return {method: result.problem for method, result in lowered.planner_pass.results.items()}
@@ -142,24 +187,56 @@ def llama_problems(path: str | None) -> dict[str, Problem]:
 
 def bench_llama(configs: Sequence[str], limit: float, path: str | None) -> None:
     problems = llama_problems(path)
-    table(["problem", "config", "buffers", "pools", "lower bound", "bestfit", "arena", "proven", "seconds", "status"])
+    table(
+        [
+            "problem",
+            "config",
+            "buffers",
+            "pools",
+            "lower bound",
+            "bestfit",
+            "arena",
+            "proven",
+            "seconds",
+            "status",
+        ]
+    )
     for name, problem in problems.items():
         heuristic = solve(problem, "bestfit").arena_size
         for config in configs:
             r = run(problem, config, limit)
-            row([
-                name, config, len(problem.buffers), len(problem.pools), f"{lower_bound(problem):,}",
-                f"{heuristic:,}", f"{r['arena']:,}", "yes" if r["proven"] else "no", f"{r['seconds']:.2f}",
-                r["status"][:90],
-            ])
+            row(
+                [
+                    name,
+                    config,
+                    len(problem.buffers),
+                    len(problem.pools),
+                    f"{lower_bound(problem):,}",
+                    f"{heuristic:,}",
+                    f"{r['arena']:,}",
+                    "yes" if r["proven"] else "no",
+                    f"{r['seconds']:.2f}",
+                    r["status"][:90],
+                ]
+            )
 
 
 def bench_layered(sizes: Sequence[int], configs: Sequence[str], limit: float) -> None:
-    from planner.generate import layered_problem
+    from memplan.planner.generate import layered_problem
 
-    table([
-        "buffers", "lower bound", "bestfit / LB", "bestfit s", "config", "arena / LB", "proven", "seconds", "status",
-    ])
+    table(
+        [
+            "buffers",
+            "lower bound",
+            "bestfit / LB",
+            "bestfit s",
+            "config",
+            "arena / LB",
+            "proven",
+            "seconds",
+            "status",
+        ]
+    )
     for n in sizes:
         problem = layered_problem(n, seed=0)
         bound = lower_bound(problem)
@@ -168,10 +245,19 @@ def bench_layered(sizes: Sequence[int], configs: Sequence[str], limit: float) ->
         heuristic_seconds = time.perf_counter() - began
         for config in configs:
             r = run(problem, config, limit)
-            row([
-                f"{n:,}", f"{bound:,}", f"{heuristic / bound:.4f}", f"{heuristic_seconds:.2f}", config,
-                f"{r['arena'] / bound:.4f}", "yes" if r["proven"] else "no", f"{r['seconds']:.1f}", r["status"][:90],
-            ])
+            row(
+                [
+                    f"{n:,}",
+                    f"{bound:,}",
+                    f"{heuristic / bound:.4f}",
+                    f"{heuristic_seconds:.2f}",
+                    config,
+                    f"{r['arena'] / bound:.4f}",
+                    "yes" if r["proven"] else "no",
+                    f"{r['seconds']:.1f}",
+                    r["status"][:90],
+                ]
+            )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -179,13 +265,21 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--sections", default="minimalloc,minimise,llama,layered")
     parser.add_argument("--instances", default=",".join(KNOWN), help="MiniMalloc instances (default: all)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"from: {', '.join(CONFIGS)}")
-    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per solve (default: %(default)s)")
-    parser.add_argument("--minimise-time-limits", default="10,30,60", help="seconds per solve in the minimise section")
     parser.add_argument(
-        "--minimise-configs", default="full,bisection,skyline-presolve", help="configs of the minimise section"
+        "--time-limit", type=float, default=10.0, help="seconds per solve (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--minimise-time-limits", default="10,30,60", help="seconds per solve in the minimise section"
+    )
+    parser.add_argument(
+        "--minimise-configs",
+        default="full,bisection,skyline-presolve",
+        help="configs of the minimise section",
     )
     parser.add_argument("--minimalloc-dir", default=str(MINIMALLOC_DIR))
-    parser.add_argument("--llama", help="memplan JSON of the Llama problem (default: extract it, needs torch)")
+    parser.add_argument(
+        "--llama", help="memplan JSON of the Llama problem (default: extract it, needs torch)"
+    )
     parser.add_argument("--layered", default="10000,100000", help="generated problem sizes")
     parser.add_argument("--layered-time-limit", type=float, default=60.0)
     args = parser.parse_args(argv)
@@ -194,9 +288,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     instances = [i for i in args.instances.split(",") if i]
     configs = [c for c in args.configs.split(",") if c]
     minimise_configs = [c for c in args.minimise_configs.split(",") if c]
-    for bad, known, what in ((sections, ("minimalloc", "minimise", "llama", "layered"), "section"),
-                             (instances, tuple(KNOWN), "instance"),
-                             (configs + minimise_configs, tuple(CONFIGS), "config")):
+    for bad, known, what in (
+        (sections, ("minimalloc", "minimise", "llama", "layered"), "section"),
+        (instances, tuple(KNOWN), "instance"),
+        (configs + minimise_configs, tuple(CONFIGS), "config"),
+    ):
         unknown = [x for x in bad if x not in known]
         if unknown:
             parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")

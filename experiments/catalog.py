@@ -7,14 +7,14 @@ import sys
 
 def models() -> list[tuple[str, str]]:
     """(name, description) of every zoo model, in zoo order."""
-    from experiments import zoo
+    from memplan.experiments import zoo
 
     return [(name, zoo.get(name).description) for name in zoo.names()]
 
 
 def solvers() -> list[tuple[str, str]]:
     """(name, first line of its module's docstring) of every registered solver."""
-    import solvers as registry
+    from memplan import solvers as registry
 
     entries = []
     for name in registry.available():

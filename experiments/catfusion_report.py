@@ -1,7 +1,7 @@
 """Print what cat fusion does to zoo models: a table per model, one row per method.
 
-    python -m experiments.catfusion_report                    # cat_seed, unet, densenet_block
-    python -m experiments.catfusion_report unet --solver cpsat --partial --check --cats
+    python -m memplan.experiments.catfusion_report                    # cat_seed, unet, densenet_block
+    python -m memplan.experiments.catfusion_report unet --solver cpsat --partial --check --cats
 
 Columns: cats found / fused / aliased / partial / refused (with reason
 counts), copy bytes removed per inference, arena bytes with and without
@@ -14,12 +14,12 @@ in executorch.runtime against eager PyTorch. `--cats` lists every cat.
 from __future__ import annotations
 
 import argparse
-from typing import Sequence
+from collections.abc import Sequence
 
-from experiments import runtime, zoo
-from planner.cat_plan import CatReport
-from planner.catfusion import CatStatus
-from planner.pass_ import PlannerPass
+from memplan.experiments import runtime, zoo
+from memplan.planner.et.cat_plan import CatReport
+from memplan.planner.et.catfusion import CatStatus
+from memplan.planner.et.pass_ import PlannerPass
 
 DEFAULT_MODELS = ("cat_seed", "unet", "densenet_block")
 
@@ -52,7 +52,9 @@ def reports(
 
 
 def row(model: str, method: str, report: CatReport, stock: int) -> list[str]:
-    refused = ", ".join(f"{r.value}={n}" for r, n in sorted(report.refusals().items(), key=lambda kv: kv[0].value))
+    refused = ", ".join(
+        f"{r.value}={n}" for r, n in sorted(report.refusals().items(), key=lambda kv: kv[0].value)
+    )
     return [
         model,
         method,
@@ -71,13 +73,25 @@ def row(model: str, method: str, report: CatReport, stock: int) -> list[str]:
 
 
 HEADER = [
-    "model", "method", "cats", "fused", "aliased", "partial", "refused (reasons)",
-    "copy B removed", "arena with", "arena without", "LB with", "LB without", "stock ET",
+    "model",
+    "method",
+    "cats",
+    "fused",
+    "aliased",
+    "partial",
+    "refused (reasons)",
+    "copy B removed",
+    "arena with",
+    "arena without",
+    "LB with",
+    "LB without",
+    "stock ET",
 ]
 
 
 def format_table(rows: list[list[str]]) -> str:
     widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
+
     def line(cells: list[str]) -> str:  # names left, numbers right
         return "  ".join(c.rjust(w) if i >= 2 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
@@ -91,7 +105,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("models", nargs="*", default=list(DEFAULT_MODELS), help="zoo model names")
     ap.add_argument("--solver", default="bestfit", help="memplan solver (default: bestfit)")
     ap.add_argument("--time-limit", type=float, default=5.0, help="seconds per solve for exact solvers")
-    ap.add_argument("--partial", action="store_true", help="allow PARTIAL fusion (clone the unplaceable inputs)")
+    ap.add_argument(
+        "--partial", action="store_true", help="allow PARTIAL fusion (clone the unplaceable inputs)"
+    )
     ap.add_argument("--relax-alignment", action="store_true", help="inputs may sit at element-size offsets")
     ap.add_argument("--check", action="store_true", help="run in executorch.runtime and compare with eager")
     ap.add_argument("--cats", action="store_true", help="list every cat's decision")

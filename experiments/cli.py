@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import NoReturn, Sequence
+from collections.abc import Sequence
+from typing import NoReturn
 
 USAGE_EXIT = 2
 FAILURE_EXIT = 1
@@ -29,26 +30,40 @@ def _fail(message: str, code: int) -> NoReturn:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from experiments import sweep
-    from experiments.executors import EXECUTORS
-    from experiments.one_model import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
+    from memplan import __version__
+    from memplan.experiments import sweep
+    from memplan.experiments.executors import EXECUTORS
+    from memplan.experiments.one_model import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
 
     parser = _Parser(prog="memplan", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"memplan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("sweep", help="run models x solvers x settings into a results folder")
     p.add_argument("--models", help="comma-separated zoo models (default: the default sweep set)")
     p.add_argument("--solvers", help="comma-separated solvers (default: all registered)")
     p.add_argument("--out", default=sweep.DEFAULT_OUT, help="output folder (default: %(default)s)")
-    p.add_argument("--alignment", default=",".join(map(str, sweep.DEFAULT_ALIGNMENTS)),
-                   help="comma-separated byte alignments (default: %(default)s)")
-    p.add_argument("--cat-fusion", default=",".join("on" if f else "off" for f in sweep.DEFAULT_CAT_FUSION),
-                   help="on, off or on,off (default: %(default)s)")
-    p.add_argument("--time-limit", type=float, default=sweep.DEFAULT_TIME_LIMIT_S,
-                   help="seconds per solve for time-limited solvers (default: %(default)s)")
+    p.add_argument(
+        "--alignment",
+        default=",".join(map(str, sweep.DEFAULT_ALIGNMENTS)),
+        help="comma-separated byte alignments (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cat-fusion",
+        default=",".join("on" if f else "off" for f in sweep.DEFAULT_CAT_FUSION),
+        help="on, off or on,off (default: %(default)s)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=sweep.DEFAULT_TIME_LIMIT_S,
+        help="seconds per solve for time-limited solvers (default: %(default)s)",
+    )
     p.add_argument("--check", action="store_true", help="run every program and compare with eager PyTorch")
     p.add_argument("--jobs", type=int, help="parallel workers (default: one per core)")
-    p.add_argument("--executor", choices=EXECUTORS, default="local", help="where runs execute (default: local)")
+    p.add_argument(
+        "--executor", choices=EXECUTORS, default="local", help="where runs execute (default: local)"
+    )
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray for the run)")
     p.add_argument("--retry-errors", action="store_true", help="rerun runs that failed in an earlier sweep")
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
@@ -57,7 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
     p.add_argument("--method", help="only this method (default: all)")
-    p.add_argument("--time-limit", type=float, default=sweep.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)")
+    p.add_argument(
+        "--time-limit", type=float, default=sweep.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
+    )
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
     p.add_argument("--plot", metavar="FILE", help="also write the Gantt chart (.png or .svg)")
@@ -66,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--solver", required=True)
     p.add_argument("--method", help="only this method (default: all, stacked)")
-    p.add_argument("--time-limit", type=float, default=sweep.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)")
+    p.add_argument(
+        "--time-limit", type=float, default=sweep.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
+    )
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
     p.add_argument("--out", required=True, metavar="FILE", help=".png or .svg")
@@ -81,8 +100,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir")
     p.add_argument("--solvers", default="bestfit,cpsat", help="comma-separated (default: %(default)s)")
     p.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve (default: %(default)s)")
-    p.add_argument("--capacity-from-name", action="store_true",
-                   help="read each problem's capacity from its file name (MiniMalloc benchmark style)")
+    p.add_argument(
+        "--capacity-from-name",
+        action="store_true",
+        help="read each problem's capacity from its file name (MiniMalloc benchmark style)",
+    )
 
     sub.add_parser("models", help="list zoo models")
     sub.add_parser("solvers", help="list solvers")
@@ -90,10 +112,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from experiments import zoo
-    from experiments.executors import ExecutorUnavailableError
-    from experiments.sweep import SweepConfigError
-    import solvers
+    from memplan import solvers
+    from memplan.experiments import zoo
+    from memplan.experiments.executors import ExecutorUnavailableError
+    from memplan.experiments.sweep import SweepConfigError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -101,14 +123,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("choose a command: " + ", ".join(_COMMANDS))
     try:
         return _COMMANDS[args.command](args)
-    except (SweepConfigError, zoo.UnknownModelError, solvers.UnknownSolverError, ExecutorUnavailableError) as exc:
+    except (
+        SweepConfigError,
+        zoo.UnknownModelError,
+        solvers.UnknownSolverError,
+        ExecutorUnavailableError,
+    ) as exc:
         _fail(str(exc), USAGE_EXIT)
     except KeyboardInterrupt:
         _fail("interrupted", FAILURE_EXIT)
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from experiments import report, sweep
+    from memplan.experiments import report, sweep
 
     df = sweep.sweep(
         out=args.out,
@@ -126,12 +153,15 @@ def _sweep(args: argparse.Namespace) -> int:
     )
     if not args.quiet:
         print(report.summary_markdown(df))
-    print(f"{len(df)} rows, {int(df['error'].notna().sum())} with an error; written to {args.out}/", file=sys.stderr)
+    print(
+        f"{len(df)} rows, {int(df['error'].notna().sum())} with an error; written to {args.out}/",
+        file=sys.stderr,
+    )
     return 0
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from experiments import one_model, sweep
+    from memplan.experiments import one_model, sweep
 
     if args.plot:
         one_model.check_figure_path(args.plot)
@@ -143,7 +173,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from experiments import one_model, sweep
+    from memplan.experiments import one_model, sweep
 
     one_model.check_figure_path(args.out)
     result = _planned(args, one_model, sweep, with_stock=False)
@@ -152,7 +182,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 
 def _planned(args, one_model, sweep, with_stock: bool = True):
-    from planner.problem import ProblemError
+    from memplan.planner.problem import ProblemError
 
     (fusion,) = _one_switch(args.cat_fusion, sweep)
     try:
@@ -171,7 +201,7 @@ def _one_switch(text: str, sweep) -> list[bool]:
 
 
 def _export_problem(args: argparse.Namespace) -> int:
-    from experiments import one_model, sweep
+    from memplan.experiments import one_model, sweep
 
     (fusion,) = _one_switch(args.cat_fusion, sweep)
     written, notes = one_model.export_problems(args.model, args.out, args.alignment, fusion)
@@ -183,7 +213,7 @@ def _export_problem(args: argparse.Namespace) -> int:
 
 
 def _bench_csv(args: argparse.Namespace) -> int:
-    from experiments import bench, sweep
+    from memplan.experiments import bench, sweep
 
     df = bench.bench_csv(
         args.dir,
@@ -196,14 +226,14 @@ def _bench_csv(args: argparse.Namespace) -> int:
 
 
 def _models(args: argparse.Namespace) -> int:
-    from experiments import catalog
+    from memplan.experiments import catalog
 
     print(catalog.describe(catalog.models()))
     return 0
 
 
 def _solvers(args: argparse.Namespace) -> int:
-    from experiments import catalog
+    from memplan.experiments import catalog
 
     print(catalog.describe(catalog.solvers()))
     return 0

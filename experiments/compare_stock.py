@@ -1,6 +1,6 @@
 """ExecuTorch's own memory planning against memplan's, for every zoo model.
 
-    python -m experiments.compare_stock [--models a b] [--solvers greedy bestfit cpsat]
+    python -m memplan.experiments.compare_stock [--models a b] [--solvers greedy bestfit cpsat]
                                         [--time-limit 10] [--check] [--cat-fusion]
 
 Per model: the arena bytes of the program planned by the stock
@@ -18,12 +18,12 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Mapping, Sequence
 
-from experiments import runtime, zoo
-from planner.pass_ import MethodResult, PlannerPass
-from planner.problem import lower_bounds
+from memplan.experiments import runtime, zoo
+from memplan.planner.et.pass_ import MethodResult, PlannerPass
+from memplan.planner.problem import lower_bounds
 
 SOLVERS = ("greedy", "bestfit", "cpsat")
 
@@ -103,7 +103,9 @@ def format_table(rows: Sequence[Row], solvers: Sequence[str]) -> str:
     widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
     out = []
     for i, line in enumerate(lines):
-        out.append(" | ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(line, widths))))
+        out.append(
+            " | ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(line, widths)))
+        )
         if i == 0:
             out.append("-+-".join("-" * w for w in widths))
     return "\n".join(out)

@@ -14,9 +14,10 @@ import functools
 import multiprocessing
 import os
 from collections import deque
+from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable, Generic, Hashable, Iterator, Sequence, TypeVar
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -180,4 +181,3 @@ def _run_ray(
     finally:
         if started_here:
             ray.shutdown()
-

@@ -1,4 +1,4 @@
-"""Regenerate the figures under docs/ from the zoo: `python -m experiments.make_figures [--out docs]`.
+"""Regenerate the figures under docs/ from the zoo: `python -m memplan.experiments.make_figures [--out docs]`.
 
 Each figure is a function returning a matplotlib Figure, so the notebooks
 draw the same pictures for other models. Every model is exported once and
@@ -11,15 +11,15 @@ from __future__ import annotations
 import argparse
 import functools
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-import viz
-from planner.problem import Plan, Problem, lower_bound
-from viz.style import format_bytes
+from memplan import viz
+from memplan.planner.problem import Plan, Problem, lower_bound
+from memplan.viz.style import format_bytes
 
 ALIGNMENT = 16  # ExecuTorch's default
 TIME_LIMIT_S = 10.0
@@ -29,7 +29,7 @@ DPI = 100
 @functools.lru_cache(maxsize=8)
 def zoo_model(name: str):
     """The zoo model `name`, exported once per process (lowerings reuse its edge program)."""
-    from experiments import runtime, zoo
+    from memplan.experiments import runtime, zoo
 
     model = zoo.get(name)
     runtime.edge_program(model)
@@ -42,7 +42,7 @@ def planned(model: str, solver: str, cat_fusion: bool = True, time_limit_s: floa
 
     Cached: a figure and the numbers printed for it come from one lowering.
     """
-    from experiments.sweep import lower_planned
+    from memplan.experiments.sweep import lower_planned
 
     lowered = lower_planned(zoo_model(model), solver, ALIGNMENT, cat_fusion, time_limit_s)
     return lowered.planner_pass.results
@@ -71,7 +71,10 @@ def solver_figure(
     charts = [(r.problem, r.plan, f"{s}: {describe(r.problem, r.plan)}") for s, r in results.items()]
     fig = viz.panels(charts, label_top=6, panel_size=(8.0 if len(charts) <= 2 else 6.0, 5.0))
     first = next(iter(results.values())).problem
-    _caption(fig, f"{model} ({method}): {len(first.buffers)} buffers, lower bound {format_bytes(lower_bound(first))}")
+    _caption(
+        fig,
+        f"{model} ({method}): {len(first.buffers)} buffers, lower bound {format_bytes(lower_bound(first))}",
+    )
     return fig
 
 
@@ -85,12 +88,19 @@ def cat_fusion_figure(
     fused = len(on.problem.groups)
     removed = f", {format_bytes(report.copy_bytes_removed)} of copies removed" if report else ""
     fig = viz.side_by_side(
-        off.problem, off.plan, on.problem, on.plan,
-        (f"cat fusion off: {describe(off.problem, off.plan)}",
-         f"cat fusion on (groups: {fused}{removed}): {describe(on.problem, on.plan)}"),
+        off.problem,
+        off.plan,
+        on.problem,
+        on.plan,
+        (
+            f"cat fusion off: {describe(off.problem, off.plan)}",
+            f"cat fusion on (groups: {fused}{removed}): {describe(on.problem, on.plan)}",
+        ),
         label_top=6,
     )
-    _caption(fig, f"{model} ({method}), {solver}: cat inputs placed inside the cat output, cat copies removed")
+    _caption(
+        fig, f"{model} ({method}), {solver}: cat inputs placed inside the cat output, cat copies removed"
+    )
     return fig
 
 
@@ -107,9 +117,15 @@ def shared_state_figure(model: str, solver: str = "cpsat", time_limit_s: float =
     for method in call_order(model):
         r = results[method]
         state = r.plan.arena_sizes.get(2, 0)
-        charts.append((r.problem, r.plan, f"{method}: arena {format_bytes(r.plan.arena_size)}\n"
-                                          f"(pool 1: {format_bytes(r.plan.arena_sizes.get(1, 0))},"
-                                          f" shared state: {format_bytes(state)})"))
+        charts.append(
+            (
+                r.problem,
+                r.plan,
+                f"{method}: arena {format_bytes(r.plan.arena_size)}\n"
+                f"(pool 1: {format_bytes(r.plan.arena_sizes.get(1, 0))},"
+                f" shared state: {format_bytes(state)})",
+            )
+        )
     fig = viz.panels(charts, label_top=6, panel_size=(5.5, 5.0))
     _caption(fig, f"{model}, {solver}: {len(charts)} methods, one copy of the mutable state (pool 2) for all")
     return fig
@@ -152,7 +168,7 @@ def _peak_window(
     """(x range, y range) around the peak and the lowest two arenas within `near` of
     each other (a few hundred bytes apart they share a pixel row on the full scale);
     None when no two arenas are that close."""
-    from viz.profile import live_bytes
+    from memplan.viz.profile import live_bytes
 
     times, levels = live_bytes(problem)
     arenas = sorted(p.arena_size for p in plans.values())
@@ -176,8 +192,12 @@ FIGURES = {
 
 # (model, solver, cat fusion) of every plan drawn above, for the numbers in docs/figures.md
 NUMBERS = [
-    ("llama_decode", "greedy", False), ("llama_decode", "bestfit", False), ("llama_decode", "cpsat", False),
-    ("unet", "cpsat", False), ("unet", "cpsat", True), ("multi_method_cache", "cpsat", True),
+    ("llama_decode", "greedy", False),
+    ("llama_decode", "bestfit", False),
+    ("llama_decode", "cpsat", False),
+    ("unet", "cpsat", False),
+    ("unet", "cpsat", True),
+    ("multi_method_cache", "cpsat", True),
 ]
 
 

@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from planner.problem import Problem
-
-from experiments.sweep import (
+from memplan.experiments.sweep import (
     DEFAULT_TIME_LIMIT_S,
     Lowered,
     SweepConfigError,
@@ -26,6 +24,7 @@ from experiments.sweep import (
     prepare_out,
     stock_arenas,
 )
+from memplan.planner.problem import Problem
 
 SUMMARY_COLUMNS = (
     "method",
@@ -55,7 +54,7 @@ class ModelPlan:
 
 
 def _load(name: str):
-    from experiments import zoo
+    from memplan.experiments import zoo
 
     check_choice("model", name, zoo.names())
     return zoo.get(name)
@@ -79,7 +78,7 @@ def plan_model(
     with_stock: bool = True,
 ) -> ModelPlan:
     """Plan every method (or `method`) of zoo model `name` and summarise each."""
-    import solvers
+    from memplan import solvers
 
     check_choice("solver", solver, solvers.available())
     check_alignment(alignment)
@@ -109,9 +108,7 @@ def check_figure_path(path: str | Path) -> Path:
     """`path` if its suffix is a figure format we write, else SweepConfigError."""
     path = Path(path)
     if path.suffix.lower() not in FIGURE_SUFFIXES:
-        raise SweepConfigError(
-            f"figure file {str(path)!r} must end in one of: {', '.join(FIGURE_SUFFIXES)}"
-        )
+        raise SweepConfigError(f"figure file {str(path)!r} must end in one of: {', '.join(FIGURE_SUFFIXES)}")
     return path
 
 
@@ -122,14 +119,19 @@ def save_gantt(result: ModelPlan, path: str | Path) -> Path:
     """
     from matplotlib.figure import Figure
 
-    import viz
+    from memplan import viz
 
     path = check_figure_path(path)
     results = result.lowered.planner_pass.results
     fig = Figure(figsize=(10, 4 * len(result.methods)))
     axes = fig.subplots(len(result.methods), 1, squeeze=False)
     for ax, method in zip(axes[:, 0], result.methods):
-        viz.gantt(results[method].problem, results[method].plan, ax=ax, title=f"{result.model} · {method} · {result.solver}")
+        viz.gantt(
+            results[method].problem,
+            results[method].plan,
+            ax=ax,
+            title=f"{result.model} · {method} · {result.solver}",
+        )
     fig.tight_layout()
     try:
         fig.savefig(path)
@@ -150,7 +152,7 @@ def export_problems(
     problem does not depend on the solver, so the quick best-fit solver does
     the lowering that extracts it.
     """
-    from planner import io
+    from memplan.planner import io
 
     check_alignment(alignment)
     folder = prepare_out(out)

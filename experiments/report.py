@@ -42,7 +42,7 @@ def _plot(df: pd.DataFrame, path: Path) -> None:
     # notebook that runs a sweep from showing its own plots afterwards.
     from matplotlib.figure import Figure
 
-    import viz
+    from memplan import viz
 
     fig = Figure(figsize=(max(6.0, 0.6 * df["model"].nunique() + 3), 4.5))
     viz.compare(_succeeded(df), ax=fig.add_subplot())
@@ -68,22 +68,36 @@ def summary_markdown(df: pd.DataFrame) -> str:
         " for the problem it solved. The lower bound is the lowest over the solvers' problems"
         " (cat fusion, kept only where it pays for a solver, lowers it), so it bounds every column.",
     ]
-    for (alignment, fusion, limit), group in df.groupby(["alignment", "cat_fusion", "time_limit_s"], dropna=False):
-        lines += ["", f"## alignment {alignment}, cat fusion {'on' if fusion else 'off'}, time limit {limit:g} s", ""]
+    for (alignment, fusion, limit), group in df.groupby(
+        ["alignment", "cat_fusion", "time_limit_s"], dropna=False
+    ):
+        lines += [
+            "",
+            f"## alignment {alignment}, cat fusion {'on' if fusion else 'off'}, time limit {limit:g} s",
+            "",
+        ]
         lines += _settings_table(group, solvers)
     if len(failed):
-        lines += ["", "## Errors", "", "| model | method | solver | settings | error |", "|---|---|---|---|---|"]
+        lines += [
+            "",
+            "## Errors",
+            "",
+            "| model | method | solver | settings | error |",
+            "|---|---|---|---|---|",
+        ]
         for row in failed.itertuples():
             error = str(row.error).replace("|", "\\|")
             error = error if len(error) <= 160 else error[:157] + "..."
-            settings = f"align {row.alignment}, fusion {'on' if row.cat_fusion else 'off'}, {row.time_limit_s:g} s"
+            settings = (
+                f"align {row.alignment}, fusion {'on' if row.cat_fusion else 'off'}, {row.time_limit_s:g} s"
+            )
             lines.append(f"| {row.model} | {row.method} | {row.solver} | {settings} | {error} |")
     return "\n".join(lines) + "\n"
 
 
 def _solver_order(names: pd.Series) -> list[str]:
     """Solvers in registry order (cheap to exact), unknown names last."""
-    import solvers as registry
+    from memplan import solvers as registry
 
     rank = {name: i for i, name in enumerate(registry.available())}
     return sorted(set(names), key=lambda n: (rank.get(n, len(rank)), n))

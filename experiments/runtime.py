@@ -3,7 +3,7 @@
 
 Typical use::
 
-    from experiments import zoo, runtime
+    from memplan.experiments import zoo, runtime
     m = zoo.get("llama_decode")
     et = runtime.lower(m)                          # stock MemoryPlanningPass
     runtime.check_outputs(m, et.buffer)            # raises AssertionError on mismatch
@@ -28,12 +28,14 @@ Notes
 from __future__ import annotations
 
 import copy
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
 
-from experiments.zoo import ZooModel
+from memplan.experiments.zoo import ZooModel
+from memplan.planner.et.compat import convert_to_linear_pass, deserialize_pte_binary
 
 __all__ = [
     "export_methods",
@@ -59,7 +61,7 @@ def _args_kwargs(inputs: tuple) -> tuple[tuple, dict]:
     return tuple(inputs), {}
 
 
-def export_methods(model: ZooModel) -> dict[str, "torch.export.ExportedProgram"]:
+def export_methods(model: ZooModel) -> dict[str, torch.export.ExportedProgram]:
     """torch.export every method (non-strict) on a deep copy of the eager
     modules, so exporting never touches the ZooModel's own state."""
     mods = copy.deepcopy({n: m for n, (m, _) in model.methods.items()})  # one memo: sharing kept
@@ -91,9 +93,8 @@ def _partitioners(model: ZooModel):
 def to_edge(model: ZooModel):
     """Export every method and build one EdgeProgramManager (several methods
     for multi-method models), lowering with the partitioner if any."""
-    from executorch.exir import EdgeCompileConfig
+    from executorch.exir import EdgeCompileConfig, to_edge_transform_and_lower
     from executorch.exir import to_edge as _to_edge
-    from executorch.exir import to_edge_transform_and_lower
 
     eps = export_methods(model)
     parts = _partitioners(model)
@@ -108,9 +109,7 @@ def to_edge(model: ZooModel):
         edge = to_edge_transform_and_lower(eps, partitioner=parts, compile_config=cfg)
     if model.convert_to_linear:
         # As export_llama's builder does before to_executorch.
-        from executorch.backends.xnnpack._passes.convert_to_linear import ConvertToLinearPass
-
-        edge = edge.transform([ConvertToLinearPass()])
+        edge = edge.transform([convert_to_linear_pass()])
     return edge
 
 
@@ -158,9 +157,7 @@ def lower(model: ZooModel, memory_planning_pass=None, **backend_config):
         memory_planning_pass = stock_memory_planning_pass(model)
     cfg = {**model.backend_config, **backend_config}
     edge = _edge_copy(model)
-    return edge.to_executorch(
-        ExecutorchBackendConfig(memory_planning_pass=memory_planning_pass, **cfg)
-    )
+    return edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=memory_planning_pass, **cfg))
 
 
 # ---------------------------------------------------------------- running
@@ -271,14 +268,14 @@ def check_outputs(model: ZooModel, pte, atol: float | None = None, rtol: float |
 
 def _program(ep_or_pte):
     if isinstance(ep_or_pte, (bytes, bytearray)):
-        from executorch.exir._serialize._program import deserialize_pte_binary
-
         return deserialize_pte_binary(bytes(ep_or_pte)).program
     if hasattr(ep_or_pte, "executorch_program"):
         return ep_or_pte.executorch_program
     if hasattr(ep_or_pte, "execution_plan"):
         return ep_or_pte
-    raise TypeError(f"expected ExecutorchProgramManager, Program or .pte bytes, got {type(ep_or_pte).__name__}")
+    raise TypeError(
+        f"expected ExecutorchProgramManager, Program or .pte bytes, got {type(ep_or_pte).__name__}"
+    )
 
 
 def stock_arena_bytes(ep_or_pte) -> dict[str, list[int]]:
@@ -322,7 +319,7 @@ def _main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - CLI h
     import argparse
     import time
 
-    from experiments import zoo
+    from memplan.experiments import zoo
 
     ap = argparse.ArgumentParser(description="lower zoo models with the stock planner and check them")
     ap.add_argument("names", nargs="*", help="zoo model names (default: the default sweep)")

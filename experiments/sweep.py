@@ -22,13 +22,14 @@ import math
 import time
 import traceback
 import warnings
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
 
 import pandas as pd
 
-from experiments.executors import EXECUTORS, default_jobs, run_all
+from memplan.experiments.executors import EXECUTORS, default_jobs, run_all
 
 DEFAULT_OUT = "results"
 DEFAULT_ALIGNMENTS = (16,)
@@ -155,8 +156,8 @@ def validate_grid(
     executor: str,
 ) -> None:
     """Raise `SweepConfigError` naming the bad value and the valid choices."""
-    from experiments import zoo
-    import solvers as solver_registry
+    from memplan import solvers as solver_registry
+    from memplan.experiments import zoo
 
     if not models:
         raise SweepConfigError(f"no model given; choose from: {', '.join(zoo.names())}")
@@ -197,7 +198,7 @@ def check_time_limit(time_limit_s: float) -> None:
 
 def default_solvers() -> list[str]:
     """Every registered solver."""
-    import solvers as solver_registry
+    from memplan import solvers as solver_registry
 
     return solver_registry.available()
 
@@ -213,7 +214,7 @@ def _exported(name: str):
     every lowering after this one skips torch.export and export_seconds
     measure lowering and planning only.
     """
-    from experiments import runtime, zoo
+    from memplan.experiments import runtime, zoo
 
     model = zoo.get(name)
     runtime.edge_program(model)
@@ -255,7 +256,7 @@ def stock_arenas(model, alignment: int) -> dict[str, int]:
     """Per method: the bytes ExecuTorch's own MemoryPlanningPass needs over all arenas."""
     from executorch.exir.passes import MemoryPlanningPass
 
-    from experiments import runtime
+    from memplan.experiments import runtime
 
     stock_pass = MemoryPlanningPass(**{**model.memory_planning_config, "alignment": alignment})
     program = runtime.lower(model, memory_planning_pass=stock_pass)
@@ -279,8 +280,8 @@ class Lowered:
 
     def rows(self) -> list[dict[str, Any]]:
         """One sweep row per method (without the model/solver/settings columns)."""
-        from experiments import runtime
-        from planner.problem import lower_bound
+        from memplan.experiments import runtime
+        from memplan.planner.problem import lower_bound
 
         emitted = runtime.stock_arena_bytes(self.program)  # non_const_buffer_sizes, whatever the planner
         rows = []
@@ -305,8 +306,8 @@ class Lowered:
 
 def lower_planned(model, solver: str, alignment: int, cat_fusion: bool, time_limit_s: float) -> Lowered:
     """Lower `model` to ExecuTorch with PlannerPass(solver, settings)."""
-    from experiments import runtime
-    from planner import PlannerPass
+    from memplan import PlannerPass
+    from memplan.experiments import runtime
 
     planner_pass = PlannerPass(
         solver=solver, time_limit_s=time_limit_s, alignment=alignment, cat_fusion=cat_fusion
@@ -320,7 +321,7 @@ def _cat_numbers(report: Any) -> tuple[int, int]:
     """(cats whose copy was removed, copy bytes removed per inference); zero when fusion was off."""
     if report is None:
         return 0, 0
-    from planner.catfusion import CatStatus
+    from memplan.planner.et.catfusion import CatStatus
 
     fused = sum(d.status is not CatStatus.REFUSED for d in report.decisions)
     return fused, int(report.copy_bytes_removed)
@@ -328,7 +329,7 @@ def _cat_numbers(report: Any) -> tuple[int, int]:
 
 def _check(model, program) -> dict[str, Any]:
     """ran_ok / matches_eager for the program, and an `error` saying what went wrong."""
-    from experiments import runtime
+    from memplan.experiments import runtime
 
     try:
         got = runtime.run_pte(program.buffer, model.calls)
@@ -374,7 +375,11 @@ class RunLog:
         return True
 
     def add(self, run: Run, result: dict[str, Any]) -> None:
-        entry = {"kind": "stock" if isinstance(run, StockRun) else "plan", "run": asdict(run), "result": result}
+        entry = {
+            "kind": "stock" if isinstance(run, StockRun) else "plan",
+            "run": asdict(run),
+            "result": result,
+        }
         self.entries[run.key] = entry
         with self.path.open("a") as f:
             f.write(json.dumps(entry) + "\n")
@@ -429,7 +434,9 @@ def prepare_out(out: str | Path) -> Path:
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
-        raise SweepConfigError(f"cannot write to output folder {str(folder)!r}: {exc.strerror or exc}") from None
+        raise SweepConfigError(
+            f"cannot write to output folder {str(folder)!r}: {exc.strerror or exc}"
+        ) from None
     return folder
 
 
@@ -452,7 +459,7 @@ def sweep(
     Defaults: the default zoo sweep, every registered solver, ExecuTorch's
     alignment (16), cat fusion on, 5 s per solve. Returns the folder's table.
     """
-    from experiments import report, zoo
+    from memplan.experiments import report, zoo
 
     models = list(zoo.default_sweep_names() if models is None else models)
     solvers = list(default_solvers() if solvers is None else solvers)
@@ -460,8 +467,11 @@ def sweep(
     validate_grid(models, solvers, alignments, cat_fusion, time_limit_s, jobs, executor)
     folder = prepare_out(out)
     log = RunLog(folder)
-    todo = [run for run in grid(models, solvers, alignments, cat_fusion, time_limit_s, check)
-            if not log.is_done(run, retry_errors)]
+    todo = [
+        run
+        for run in grid(models, solvers, alignments, cat_fusion, time_limit_s, check)
+        if not log.is_done(run, retry_errors)
+    ]
     _run(todo, log, executor, jobs, address, progress)
     df = table(log)
     report.write_outputs(df, folder)
@@ -472,7 +482,9 @@ def _run(todo: list[Run], log: RunLog, executor: str, jobs: int, address: str | 
     from tqdm import tqdm
 
     with tqdm(total=len(todo), desc="sweep", unit="run", disable=not progress or None) as bar:
-        for run, result in run_all(execute, todo, executor, jobs, address, affinity=_model_of, crashed=_crashed):
+        for run, result in run_all(
+            execute, todo, executor, jobs, address, affinity=_model_of, crashed=_crashed
+        ):
             log.add(run, result)
             bar.set_postfix_str(f"{run.model} {getattr(run, 'solver', 'stock')}", refresh=False)
             bar.update()
@@ -503,4 +515,3 @@ def parse_switches(text: str) -> list[bool]:
     if bad or not items:
         raise SweepConfigError(f"cat fusion must be a list of on/off, got {text!r}")
     return list(dict.fromkeys(words[t] for t in items))
-

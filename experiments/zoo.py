@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 from torch import nn
@@ -439,8 +439,7 @@ def _multi_method_cache() -> ZooModel:
         ]
     return ZooModel(
         "multi_method_cache",
-        "Stateful 3-method program (set_cache / get_cache / attend) sharing "
-        "k_cache/v_cache buffers by FQN",
+        "Stateful 3-method program (set_cache / get_cache / attend) sharing k_cache/v_cache buffers by FQN",
         methods,
         calls,
         memory_planning_config={"share_mutable_buffers": True},
@@ -515,8 +514,7 @@ def _encoder_decoder_cache() -> ZooModel:
         ]
     return ZooModel(
         "encoder_decoder_cache",
-        "Encoder fills cross-attention k/v cache buffers, decoder reads them "
-        "(2 methods sharing state)",
+        "Encoder fills cross-attention k/v cache buffers, decoder reads them (2 methods sharing state)",
         methods,
         calls,
         memory_planning_config={"share_mutable_buffers": True},
@@ -603,7 +601,5 @@ def get(name: str) -> ZooModel:
     try:
         builder = _REGISTRY[name]
     except KeyError:
-        raise UnknownModelError(
-            f"unknown zoo model {name!r}; valid names: {', '.join(names())}"
-        ) from None
+        raise UnknownModelError(f"unknown zoo model {name!r}; valid names: {', '.join(names())}") from None
     return builder()

@@ -1,15 +1,8 @@
-"""Problem model, extraction from ExecuTorch, the planning pass and file I/O.
+"""The problem model and what speaks it without ExecuTorch: `problem` (imports nothing of
+memplan), `io` (MiniMalloc CSV, JSON), `generate`. ExecuTorch code lives in `memplan.planner.et`."""
 
-`PlannerPass` is loaded lazily so that `planner.problem` stays importable
-without torch (solvers depend on it).
-"""
-
-from typing import Any
-
-
-def __getattr__(name: str) -> Any:
-    if name == "PlannerPass":
-        from planner.pass_ import PlannerPass
-
-        return PlannerPass
-    raise AttributeError(f"module 'planner' has no attribute {name!r}")
+if __name__ != "memplan.planner":  # pragma: no cover - only a wrong sys.path gets here
+    raise ImportError(
+        f"memplan's planner/ directory was imported as {__name__!r}; it is the package"
+        " memplan.planner (install memplan with pip and import memplan.planner)"
+    )

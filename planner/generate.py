@@ -13,9 +13,9 @@ from __future__ import annotations
 import bisect
 import math
 import random
-from typing import Sequence
+from collections.abc import Sequence
 
-from planner.problem import Buffer, BufferKind, ContiguousGroup, Problem, SameOffset, align_up
+from memplan.planner.problem import Buffer, BufferKind, ContiguousGroup, Problem, SameOffset, align_up
 
 # Spatial sides seen in mobile CNNs: channels x side^2 x dtype gives the "odd"
 # (non power of two) tensor sizes real models have.
@@ -30,7 +30,6 @@ def _tensor_size(rng: random.Random, scale: int) -> int:
     dtype_bytes = rng.choice((1, 2, 4))
     channels = max(1, round(scale * rng.uniform(0.4, 2.5) / (side * side * dtype_bytes)))
     return channels * side * side * dtype_bytes
-
 
 
 def layered_problem(n_buffers: int, seed: int, alignment: int = 16) -> Problem:
@@ -119,8 +118,12 @@ def random_problem(
         size = 1 << rng.randint(0, 12) if rng.random() < 0.5 else rng.randint(1, 5000)
         roots.append(
             Buffer(
-                f"b{i}", start, min(start + length, horizon + 1), size,
-                alignment=rng.choice(choices), pool=rng.randrange(n_pools),
+                f"b{i}",
+                start,
+                min(start + length, horizon + 1),
+                size,
+                alignment=rng.choice(choices),
+                pool=rng.randrange(n_pools),
             )
         )
 
@@ -150,9 +153,7 @@ def _same_offset_chains(rng: random.Random, roots: list[Buffer]) -> list[SameOff
         want = rng.randint(2, 3)
         while len(chain) < want:
             i = bisect.bisect_left(starts, chain[-1].end)
-            nxt = next(
-                (b for b in by_start[i : i + 50] if b.pool == first.pool and b.id not in used), None
-            )
+            nxt = next((b for b in by_start[i : i + 50] if b.pool == first.pool and b.id not in used), None)
             if nxt is None:
                 break
             chain.append(nxt)
@@ -193,7 +194,12 @@ def _add_members(
         start = rng.randint(parent.start, parent.end - 1)
         end = rng.randint(start + 1, parent.end)
         member = Buffer(
-            f"{parent.id}.{k}", start, end, size, alignment=parent.alignment, pool=parent.pool,
+            f"{parent.id}.{k}",
+            start,
+            end,
+            size,
+            alignment=parent.alignment,
+            pool=parent.pool,
             kind=parent.kind,
         )
         buffers.append(member)

@@ -17,7 +17,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from planner.problem import (
+from memplan.planner.problem import (
     Buffer,
     BufferKind,
     ContiguousGroup,
@@ -205,7 +205,9 @@ def _check_csv_representable(problem: Problem, path: Path) -> None:
             " use save_json"
         )
     if len(problem.pools) > 1:
-        raise ProblemError(f"{path}: MiniMalloc CSV has one pool, the problem has pools {problem.pools}; use save_json")
+        raise ProblemError(
+            f"{path}: MiniMalloc CSV has one pool, the problem has pools {problem.pools}; use save_json"
+        )
 
 
 # -- JSON ----------------------------------------------------------------------------
@@ -233,9 +235,11 @@ def load_json(path: str | Path) -> Problem | Plan:
         raise FormatError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
     kind = data.get("type") if isinstance(data, dict) else None
     if kind not in ("problem", "plan"):
-        raise FormatError(f"{path}: expected an object with \"type\": \"problem\" or \"plan\", got {kind!r}")
+        raise FormatError(f'{path}: expected an object with "type": "problem" or "plan", got {kind!r}')
     if data.get("version") != _JSON_VERSION:
-        raise FormatError(f"{path}: unsupported version {data.get('version')!r}; this reader knows {_JSON_VERSION}")
+        raise FormatError(
+            f"{path}: unsupported version {data.get('version')!r}; this reader knows {_JSON_VERSION}"
+        )
     try:
         return _problem_from_dict(data) if kind == "problem" else _plan_from_dict(data)
     except KeyError as e:
@@ -252,8 +256,15 @@ def _problem_to_dict(problem: Problem) -> dict[str, Any]:
         "capacity": problem.capacity,
         "buffers": [
             {
-                "id": b.id, "start": b.start, "end": b.end, "size": b.size, "alignment": b.alignment,
-                "offset": b.offset, "pool": b.pool, "kind": b.kind.value, "label": b.label,
+                "id": b.id,
+                "start": b.start,
+                "end": b.end,
+                "size": b.size,
+                "alignment": b.alignment,
+                "offset": b.offset,
+                "pool": b.pool,
+                "kind": b.kind.value,
+                "label": b.label,
             }
             for b in problem.buffers
         ],
@@ -265,8 +276,15 @@ def _problem_to_dict(problem: Problem) -> dict[str, Any]:
 def _problem_from_dict(data: dict[str, Any]) -> Problem:
     buffers = tuple(
         Buffer(
-            b["id"], b["start"], b["end"], b["size"], alignment=b["alignment"], offset=b["offset"],
-            pool=b["pool"], kind=BufferKind(b["kind"]), label=b["label"],
+            b["id"],
+            b["start"],
+            b["end"],
+            b["size"],
+            alignment=b["alignment"],
+            offset=b["offset"],
+            pool=b["pool"],
+            kind=BufferKind(b["kind"]),
+            label=b["label"],
         )
         for b in data["buffers"]
     )

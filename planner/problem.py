@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable, Mapping
 
 from sortedcontainers import SortedList
 
@@ -369,7 +369,11 @@ def validate(problem: Problem, plan: Plan) -> list[Violation]:
     offsets = plan.offsets
     for buffer_id in offsets:
         if buffer_id not in problem:
-            add(ViolationKind.UNKNOWN_BUFFER, [buffer_id], f"plan places {buffer_id!r}, which the problem does not have")
+            add(
+                ViolationKind.UNKNOWN_BUFFER,
+                [buffer_id],
+                f"plan places {buffer_id!r}, which the problem does not have",
+            )
     missing = [b.id for b in problem.buffers if b.id not in offsets]
     for buffer_id in missing:
         add(ViolationKind.MISSING_OFFSET, [buffer_id], f"{buffer_id!r} has no offset")
@@ -381,9 +385,17 @@ def validate(problem: Problem, plan: Plan) -> list[Violation]:
         if off < 0:
             add(ViolationKind.NEGATIVE_OFFSET, [buf.id], f"{buf.id!r} is at negative offset {off}")
         if off % buf.alignment:
-            add(ViolationKind.MISALIGNED, [buf.id], f"{buf.id!r} at {off} is not a multiple of {buf.alignment}")
+            add(
+                ViolationKind.MISALIGNED,
+                [buf.id],
+                f"{buf.id!r} at {off} is not a multiple of {buf.alignment}",
+            )
         if buf.offset is not None and off != buf.offset:
-            add(ViolationKind.FIXED_OFFSET_MOVED, [buf.id], f"{buf.id!r} is fixed at {buf.offset} but placed at {off}")
+            add(
+                ViolationKind.FIXED_OFFSET_MOVED,
+                [buf.id],
+                f"{buf.id!r} is fixed at {buf.offset} but placed at {off}",
+            )
 
     for group in problem.groups:
         for member, rel in group.members:
@@ -416,7 +428,9 @@ def validate(problem: Problem, plan: Plan) -> list[Violation]:
                 f"pool {pool} needs {need} bytes but the plan declares {have}",
             )
         if problem.capacity is not None and need > problem.capacity:
-            top = [b.id for b in problem.buffers if b.pool == pool and offsets[b.id] + b.size > problem.capacity]
+            top = [
+                b.id for b in problem.buffers if b.pool == pool and offsets[b.id] + b.size > problem.capacity
+            ]
             add(
                 ViolationKind.OVER_CAPACITY,
                 top,

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-from planner.problem import InfeasibleError, Plan, Problem, ProblemError, check_plan
+from memplan.planner.problem import InfeasibleError, Plan, Problem, ProblemError, check_plan
 
 # name -> "module:function"; the order is the order `available()` lists them in.
 _REGISTRY: dict[str, str] = {
-    "greedy": "solvers.greedy:solve_greedy",
-    "bestfit": "solvers.bestfit:solve_bestfit",
-    "skyline": "solvers.skyline:solve_skyline",
-    "cpsat": "solvers.cpsat:solve_cpsat",
-    "milp": "solvers.milp:solve_milp",
+    "greedy": "memplan.solvers.greedy:solve_greedy",
+    "bestfit": "memplan.solvers.bestfit:solve_bestfit",
+    "skyline": "memplan.solvers.skyline:solve_skyline",
+    "cpsat": "memplan.solvers.cpsat:solve_cpsat",
+    "milp": "memplan.solvers.milp:solve_milp",
 }
 
 
@@ -64,7 +65,8 @@ def solve(
         over = {p: s for p, s in plan.arena_sizes.items() if s > problem.capacity}
         if over:
             top = sorted(
-                b.id for b in problem.buffers
+                b.id
+                for b in problem.buffers
                 if b.pool in over and plan.offsets[b.id] + b.size > problem.capacity
             )
             raise InfeasibleError(
@@ -75,3 +77,10 @@ def solve(
             )
     check_plan(problem, plan)
     return plan
+
+
+if __name__ != "memplan.solvers":  # pragma: no cover - only a wrong sys.path gets here
+    raise ImportError(
+        f"memplan's solvers/ directory was imported as {__name__!r}; it is the package"
+        " memplan.solvers (install memplan with pip and import memplan.solvers)"
+    )

@@ -18,14 +18,15 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left, bisect_right
-from typing import Callable, NamedTuple, Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
-from planner.problem import InfeasibleError, Plan, Problem
-from solvers.live_index import LiveIndex
-from solvers.orderings import best_of_orderings, check_names
-from solvers.units import Unit, units_of
+from memplan.planner.problem import InfeasibleError, Plan, Problem
+from memplan.solvers.live_index import LiveIndex
+from memplan.solvers.orderings import best_of_orderings, check_names
+from memplan.solvers.units import Unit, units_of
 
 
 class UnitStats(NamedTuple):
@@ -76,8 +77,14 @@ def solve_bestfit(
         return placer.run([units[u.index] for u in stats])[0]
 
     return best_of_orderings(
-        problem, units, orderings, place,
-        solver="bestfit", status="heuristic (ordering: {})", began=began, time_limit_s=time_limit_s,
+        problem,
+        units,
+        orderings,
+        place,
+        solver="bestfit",
+        status="heuristic (ordering: {})",
+        began=began,
+        time_limit_s=time_limit_s,
     )
 
 

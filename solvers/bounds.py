@@ -8,10 +8,10 @@ reachable at all, and how far all byte coordinates can be divided.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
-from planner.problem import InfeasibleError, Problem, common_divisor, lower_bounds
-from solvers.units import Unit
+from memplan.planner.problem import InfeasibleError, Problem, common_divisor, lower_bounds
+from memplan.solvers.units import Unit
 
 
 def aligned_lower_bounds(units: Sequence[Unit]) -> dict[int, int]:

@@ -62,13 +62,14 @@ import itertools
 import threading
 import time
 from collections import defaultdict
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from ortools.sat.python import cp_model
 
-from planner.problem import InfeasibleError, Plan, Problem
-from solvers.bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
-from solvers.units import Unit, arena_of, make_plan, rank, units_of, within_capacity
+from memplan.planner.problem import InfeasibleError, Plan, Problem
+from memplan.solvers.bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
+from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of, within_capacity
 
 DEFAULT_TIME_LIMIT_S = 10.0
 """Wall-clock budget when the caller gives none: proves small and medium
@@ -157,14 +158,23 @@ def solve_cpsat(
         raise ValueError(f"cpsat: unknown skyline orders {unknown}; choose from {', '.join(SKYLINE_ORDERS)}")
     bad_rungs = [r for r in ladder if len(r) != 2 or r[0] not in ("between", "below") or not 0 <= r[1] < 1]
     if bad_rungs or not ladder:
-        raise ValueError(f"cpsat: bad ladder rungs {bad_rungs}; each is ('between' or 'below', fraction in [0, 1))")
+        raise ValueError(
+            f"cpsat: bad ladder rungs {bad_rungs}; each is ('between' or 'below', fraction in [0, 1))"
+        )
     settings = dict(
-        num_workers=num_workers, warm_start=warm_start, cumulative=cumulative, symmetry=symmetry, search=search,
-        skyline=_Skyline(tuple(skyline_orders), skyline_presolve, log), skyline_heuristic=skyline_heuristic,
-        ladder=tuple(ladder), minimise=minimise, log=log,
+        num_workers=num_workers,
+        warm_start=warm_start,
+        cumulative=cumulative,
+        symmetry=symmetry,
+        search=search,
+        skyline=_Skyline(tuple(skyline_orders), skyline_presolve, log),
+        skyline_heuristic=skyline_heuristic,
+        ladder=tuple(ladder),
+        minimise=minimise,
+        log=log,
     )
     if decompose:
-        from solvers.decompose import solve_in_parts
+        from memplan.solvers.decompose import solve_in_parts
 
         return solve_in_parts(
             problem,
@@ -203,7 +213,9 @@ def _solve(
     check_capacity_reachable("cpsat", capacity, bounds)
 
     def finish(offsets: Sequence[int], proven: bool, status: str) -> Plan:
-        return make_plan(problem, units, offsets, "cpsat", time.perf_counter() - began, proven, status, lb_total)
+        return make_plan(
+            problem, units, offsets, "cpsat", time.perf_counter() - began, proven, status, lb_total
+        )
 
     if not units:
         return finish([], True, "optimal: nothing to place")
@@ -221,7 +233,11 @@ def _solve(
                 f"cpsat: no plan within capacity {capacity} found in the time limit {limit:.3g}s (the heuristics"
                 f" used it up; not proven infeasible; they need {max(arena_of(units, heuristic).values())} bytes)"
             )
-        return finish(heuristic, False, f"not proven: the heuristics used up the time limit {limit:.3g}s; heuristic plan")
+        return finish(
+            heuristic,
+            False,
+            f"not proven: the heuristics used up the time limit {limit:.3g}s; heuristic plan",
+        )
 
     def build(limits: dict[int, int], objective: bool) -> _Model:
         return _Model(units, bounds, limits, cumulative=cumulative, symmetry=symmetry, minimise=objective)
@@ -265,10 +281,13 @@ def _solve(
         if best is not None and top <= floor and floor_proven:
             if top == lb_total:
                 return finish(best, True, f"optimal: meets the lower bound ({how})")
-            return finish(best, True, f"optimal: skyline probes proved nothing fits below {top} bytes ({how})")
+            return finish(
+                best, True, f"optimal: skyline probes proved nothing fits below {top} bytes ({how})"
+            )
         if search == "skyline" or stop - time.perf_counter() < probes.min_probe:
             return finish(
-                best if best is not None else heuristic, False,
+                best if best is not None else heuristic,
+                False,
                 f"not proven: skyline probes ({probes.count}) found {top} bytes, none found below {floor}",
             )
         model.bound(pool, floor if floor_proven else None, top)
@@ -305,7 +324,9 @@ def _solve(
         return finish(chosen, True, "optimal: meets the bound the skyline probes proved")
     if status == cp_model.OPTIMAL and source == "cpsat":
         return finish(chosen, True, "optimal")
-    bound = max(round(solver.BestObjectiveBound()) * model.divisor if found is not None else 0, sum(bounds.values()))
+    bound = max(
+        round(solver.BestObjectiveBound()) * model.divisor if found is not None else 0, sum(bounds.values())
+    )
     text = f"feasible, time limit {limit:.3g}s: not proven (best bound {bound} bytes)"
     if source != "cpsat":
         text += f"; {source} kept"
@@ -358,8 +379,12 @@ class _Probes:
         budget = (self.deadline - time.perf_counter()) * LOWER_BOUND_SHARE
         if floor < top and budget >= self.min_probe:
             probe = _decide(
-                self.model.capped({self.pool: floor}), "skyline", self.skyline, time.perf_counter() + budget,
-                self.workers, None,
+                self.model.capped({self.pool: floor}),
+                "skyline",
+                self.skyline,
+                time.perf_counter() + budget,
+                self.workers,
+                None,
             )
             self.count += 1
             if probe.offsets is not None:
@@ -398,7 +423,9 @@ class _Probes:
                 elif status == cp_model.INFEASIBLE:
                     self.proven = max(self.proven, cap + self.g)
                     self._raise_floor(cap + self.g)
-                elif not stopped and rung[0] == "between":  # out of time: search above this capacity from now on
+                elif (
+                    not stopped and rung[0] == "between"
+                ):  # out of time: search above this capacity from now on
                     self._raise_floor(cap + self.g)
 
     def _found(self, offsets: list[int], how: str) -> None:
@@ -518,7 +545,9 @@ def _in_threads(work: Callable[[Any], None], items: Sequence[Any]) -> None:
             future.result()
 
 
-def _with_skyline_order(model: _Model, order_name: str, caps: dict[int, int] | None = None) -> cp_model.CpModel:
+def _with_skyline_order(
+    model: _Model, order_name: str, caps: dict[int, int] | None = None
+) -> cp_model.CpModel:
     """A copy of the model (capped by `caps`, see `_Model.capped`) that searches by skyline:
     lowest offset first, ties in the named order. One clone: on big models each costs seconds."""
     copy_ = model.capped(caps).model if caps is not None else model.model.clone()
@@ -534,7 +563,7 @@ def _with_skyline_order(model: _Model, order_name: str, caps: dict[int, int] | N
 def _heuristic_offsets(problem: Problem, units: Sequence[Unit], skyline_seconds: float | None) -> list[int]:
     """Unit offsets of the better of best-fit and (unless `skyline_seconds` is None) skyline,
     planned without the capacity so they always exist."""
-    from solvers import solve
+    from memplan.solvers import solve
 
     free = dataclasses.replace(problem, capacity=None)
     plans = [solve(free, "bestfit")]
@@ -587,7 +616,9 @@ class _Model:
         self.arena = {
             pool: m.NewIntVar(-(-bounds[pool] // g), limits[pool] // g, f"A{pool}") for pool in sorted(bounds)
         }
-        rank = {t: i for i, t in enumerate(sorted({t for u in units for r in u.rects for t in (r.start, r.end)}))}
+        rank = {
+            t: i for i, t in enumerate(sorted({t for u in units for r in u.rects for t in (r.start, r.end)}))
+        }
 
         self.k: dict[int, cp_model.IntVar] = {}
         self.y_var: dict[int, cp_model.IntVar] = {}  # scaled offset of each free unit
@@ -643,7 +674,9 @@ class _Model:
         probe.model = self.model.clone()
         probe.model.clear_objective()
         for pool, cap in caps.items():
-            probe.model.Add(probe.model.get_int_var_from_proto_index(self.arena[pool].index) <= cap // self.divisor)
+            probe.model.Add(
+                probe.model.get_int_var_from_proto_index(self.arena[pool].index) <= cap // self.divisor
+            )
         return probe
 
     def bound(self, pool: int, low: int | None, high: int) -> None:
@@ -662,6 +695,8 @@ class _Model:
     def offsets(self, solver: cp_model.CpSolver) -> list[int]:
         """Unit offsets in bytes from the solver's best solution."""
         return [
-            u.fixed if u.fixed is not None else solver.Value(self.k[u.index]) * step_of(u, self.divisor) * self.divisor
+            u.fixed
+            if u.fixed is not None
+            else solver.Value(self.k[u.index]) * step_of(u, self.divisor) * self.divisor
             for u in self.units
         ]

@@ -25,10 +25,10 @@ import dataclasses
 import math
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
-from planner.problem import (
+from memplan.planner.problem import (
     ContiguousGroup,
     InfeasibleError,
     Plan,
@@ -38,7 +38,7 @@ from planner.problem import (
     lower_bound,
     lower_bounds,
 )
-from solvers.units import Unit, units_of
+from memplan.solvers.units import Unit, units_of
 
 MIN_PART_SECONDS = 0.5
 """A part gets at least this much (if left): a tiny share could leave a part that
@@ -109,7 +109,9 @@ def _peelable(units: list[Unit]) -> dict[int, tuple[list[Unit], int]]:
         else:
             for r in u.rects:
                 steps[r.pool] = math.lcm(steps[r.pool], u.alignment)
-    return {p: (sorted(us, key=lambda u: (-u.alignment, -u.size, u.index)), steps[p]) for p, us in stacks.items()}
+    return {
+        p: (sorted(us, key=lambda u: (-u.alignment, -u.size, u.index)), steps[p]) for p, us in stacks.items()
+    }
 
 
 def _stack_top(stack: list[Unit], step: int) -> int:
@@ -206,7 +208,9 @@ def solve_in_parts(
         raise InfeasibleError(
             f"{solver}: pool {worst[0]} has {worst[1]} bytes live at once, over the capacity {problem.capacity}"
         )
-    cut = split(problem, units, peel=peel if minimising else bool(peel))  # padding spoils infeasibility proofs
+    cut = split(
+        problem, units, peel=peel if minimising else bool(peel)
+    )  # padding spoils infeasibility proofs
     if not cut.peeled and len(cut.parts) <= 1:  # nothing to split: the time spent looking is gone
         return solve_part(problem, max(time_limit_s - (time.perf_counter() - began), 0.01))
 
@@ -237,7 +241,11 @@ def solve_in_parts(
             below = max(base.get(p, 0) for p in pools)
             raise InfeasibleError(
                 f"{err} (in an independent part of {len(part.buffers)} buffers, {len(cut.parts)} parts in all"
-                + (f"; its capacity is what is left above {below} bytes of long-lived buffers" if below else "")
+                + (
+                    f"; its capacity is what is left above {below} bytes of long-lived buffers"
+                    if below
+                    else ""
+                )
                 + ")",
                 err.buffers,
             ) from None
@@ -246,12 +254,14 @@ def solve_in_parts(
         plans.append((plan, pools))
     joined = _joined(problem, offsets, plans, cut, solver, time.perf_counter() - began)
     if not cut.exact:  # padding may have cost more than the split gained
-        from solvers import solve
+        from memplan.solvers import solve
 
         heuristic = solve(problem, "bestfit")
         if heuristic.arena_size < joined.arena_size:
             return dataclasses.replace(
-                heuristic, solver=solver, seconds=time.perf_counter() - began,
+                heuristic,
+                solver=solver,
+                seconds=time.perf_counter() - began,
                 status=f"not proven: best-fit kept, better than the padded split ({joined.status})",
             )
     return joined
@@ -284,6 +294,7 @@ def _joined(
 ) -> Plan:
     arenas = arena_sizes_of(problem, offsets)
     bounds = lower_bounds(problem)
+
     def pool_proven(pool: int) -> bool:
         """At its bound, or its arena comes from a part proven optimal (which owns its pools)."""
         if arenas[pool] == bounds[pool]:
@@ -298,7 +309,9 @@ def _joined(
     peeled = sum(len(us) for us in cut.peeled.values())
     detail = f"{len(plans)} independent parts, {n_proven} proven"
     if peeled:
-        detail += f", {peeled} long-lived buffers stacked at the bottom" + ("" if cut.exact else " (with padding)")
+        detail += f", {peeled} long-lived buffers stacked at the bottom" + (
+            "" if cut.exact else " (with padding)"
+        )
     if proven:
         status = f"optimal ({detail})"
     else:

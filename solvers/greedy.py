@@ -34,9 +34,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from planner.problem import Plan, Problem, UnsupportedProblemError, align_up, lower_bounds
-from solvers.live_index import LiveIndex
-from solvers.units import Unit, expand, units_of
+from memplan.planner.problem import Plan, Problem, UnsupportedProblemError, align_up, lower_bounds
+from memplan.solvers.live_index import LiveIndex
+from memplan.solvers.units import Unit, expand, units_of
 
 
 def solve_greedy(
@@ -99,7 +99,6 @@ def _reject_unsupported(problem: Problem) -> None:
 def _names(items: list) -> str:
     shown = ", ".join(repr(x) for x in items[:10])
     return shown + (f" and {len(items) - 10} more" if len(items) > 10 else "")
-
 
 
 def _plan_pool(

@@ -16,7 +16,7 @@ those pairs, which saves the caller a second lookup per hit.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

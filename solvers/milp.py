@@ -28,13 +28,14 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from typing import Any, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pulp
 
-from planner.problem import InfeasibleError, Plan, Problem, align_up, lower_bounds
-from solvers.bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
-from solvers.units import Unit, arena_of, make_plan, rank, units_of
+from memplan.planner.problem import InfeasibleError, Plan, Problem, align_up, lower_bounds
+from memplan.solvers.bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
+from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of
 
 DEFAULT_TIME_LIMIT_S = 60.0
 """Wall-clock budget when the caller gives none: enough to prove small
@@ -76,10 +77,13 @@ def solve_milp(
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
     settings: dict[str, Any] = dict(backend=backend, msg=msg, warm_start=warm_start, options=options)
     if decompose:
-        from solvers.decompose import solve_in_parts
+        from memplan.solvers.decompose import solve_in_parts
 
         return solve_in_parts(
-            problem, lambda part, seconds: _solve(part, seconds, **settings), time_limit_s=limit, solver="milp"
+            problem,
+            lambda part, seconds: _solve(part, seconds, **settings),
+            time_limit_s=limit,
+            solver="milp",
         )
     return _solve(problem, limit, **settings)
 
@@ -93,9 +97,7 @@ def _solve(
     units = units_of(problem)
     plain = lower_bounds(problem)
     bounds = pool_bounds(problem, units)
-    meets_bound = "optimal: meets the lower bound" + (
-        " with alignment padding" if bounds != plain else ""
-    )
+    meets_bound = "optimal: meets the lower bound" + (" with alignment padding" if bounds != plain else "")
     check_capacity_reachable("milp", problem.capacity, bounds)
     pairs = overlapping_pairs(units)
     _check_fixed_pairs(units, pairs)
@@ -105,9 +107,7 @@ def _solve(
     fits = problem.capacity is None or all(s <= problem.capacity for s in heuristic.arena_sizes.values())
 
     def finish(unit_offsets: Sequence[int], proven: bool, status: str) -> Plan:
-        return make_plan(
-            problem, units, unit_offsets, "milp", time.perf_counter() - began, proven, status
-        )
+        return make_plan(problem, units, unit_offsets, "milp", time.perf_counter() - began, proven, status)
 
     if not units:
         return finish([], True, "optimal: nothing to place")
@@ -117,7 +117,11 @@ def _solve(
     divisor = scale_of(units)
     try:
         model = _Model(
-            units, pairs, bounds, divisor, _pool_limits(problem, bounds, heuristic, fits),
+            units,
+            pairs,
+            bounds,
+            divisor,
+            _pool_limits(problem, bounds, heuristic, fits),
             deadline=began + limit * BUILD_SHARE,
         )
     except _OutOfTime as progress:
@@ -135,7 +139,9 @@ def _solve(
     try:
         status, proven_by_solver, objective = model.solve(solver, remaining)
     except pulp.PulpSolverError as err:  # e.g. the CBC binary exiting abnormally
-        return finish(heuristic_offsets, False, f"not proven: {backend} failed ({err}); best-fit plan returned")
+        return finish(
+            heuristic_offsets, False, f"not proven: {backend} failed ({err}); best-fit plan returned"
+        )
 
     if status == pulp.LpStatusInfeasible:
         if problem.capacity is None:
@@ -202,7 +208,9 @@ def overlapping_pairs(units: Sequence[Unit]) -> PairSizes:
                 if unit_j == unit_k:
                     continue
                 key, sizes = (
-                    ((unit_j, unit_k), (size_j, size_k)) if unit_j < unit_k else ((unit_k, unit_j), (size_k, size_j))
+                    ((unit_j, unit_k), (size_j, size_k))
+                    if unit_j < unit_k
+                    else ((unit_k, unit_j), (size_k, size_j))
                 )
                 old = pairs.get(key, (0, 0))
                 pairs[key] = (max(old[0], sizes[0]), max(old[1], sizes[1]))
@@ -224,7 +232,7 @@ def _check_fixed_pairs(units: Sequence[Unit], pairs: PairSizes) -> None:
 
 def _bestfit(problem: Problem) -> Plan:
     """The heuristic plan (without the capacity, so it exists even when over it)."""
-    from solvers import solve
+    from memplan.solvers import solve
 
     return solve(dataclasses.replace(problem, capacity=None), "bestfit")
 
@@ -367,7 +375,9 @@ class _Model:
     def raw_offsets(self) -> list[float]:
         """Solver offsets in bytes, possibly off by solver tolerance."""
         return [
-            u.fixed if u.fixed is not None else self.steps[u.index].varValue * step_of(u, self.divisor) * self.divisor
+            u.fixed
+            if u.fixed is not None
+            else self.steps[u.index].varValue * step_of(u, self.divisor) * self.divisor
             for u in self.units
         ]
 
@@ -435,9 +445,12 @@ class _HiGHS(pulp.HiGHS):
             lp.solverModel.setSolution(start)
         super().callSolver(lp)
         failed = {
-            highspy.HighsModelStatus.kLoadError, highspy.HighsModelStatus.kModelError,
-            highspy.HighsModelStatus.kPresolveError, highspy.HighsModelStatus.kSolveError,
-            highspy.HighsModelStatus.kPostsolveError, highspy.HighsModelStatus.kNotset,
+            highspy.HighsModelStatus.kLoadError,
+            highspy.HighsModelStatus.kModelError,
+            highspy.HighsModelStatus.kPresolveError,
+            highspy.HighsModelStatus.kSolveError,
+            highspy.HighsModelStatus.kPostsolveError,
+            highspy.HighsModelStatus.kNotset,
         }
         outcome = lp.solverModel.getModelStatus()
         if outcome in failed:
@@ -475,12 +488,16 @@ def settle(units: Sequence[Unit], pairs: PairSizes, raw: Sequence[float], diviso
     at or below its raw offset; when it is slightly off (solver tolerance), the
     result is still valid.
     """
-    below: dict[int, list[tuple[int, int, int]]] = defaultdict(list)  # unit -> (other, own size, other's size)
+    below: dict[int, list[tuple[int, int, int]]] = defaultdict(
+        list
+    )  # unit -> (other, own size, other's size)
     for (i, j), (size_i, size_j) in pairs.items():
         below[i].append((j, size_i, size_j))
         below[j].append((i, size_j, size_i))
     placed: dict[int, int] = {u.index: u.fixed for u in units if u.fixed is not None}
-    free = sorted((u for u in units if u.fixed is None), key=lambda u: (round(raw[u.index] / divisor), u.index))
+    free = sorted(
+        (u for u in units if u.fixed is None), key=lambda u: (round(raw[u.index] / divisor), u.index)
+    )
     for u in free:
         floor = 0
         fixed_blocks = []  # (bottom, top, bytes of u that must clear it)
@@ -501,4 +518,3 @@ def settle(units: Sequence[Unit], pairs: PairSizes, raw: Sequence[float], diviso
                     moved = True
         placed[u.index] = x
     return [placed[u.index] for u in units]
-

@@ -1,4 +1,4 @@
-""""Best of several orderings": run one placement heuristic under each ordering, keep the best.
+""" "Best of several orderings": run one placement heuristic under each ordering, keep the best.
 
 Like XLA's heap simulator, the heuristics (bestfit, skyline) only know how to
 place units in a given order; trying orders, stopping at the lower bound and
@@ -8,10 +8,10 @@ honouring the time limit live here, once.
 from __future__ import annotations
 
 import time
-from typing import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
-from planner.problem import Plan, Problem, ProblemError, lower_bounds
-from solvers.units import Unit, arena_of, make_plan
+from memplan.planner.problem import Plan, Problem, ProblemError, lower_bounds
+from memplan.solvers.units import Unit, arena_of, make_plan
 
 
 def check_names(solver: str, names: Sequence[str], known: Collection[str]) -> None:
@@ -54,7 +54,11 @@ def best_of_orderings(
     assert best is not None, "at least one ordering always runs"
     _, name, offsets, arena = best
     return make_plan(
-        problem, units, offsets, solver, time.perf_counter() - began,
+        problem,
+        units,
+        offsets,
+        solver,
+        time.perf_counter() - began,
         proven_optimal=all(arena.get(pool, 0) == need for pool, need in bounds.items()),
         status=status.format(name),
         bound=bound,

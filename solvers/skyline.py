@@ -20,11 +20,11 @@ from __future__ import annotations
 import heapq
 import time
 from collections import defaultdict
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
-from planner.problem import Plan, Problem
-from solvers.orderings import best_of_orderings, check_names
-from solvers.units import Unit, units_of
+from memplan.planner.problem import Plan, Problem
+from memplan.solvers.orderings import best_of_orderings, check_names
+from memplan.solvers.units import Unit, units_of
 
 ORDERS: dict[str, Callable[[Unit], tuple]] = {
     "length": lambda u: (-u.lifetime, -u.size, u.index),
@@ -50,8 +50,14 @@ def solve_skyline(
     units = units_of(problem)
     graph = Skyline(units)
     return best_of_orderings(
-        problem, units, orders, lambda name: graph.place(sorted(units, key=ORDERS[name])),
-        solver="skyline", status="heuristic (skyline, {} order)", began=began, time_limit_s=time_limit_s,
+        problem,
+        units,
+        orders,
+        lambda name: graph.place(sorted(units, key=ORDERS[name])),
+        solver="skyline",
+        status="heuristic (skyline, {} order)",
+        began=began,
+        time_limit_s=time_limit_s,
     )
 
 
@@ -70,7 +76,9 @@ class Skyline:
                     fixed_pools.add(r.pool)
         # A free one-rectangle unit over its pool's whole horizon (in a pool without fixed units).
         self.spanning = [
-            len(u.rects) == 1 and u.fixed is None and u.rects[0].pool not in fixed_pools
+            len(u.rects) == 1
+            and u.fixed is None
+            and u.rects[0].pool not in fixed_pools
             and (u.rects[0].start, u.rects[0].end) == horizon[u.rects[0].pool]
             for u in units
         ]
@@ -84,7 +92,8 @@ class Skyline:
                     by_pool[r.pool].append((r.start, r.end, r.size, u.index))
         for rects in by_pool.values():
             events = sorted(
-                [(s, 1, k) for k, (s, _, _, _) in enumerate(rects)] + [(e, 0, k) for k, (_, e, _, _) in enumerate(rects)]
+                [(s, 1, k) for k, (s, _, _, _) in enumerate(rects)]
+                + [(e, 0, k) for k, (_, e, _, _) in enumerate(rects)]
             )  # ends before starts at equal times: half-open lifetimes
             live: set[int] = set()
             for _, is_start, k in events:

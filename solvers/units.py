@@ -9,10 +9,10 @@ offsets back into an offset for every buffer.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
-from planner.problem import Plan, Problem, ProblemError, arena_sizes_of, lower_bound
+from memplan.planner.problem import Plan, Problem, ProblemError, arena_sizes_of, lower_bound
 
 
 @dataclass(frozen=True)
@@ -84,10 +84,10 @@ def units_of(problem: Problem) -> list[Unit]:
             raise ProblemError(f"buffers {roots} must share an offset but are fixed at {sorted(fixes)}")
         fix = fixes.pop() if fixes else None
         if fix is not None and fix % align:
-            raise ProblemError(f"fixed offset {fix} of {roots} breaks the alignment {align} their group needs")
-        rects = tuple(
-            Rect(b.pool, b.start, b.end, b.size) for b in (problem.buffer(r) for r in roots)
-        )
+            raise ProblemError(
+                f"fixed offset {fix} of {roots} breaks the alignment {align} their group needs"
+            )
+        rects = tuple(Rect(b.pool, b.start, b.end, b.size) for b in (problem.buffer(r) for r in roots))
         units.append(Unit(index, tuple(roots), rects, align, fix))
     return units
 
@@ -156,7 +156,10 @@ def within_capacity(units: Sequence[Unit], unit_offsets: Sequence[int], capacity
 
 def rank(units: Sequence[Unit], unit_offsets: Sequence[int], capacity: int | None) -> tuple[int, int]:
     """Sort key for candidate plans: within capacity first, then by total arena."""
-    return (int(not within_capacity(units, unit_offsets, capacity)), sum(arena_of(units, unit_offsets).values()))
+    return (
+        int(not within_capacity(units, unit_offsets, capacity)),
+        sum(arena_of(units, unit_offsets).values()),
+    )
 
 
 def arena_of(units: Sequence[Unit], unit_offsets: Mapping[int, int] | Sequence[int]) -> dict[int, int]:

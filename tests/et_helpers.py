@@ -11,10 +11,10 @@ from executorch.exir.passes import MemoryPlanningPass
 from torch import nn
 from torch.export import Dim
 
-from experiments import runtime
-from experiments.zoo import ZooModel
-from planner.extract import Extraction, buffer_names, extract
-from planner.shared_state import STATE_POOL
+from memplan.experiments import runtime
+from memplan.experiments.zoo import ZooModel
+from memplan.planner.et.extract import Extraction, buffer_names, extract
+from memplan.planner.et.shared_state import STATE_POOL
 
 
 class Chain(nn.Module):

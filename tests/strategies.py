@@ -13,8 +13,8 @@ from collections import defaultdict
 
 from hypothesis import strategies as st
 
-from planner.problem import Buffer, ContiguousGroup, Problem, SameOffset
-from solvers.units import units_of
+from memplan.planner.problem import Buffer, ContiguousGroup, Problem, SameOffset
+from memplan.solvers.units import units_of
 
 ALIGNMENTS = (1, 2, 4)
 FIXED_GRID = 4  # a multiple of every alignment above

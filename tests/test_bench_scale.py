@@ -1,13 +1,13 @@
-"""experiments.bench_scale: its pieces work on small inputs (the real runs are benchmarks, not tests)."""
+"""memplan.experiments.bench_scale: its pieces work on small inputs (the real runs are benchmarks, not tests)."""
 
 from __future__ import annotations
 
 import pytest
 from minimalloc_files import minimalloc_dir
 
-from experiments import bench_scale
-from planner.io import save_json
-from planner.problem import Buffer, Problem
+from memplan.experiments import bench_scale
+from memplan.planner.io import save_json
+from memplan.planner.problem import Buffer, Problem
 
 
 def test_every_config_runs_and_reports_arena_and_proof() -> None:
@@ -36,7 +36,12 @@ def test_llama_problem_is_read_from_json(tmp_path) -> None:
 
 @pytest.mark.parametrize(
     "argv",
-    [["--sections", "everything"], ["--instances", "Z"], ["--configs", "turbo"], ["--minimise-configs", "turbo"]],
+    [
+        ["--sections", "everything"],
+        ["--instances", "Z"],
+        ["--configs", "turbo"],
+        ["--minimise-configs", "turbo"],
+    ],
 )
 def test_unknown_names_are_refused(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit):

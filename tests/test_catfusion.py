@@ -7,12 +7,12 @@ import pytest
 import torch
 from torch import nn
 
-from experiments import runtime, zoo
-from experiments.catfusion_report import main as report_main
-from experiments.zoo import ZooModel
-from planner.catfusion import CatRefusal, CatStatus
-from planner.pass_ import PlannerPass, PlanningError
-from planner.problem import lower_bound, validate
+from memplan.experiments import runtime, zoo
+from memplan.experiments.catfusion_report import main as report_main
+from memplan.experiments.zoo import ZooModel
+from memplan.planner.et.catfusion import CatRefusal, CatStatus
+from memplan.planner.et.pass_ import PlannerPass, PlanningError
+from memplan.planner.problem import lower_bound, validate
 
 
 def make(name: str, module: nn.Module, *inputs: torch.Tensor, **kw) -> ZooModel:
@@ -170,12 +170,17 @@ class ConstantAndInputs(nn.Module):
 
 
 def test_partial_fusion_clones_a_parameter_a_graph_input_and_a_repeat():
-    program, result = lower(make("partial_mix", ConstantAndInputs(), torch.randn(4, 16)), cat_fusion_partial=True)
+    program, result = lower(
+        make("partial_mix", ConstantAndInputs(), torch.randn(4, 16)), cat_fusion_partial=True
+    )
     [decision] = result.cat_report.decisions
     assert decision.status is CatStatus.PARTIAL
     assert [i.placement for i in decision.inputs] == ["copy", "member", "copy", "copy"]
     assert [i.reason for i in decision.inputs] == [
-        CatRefusal.CONSTANT, None, CatRefusal.GRAPH_INPUT, CatRefusal.DUPLICATE_INPUT
+        CatRefusal.CONSTANT,
+        None,
+        CatRefusal.GRAPH_INPUT,
+        CatRefusal.DUPLICATE_INPUT,
     ]
     assert kernels(program).count("aten::clone") == 3 and "aten::cat" not in kernels(program)
     assert decision.copy_bytes_removed == 256
@@ -213,7 +218,10 @@ class ViewInput(nn.Module):
 def test_an_input_seen_through_a_view_moves_its_base():
     program, result = lower(make("view", ViewInput(), torch.randn(4, 8)))
     assert statuses(result) == [CatStatus.FUSED]
-    assert [i.buffer for i in result.cat_report.decisions[0].inputs] == ["aten_sin_default", "aten_cos_default"]
+    assert [i.buffer for i in result.cat_report.decisions[0].inputs] == [
+        "aten_sin_default",
+        "aten_cos_default",
+    ]
 
 
 class InnerDimLeadingOne(nn.Module):
@@ -338,9 +346,17 @@ REFUSED = {
     "inner_dim": (InnerDim(), (torch.randn(4, 16),), {}, CatRefusal.INNER_DIM),
     "misaligned": (Misaligned(), (torch.randn(3), torch.randn(5)), {}, CatRefusal.MISALIGNED),
     "mutable_buffer": (State(), (torch.randn(4, 16),), {}, CatRefusal.MUTABLE_BUFFER),
-    "input_written_in_place_later": (WrittenLater(), INDEX_PUT_INPUTS, REINPLACE, CatRefusal.INPUT_WRITTEN_IN_PLACE),
+    "input_written_in_place_later": (
+        WrittenLater(),
+        INDEX_PUT_INPUTS,
+        REINPLACE,
+        CatRefusal.INPUT_WRITTEN_IN_PLACE,
+    ),
     "output_written_in_place_later": (
-        OutputWrittenLater(), INDEX_PUT_INPUTS, REINPLACE, CatRefusal.OUTPUT_WRITTEN_IN_PLACE
+        OutputWrittenLater(),
+        INDEX_PUT_INPUTS,
+        REINPLACE,
+        CatRefusal.OUTPUT_WRITTEN_IN_PLACE,
     ),
     "control_flow_output": (CondInput(), (torch.randn(4, 16),), {}, CatRefusal.CONTROL_FLOW_OUTPUT),
     "dynamic_shape": (Dynamic(), (torch.randn(4, 16),), {}, CatRefusal.DYNAMIC_SHAPE),
@@ -415,14 +431,22 @@ class ChannelsLast(nn.Module):
         # ExecuTorch 1.5.1's portable cat.out copies int32 bits into a float output unconverted.
         (
             "dtypes",
-            make("dtypes", MixedDtypes(), torch.randn(4, 16), torch.randint(0, 5, (4, 16), dtype=torch.int32)),
+            make(
+                "dtypes", MixedDtypes(), torch.randn(4, 16), torch.randint(0, 5, (4, 16), dtype=torch.int32)
+            ),
             CatRefusal.DTYPE_MISMATCH,
         ),
         # The runtime's channels-last output does not compare equal to eager's in this harness.
-        ("channels_last", make("channels_last", ChannelsLast(), torch.randn(1, 3, 4, 4)), CatRefusal.NOT_CONTIGUOUS),
+        (
+            "channels_last",
+            make("channels_last", ChannelsLast(), torch.randn(1, 3, 4, 4)),
+            CatRefusal.NOT_CONTIGUOUS,
+        ),
     ],
 )
-def test_refused_cats_where_even_the_stock_program_differs_from_eager_run_exactly_like_it(case, model, reason):
+def test_refused_cats_where_even_the_stock_program_differs_from_eager_run_exactly_like_it(
+    case, model, reason
+):
     # Eager PyTorch disagrees with the stock program here; fusion must not change what the program computes.
     planner = PlannerPass(solver="bestfit")
     fused = runtime.lower(model, memory_planning_pass=planner)
@@ -470,9 +494,13 @@ class OverlappingPrefixes(nn.Module):
 
 def test_an_alias_that_would_straddle_another_is_refused():
     # Growth allowed: this is about the layout rule, not about the arena policy.
-    program, result = lower(make("straddle", OverlappingPrefixes(), torch.randn(4, 16)), cat_fusion_allow_growth=True)
+    program, result = lower(
+        make("straddle", OverlappingPrefixes(), torch.randn(4, 16)), cat_fusion_allow_growth=True
+    )
     by_status = {d.cat: (d.status, d.reasons) for d in result.cat_report.decisions}
-    assert sorted(s for s, _ in by_status.values()) == sorted([CatStatus.FUSED, CatStatus.ALIASED, CatStatus.REFUSED])
+    assert sorted(s for s, _ in by_status.values()) == sorted(
+        [CatStatus.FUSED, CatStatus.ALIASED, CatStatus.REFUSED]
+    )
     [refused] = [r for s, r in by_status.values() if s is CatStatus.REFUSED]
     assert CatRefusal.ALIAS_NOT_NESTED in refused
 

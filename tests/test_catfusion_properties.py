@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-import solvers
-from experiments import runtime
-from experiments.zoo import ZooModel
-from planner.catfusion import CatStatus
-from planner.pass_ import PlannerPass
-from planner.problem import validate
+from memplan import solvers
+from memplan.experiments import runtime
+from memplan.experiments.zoo import ZooModel
+from memplan.planner.et.catfusion import CatStatus
+from memplan.planner.et.pass_ import PlannerPass
+from memplan.planner.problem import validate
 
 UNARY = {"sin": torch.sin, "cos": torch.cos, "relu": torch.relu, "sigmoid": torch.sigmoid, "neg": torch.neg}
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from experiments import cli, zoo
-from planner import io
-from planner.problem import lower_bound, lower_bounds
-import solvers
+from memplan import solvers
+from memplan.experiments import cli, zoo
+from memplan.planner import io
+from memplan.planner.problem import lower_bound, lower_bounds
 
 
 def _run(argv: list[str], capsys) -> tuple[int, str, str]:
@@ -35,7 +35,10 @@ ERROR_CASES = {
     "bad time limit": (["sweep", "--time-limit", "-1"], "time limit must be a positive number"),
     "time limit not a number": (["sweep", "--time-limit", "soon"], "invalid float value: 'soon'"),
     "bad jobs": (["sweep", "--jobs", "0"], "jobs must be at least 1"),
-    "unknown executor": (["sweep", "--executor", "slurm"], "invalid choice: 'slurm' (choose from 'local', 'ray')"),
+    "unknown executor": (
+        ["sweep", "--executor", "slurm"],
+        "invalid choice: 'slurm' (choose from 'local', 'ray')",
+    ),
     "plan unknown model": (["plan", "nope"], "unknown model 'nope'; choose from: ds_cnn"),
     "plan unknown solver": (["plan", "cat_seed", "--solver", "nope"], "unknown solver 'nope'"),
     "plan unknown method": (
@@ -43,10 +46,16 @@ ERROR_CASES = {
         "unknown method of multi_method_cache 'nope'; choose from: attend, get_cache, set_cache",
     ),
     "plan bad plot file": (["plan", "cat_seed", "--plot", "out.pdf"], "must end in one of: .png, .svg"),
-    "plot bad file": (["plot", "cat_seed", "--solver", "greedy", "--out", "x.jpg"], "must end in one of: .png"),
+    "plot bad file": (
+        ["plot", "cat_seed", "--solver", "greedy", "--out", "x.jpg"],
+        "must end in one of: .png",
+    ),
     "plot without solver": (["plot", "cat_seed", "--out", "x.png"], "required: --solver"),
     "export unknown model": (["export-problem", "nope", "--out", "x"], "unknown model 'nope'"),
-    "two fusion values for one plan": (["plan", "cat_seed", "--cat-fusion", "on,off"], "takes one value here"),
+    "two fusion values for one plan": (
+        ["plan", "cat_seed", "--cat-fusion", "on,off"],
+        "takes one value here",
+    ),
 }
 
 
@@ -75,7 +84,9 @@ def test_an_unwritable_output_folder_exits_2(capsys, tmp_path):
 
 def test_the_installed_console_script_reports_mistakes_in_one_line():
     script = Path(sys.executable).with_name("memplan")
-    done = subprocess.run([str(script), "sweep", "--models", "nope"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [str(script), "sweep", "--models", "nope"], capture_output=True, text=True, timeout=300
+    )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         f"memplan: error: unknown model 'nope'; choose from: {', '.join(zoo.names())}"
@@ -101,7 +112,9 @@ def test_export_problem_writes_csv_and_json_that_planner_io_reads_back(capsys, t
     assert code == 0
     methods = sorted(zoo.get("multi_method_cache").methods)
     expected = [
-        tmp_path / f"multi_method_cache.{m}.{suffix}" for m in methods for suffix in ("json", "pool1.csv", "pool2.csv")
+        tmp_path / f"multi_method_cache.{m}.{suffix}"
+        for m in methods
+        for suffix in ("json", "pool1.csv", "pool2.csv")
     ]
     assert [Path(p) for p in out.split()] == expected
     for method in methods:
@@ -118,15 +131,20 @@ def test_export_problem_writes_csv_and_json_that_planner_io_reads_back(capsys, t
 
 def test_plan_prints_one_line_per_method_and_writes_the_gantt(capsys, tmp_path):
     figure = tmp_path / "plan.svg"
-    code, out, _ = _run(
-        ["plan", "multi_method_cache", "--solver", "bestfit", "--plot", str(figure)], capsys
-    )
+    code, out, _ = _run(["plan", "multi_method_cache", "--solver", "bestfit", "--plot", str(figure)], capsys)
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "multi_method_cache: solver bestfit"
     assert lines[1].split() == [
-        "method", "buffers", "lower_bound", "arena_bytes", "stock_arena_bytes",
-        "saving_vs_stock", "proven_optimal", "solve_seconds", "cats_fused",
+        "method",
+        "buffers",
+        "lower_bound",
+        "arena_bytes",
+        "stock_arena_bytes",
+        "saving_vs_stock",
+        "proven_optimal",
+        "solve_seconds",
+        "cats_fused",
     ]
     assert [line.split()[0] for line in lines[2:]] == ["attend", "get_cache", "set_cache"]
     assert figure.read_text().lstrip().startswith(("<?xml", "<svg"))
@@ -135,14 +153,15 @@ def test_plan_prints_one_line_per_method_and_writes_the_gantt(capsys, tmp_path):
 def test_plot_writes_a_png_for_one_method(capsys, tmp_path):
     figure = tmp_path / "gantt.png"
     code, _, err = _run(
-        ["plot", "multi_method_cache", "--solver", "greedy", "--method", "attend", "--out", str(figure)], capsys
+        ["plot", "multi_method_cache", "--solver", "greedy", "--method", "attend", "--out", str(figure)],
+        capsys,
     )
     assert code == 0 and str(figure) in err
     assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_bench_csv_solves_each_file_with_each_solver_and_reports_bad_files(capsys, tmp_path):
-    from planner.generate import layered_problem
+    from memplan.planner.generate import layered_problem
 
     problem = layered_problem(12, seed=3, alignment=1)
     need = solvers.solve(problem, "bestfit").arena_size
@@ -150,16 +169,30 @@ def test_bench_csv_solves_each_file_with_each_solver_and_reports_bad_files(capsy
     io.write_minimalloc_csv(problem, tmp_path / f"tight.{lower_bound(problem) - 1}.csv")
     (tmp_path / "broken.7.csv").write_text("id,lower,upper,size\nx,5,2,8\n")
     code, out, _ = _run(
-        ["bench-csv", str(tmp_path), "--solvers", "greedy,bestfit", "--time-limit", "2", "--capacity-from-name"],
+        [
+            "bench-csv",
+            str(tmp_path),
+            "--solvers",
+            "greedy,bestfit",
+            "--time-limit",
+            "2",
+            "--capacity-from-name",
+        ],
         capsys,
     )
     assert code == 0
     lines = out.splitlines()
     assert lines[0].split()[:3] == ["file", "solver", "buffers"]
     rows = {tuple(line.split()[:2]): line for line in lines[1:]}
-    assert set(rows) == {(f, s) for f in (f"roomy.{need}.csv", f"tight.{lower_bound(problem) - 1}.csv", "broken.7.csv")
-                         for s in ("greedy", "bestfit")}
-    assert f" {need} " in rows[(f"roomy.{need}.csv", "bestfit")] and "True" in rows[(f"roomy.{need}.csv", "bestfit")]
+    assert set(rows) == {
+        (f, s)
+        for f in (f"roomy.{need}.csv", f"tight.{lower_bound(problem) - 1}.csv", "broken.7.csv")
+        for s in ("greedy", "bestfit")
+    }
+    assert (
+        f" {need} " in rows[(f"roomy.{need}.csv", "bestfit")]
+        and "True" in rows[(f"roomy.{need}.csv", "bestfit")]
+    )
     assert "no plan within capacity" in rows[(f"tight.{lower_bound(problem) - 1}.csv", "bestfit")]
     assert "broken.7.csv:2" in rows[("broken.7.csv", "greedy")]
 

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, given, settings
 from minimalloc_files import minimalloc_dir
 from strategies import problems
 
-from planner.generate import layered_problem, random_problem
-from planner.io import read_minimalloc_csv
-from planner.problem import (
+from memplan.planner.generate import layered_problem, random_problem
+from memplan.planner.io import read_minimalloc_csv
+from memplan.planner.problem import (
     Buffer,
     ContiguousGroup,
     InfeasibleError,
@@ -21,9 +21,9 @@ from planner.problem import (
     lower_bound,
     validate,
 )
-from solvers import cpsat, solve
-from solvers.bounds import pool_bounds
-from solvers.units import arena_of, make_plan, units_of
+from memplan.solvers import cpsat, solve
+from memplan.solvers.bounds import pool_bounds
+from memplan.solvers.units import arena_of, make_plan, units_of
 
 SWITCHES = ("warm_start", "cumulative", "symmetry", "decompose", "skyline_heuristic")
 SKYLINE = cpsat._Skyline(cpsat.PORTFOLIO, presolve=None, log=False)

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import problems
 
-from planner.generate import layered_problem
-from planner.problem import Buffer, InfeasibleError, Plan, Problem, SameOffset, lower_bound, validate
-from solvers import solve
-from solvers.decompose import solve_in_parts, split, subproblem
+from memplan.planner.generate import layered_problem
+from memplan.planner.problem import Buffer, InfeasibleError, Plan, Problem, SameOffset, lower_bound, validate
+from memplan.solvers import solve
+from memplan.solvers.decompose import solve_in_parts, split, subproblem
 
 
 def ids(parts) -> list[set[str]]:
@@ -41,7 +41,12 @@ def test_pools_split_independently_unless_a_unit_spans_two() -> None:
     apart = Problem((Buffer("a", 0, 2, 4), Buffer("b", 0, 2, 4, pool=1)))
     assert ids(split(apart, peel=False).parts) == [{"a"}, {"b"}]
     tied = Problem(
-        (Buffer("a", 0, 2, 4), Buffer("x", 5, 6, 1), Buffer("b", 0, 2, 4, pool=1), Buffer("y", 5, 6, 1, pool=1)),
+        (
+            Buffer("a", 0, 2, 4),
+            Buffer("x", 5, 6, 1),
+            Buffer("b", 0, 2, 4, pool=1),
+            Buffer("y", 5, 6, 1, pool=1),
+        ),
         same_offsets=(SameOffset(("a", "b")),),
     )
     # the set ties pools 0 and 1, so each pool's later block joins too
@@ -58,7 +63,9 @@ def test_long_lived_buffers_are_peeled_and_the_rest_splits() -> None:
 
 
 def test_peeling_that_needs_padding_is_only_done_on_request() -> None:
-    problem = Problem((Buffer("s", 0, 6, 3, alignment=4), Buffer("a", 0, 2, 4, alignment=4), Buffer("b", 3, 6, 4)))
+    problem = Problem(
+        (Buffer("s", 0, 6, 3, alignment=4), Buffer("a", 0, 2, 4, alignment=4), Buffer("b", 3, 6, 4))
+    )
     assert split(problem).peeled == {}
     padded = split(problem, peel="padded")
     assert padded.base == {0: 4} and not padded.exact
@@ -147,7 +154,11 @@ def test_padded_peeling_falls_back_to_bestfit_when_padding_costs_more() -> None:
     """The 3-byte state aligned to 4 leaves a byte of padding under the rest (8 bytes);
     best-fit puts it on top (7, the bound)."""
     problem = Problem(
-        (Buffer("s", 0, 6, 3, alignment=4), Buffer("a", 0, 2, 4, alignment=4), Buffer("b", 3, 6, 4, alignment=4))
+        (
+            Buffer("s", 0, 6, 3, alignment=4),
+            Buffer("a", 0, 2, 4, alignment=4),
+            Buffer("b", 3, 6, 4, alignment=4),
+        )
     )
     plan = solve_in_parts(problem, counting_solver([]), time_limit_s=10, solver="test", peel="padded")
     assert validate(problem, plan) == []

@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from et_helpers import assert_shared
 
-from experiments import runtime, zoo
-from experiments.compare_stock import lower_bound_bytes, program_bytes
-from planner import PlannerPass
-from planner.problem import validate
+from memplan import PlannerPass
+from memplan.experiments import runtime, zoo
+from memplan.experiments.compare_stock import lower_bound_bytes, program_bytes
+from memplan.planner.problem import validate
 
 SOLVERS = ("greedy", "bestfit", "cpsat")
 DEFAULT = {

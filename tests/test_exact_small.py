@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from minimalloc_files import minimalloc_dir
 
-from planner.generate import pigeonholes
-from planner.io import read_minimalloc_csv
-from planner.problem import Buffer, InfeasibleError, Problem, lower_bound, validate
-from solvers import UnknownSolverError, available, solve
+from memplan.planner.generate import pigeonholes
+from memplan.planner.io import read_minimalloc_csv
+from memplan.planner.problem import Buffer, InfeasibleError, Problem, lower_bound, validate
+from memplan.solvers import UnknownSolverError, available, solve
 
 # (solver, options): both exact solvers, the MILP on both back ends, warm and cold
 # (cold makes the model itself find and prove the optimum), and once as one

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from experiments.executors import AffinityQueue, run_all
+from memplan.experiments.executors import AffinityQueue, run_all
 
 
 def _die_on_13(n: int) -> int:

@@ -17,10 +17,10 @@ from executorch.exir.backend.test.backend_with_compiler_demo import BackendWithC
 from executorch.exir.backend.utils import tag_mutated_buffer
 from executorch.exir.dialects._ops import ops as exir_ops
 
-from experiments import runtime
-from planner import PlannerPass
-from planner.extract import XNNPACK_PADDING, ExtractionError
-from planner.problem import BufferKind, lower_bound
+from memplan import PlannerPass
+from memplan.experiments import runtime
+from memplan.planner.et.extract import XNNPACK_PADDING, ExtractionError
+from memplan.planner.problem import BufferKind, lower_bound
 
 _MODELS: dict[str, object] = {}
 
@@ -58,7 +58,9 @@ def test_lifetimes_and_planned_set_match_executorch(name):
     (record,), (ex,) = stock.records, ours.extractions
     planned = {bid for bid, (_, _, off, size) in record.items() if off is not None and size > 0}
     assert {b.id for b in ex.problem.buffers} == planned
-    assert set(ex.zero_size) == {bid for bid, (_, _, off, size) in record.items() if off is not None and size == 0}
+    assert set(ex.zero_size) == {
+        bid for bid, (_, _, off, size) in record.items() if off is not None and size == 0
+    }
     for buf in ex.problem.buffers:
         (first, last), _, _, size = record[buf.id]
         assert (buf.start, buf.end) == (first, last + 1), buf.id  # inclusive -> half-open

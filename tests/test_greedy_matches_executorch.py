@@ -1,4 +1,4 @@
-"""solvers.greedy gives exactly what ExecuTorch 1.5.1's own `greedy` gives.
+"""memplan.solvers.greedy gives exactly what ExecuTorch 1.5.1's own `greedy` gives.
 
 Each problem is turned into real `TensorSpec`s (same order, inclusive
 lifetimes, mem_id = pool, groups as storage_base + storage_base_offset) and
@@ -13,10 +13,10 @@ import torch
 from executorch.exir.memory_planning import greedy as et_greedy
 from executorch.exir.tensor import TensorSpec
 
-from planner.generate import layered_problem, random_problem
-from planner.problem import Buffer, ContiguousGroup, Problem, UnsupportedProblemError
-from solvers import solve
-from solvers.greedy import solve_greedy
+from memplan.planner.generate import layered_problem, random_problem
+from memplan.planner.problem import Buffer, ContiguousGroup, Problem, UnsupportedProblemError
+from memplan.solvers import solve
+from memplan.solvers.greedy import solve_greedy
 
 GRAPH = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
 
@@ -42,7 +42,10 @@ def executorch_plan(
             specs[member].storage_base = specs[group.parent]
             specs[member].storage_base_offset = rel
     result = et_greedy(
-        alignment, list(specs.values()), GRAPH, None,
+        alignment,
+        list(specs.values()),
+        GRAPH,
+        None,
         allow_overlapping_allocations=allow_overlapping_allocations,
     )
     sizes = {pool: result.bufsizes[pool] for pool in problem.pools}

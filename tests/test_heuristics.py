@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from minimalloc_files import KNOWN, minimalloc_dir
 
-from planner.generate import layered_problem, random_problem
-from planner.io import read_minimalloc_csv
-from planner.problem import (
+from memplan.planner.generate import layered_problem, random_problem
+from memplan.planner.io import read_minimalloc_csv
+from memplan.planner.problem import (
     Buffer,
     BufferKind,
     InfeasibleError,
@@ -20,8 +20,8 @@ from planner.problem import (
     lower_bounds,
     validate,
 )
-from solvers import solve
-from solvers.bestfit import ORDERINGS
+from memplan.solvers import solve
+from memplan.solvers.bestfit import ORDERINGS
 
 
 def assert_sound(problem: Problem, plan: Plan) -> None:
@@ -87,7 +87,9 @@ def test_layered_problem_is_solved_close_to_its_bound() -> None:
 
 def test_greedy_refuses_fixed_offsets_naming_them() -> None:
     problem = Problem((Buffer("pinned", 0, 2, 8, offset=0), Buffer("free", 0, 2, 8)))
-    with pytest.raises(UnsupportedProblemError, match=r"buffers 'pinned' are pinned; use bestfit, cpsat or milp"):
+    with pytest.raises(
+        UnsupportedProblemError, match=r"buffers 'pinned' are pinned; use bestfit, cpsat or milp"
+    ):
         solve(problem, "greedy")
 
 

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from minimalloc_files import KNOWN, minimalloc_dir
 
-from planner.generate import random_problem
-from planner.io import FormatError, load_json, read_minimalloc_csv, save_json, write_minimalloc_csv
-from planner.problem import (
+from memplan.planner.generate import random_problem
+from memplan.planner.io import FormatError, load_json, read_minimalloc_csv, save_json, write_minimalloc_csv
+from memplan.planner.problem import (
     Buffer,
     BufferKind,
     ContiguousGroup,
@@ -20,7 +20,7 @@ from planner.problem import (
     lower_bound,
     validate,
 )
-from solvers import solve
+from memplan.solvers import solve
 
 
 def write(tmp_path: Path, text: str, name: str = "p.csv") -> Path:
@@ -125,7 +125,10 @@ BAD_CSV = [
     ("id,lower,upper,size\nx,3,3,8\n", r"p\.csv:2: buffer 'x' has upper 3 <= lower 3"),
     ("id,lower,upper,size\nx,0,2,8\n\nx,1,3,8\n", r"p\.csv:4: duplicate id 'x' \(first on line 2\)"),
     ("id,lower,upper,size\n,0,2,8\n", r"p\.csv:2: empty id"),
-    ("id,lower,upper,size,alignment,offset\nx,0,2,8,4,6\n", r"p\.csv:2: buffer 'x': fixed offset 6 is not a multiple"),
+    (
+        "id,lower,upper,size,alignment,offset\nx,0,2,8,4,6\n",
+        r"p\.csv:2: buffer 'x': fixed offset 6 is not a multiple",
+    ),
     ("id,lower,upper,size,gaps\nx,0,10,8,3-5\n", r"p\.csv:2: buffer 'x' has gap 3-5 inside its lifetime"),
     ("id,lower,upper,size,gaps\nx,0,10,8,0-2@0:4\n", r"p\.csv:2: buffer 'x' has gap '0-2@0:4'.*windows"),
     ("id,lower,upper,size,gaps\nx,0,10,8,0-10\n", r"p\.csv:2: buffer 'x' has gaps '0-10' covering its whole"),
@@ -152,11 +155,16 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
 
 
 def test_json_round_trip_of_a_problem_with_everything(tmp_path: Path) -> None:
-    problem = random_problem(80, seed=2, alignment=(1, 4), with_groups=True, with_fixed=True,
-                             with_same_offset=True, n_pools=2)
+    problem = random_problem(
+        80, seed=2, alignment=(1, 4), with_groups=True, with_fixed=True, with_same_offset=True, n_pools=2
+    )
     labelled = Problem(
-        problem.buffers + (Buffer("kv", 0, 5, 64, kind=BufferKind.MUTABLE_STATE, label="layer0.k_cache", pool=3),),
-        problem.groups, problem.same_offsets, capacity=1 << 20, name="everything",
+        problem.buffers
+        + (Buffer("kv", 0, 5, 64, kind=BufferKind.MUTABLE_STATE, label="layer0.k_cache", pool=3),),
+        problem.groups,
+        problem.same_offsets,
+        capacity=1 << 20,
+        name="everything",
     )
     assert labelled.groups and labelled.same_offsets and any(b.offset is not None for b in labelled.buffers)
     save_json(labelled, tmp_path / "p.json")
@@ -175,7 +183,7 @@ def test_json_round_trip_of_a_plan(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "text, message",
     [
-        ("{\n\"type\": \"problem\",\n oops}", r"p\.json:3: not valid JSON"),
+        ('{\n"type": "problem",\n oops}', r"p\.json:3: not valid JSON"),
         ('{"type": "schedule", "version": 1}', r"p\.json: expected an object with \"type\""),
         ('{"type": "plan", "version": 7}', r"p\.json: unsupported version 7"),
         ('{"type": "plan", "version": 1, "solver": "x"}', r"p\.json: a plan is missing the field 'offsets'"),

@@ -9,8 +9,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-from experiments import make_figures  # noqa: E402
-from planner.problem import Buffer, Plan, Problem  # noqa: E402
+from memplan.experiments import make_figures  # noqa: E402
+from memplan.planner.problem import Buffer, Plan, Problem  # noqa: E402
 
 
 @pytest.fixture(autouse=True)

@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given, settings
 from strategies import problems
 
-from planner.generate import random_problem
-from planner.problem import Buffer, Problem, lower_bound, validate
-from solvers import solve
-from solvers.milp import overlapping_pairs, settle
-from solvers.units import make_plan, units_of
+from memplan.planner.generate import random_problem
+from memplan.planner.problem import Buffer, Problem, lower_bound, validate
+from memplan.solvers import solve
+from memplan.solvers.milp import overlapping_pairs, settle
+from memplan.solvers.units import make_plan, units_of
 
 
 @settings(max_examples=60, deadline=None)
@@ -29,7 +29,12 @@ def test_sweep_finds_exactly_the_conflicting_unit_pairs(problem: Problem) -> Non
 def test_settle_repairs_offsets_off_by_solver_tolerance() -> None:
     """Raw offsets that overlap by a hair (or round onto each other) still give a valid plan."""
     problem = Problem(
-        (Buffer("a", 0, 2, 4), Buffer("b", 0, 2, 4), Buffer("c", 1, 3, 4, alignment=4), Buffer("w", 0, 3, 2, offset=12))
+        (
+            Buffer("a", 0, 2, 4),
+            Buffer("b", 0, 2, 4),
+            Buffer("c", 1, 3, 4, alignment=4),
+            Buffer("w", 0, 3, 2, offset=12),
+        )
     )
     units = units_of(problem)
     raw = [0.0, 3.9999997, 4.0000002, 12]  # b rounds onto a's bytes; c onto b's
@@ -52,7 +57,9 @@ def test_solver_failure_falls_back_to_bestfit_and_says_so(monkeypatch: pytest.Mo
         raise pulp.PulpSolverError("cbc exited with signal 11")
 
     monkeypatch.setattr(pulp.COIN_CMD, "actualSolve", crash)
-    problem = Problem(tuple(Buffer(f"b{i}", 0, 2, 3) for i in range(4)) + (Buffer("wall", 0, 2, 1, offset=5),))
+    problem = Problem(
+        tuple(Buffer(f"b{i}", 0, 2, 3) for i in range(4)) + (Buffer("wall", 0, 2, 1, offset=5),)
+    )
     plan = solve(problem, "milp", backend="cbc", warm_start=False)
     assert validate(problem, plan) == []
     assert plan.arena_size <= solve(problem, "bestfit").arena_size
@@ -72,7 +79,9 @@ def test_a_model_too_big_for_the_time_limit_is_not_built_to_the_end() -> None:
 
 @pytest.mark.parametrize("backend", ["cbc", "highs"])
 def test_a_loosened_gap_is_not_reported_as_a_proof(backend: str) -> None:
-    problem = Problem(tuple(Buffer(f"b{i}", 0, 2, 3) for i in range(4)) + (Buffer("wall", 0, 2, 1, offset=5),))
+    problem = Problem(
+        tuple(Buffer(f"b{i}", 0, 2, 3) for i in range(4)) + (Buffer("wall", 0, 2, 1, offset=5),)
+    )
     strict = solve(problem, "milp", backend=backend, warm_start=False)
     loose = solve(problem, "milp", backend=backend, warm_start=False, gapRel=0.5)
     assert strict.proven_optimal and strict.arena_size == 15  # one buffer under the wall, three above

@@ -11,11 +11,11 @@ from __future__ import annotations
 import pytest
 from et_helpers import assert_shared, tiny, write_read
 
-from experiments import runtime, zoo
-from planner import PlannerPass
-from planner.extract import ExtractionError
-from planner.problem import BufferKind, validate
-from planner.shared_state import STATE_POOL
+from memplan import PlannerPass
+from memplan.experiments import runtime, zoo
+from memplan.planner.et.extract import ExtractionError
+from memplan.planner.et.shared_state import STATE_POOL
+from memplan.planner.problem import BufferKind, validate
 
 _MODELS: dict[str, object] = {}
 
@@ -116,7 +116,6 @@ def test_a_single_method_keeps_its_state_in_arena_one():
     state = [b for b in pass_.results["forward"].problem.buffers if b.kind is BufferKind.MUTABLE_STATE]
     assert [b.pool for b in state] == [1]
     runtime.check_outputs(m, et.buffer)
-
 
 
 def test_sharing_refuses_tensors_an_earlier_pass_moved_to_other_arenas():

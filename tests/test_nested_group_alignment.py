@@ -7,7 +7,7 @@ misaligned offset from every solver; the problem model refuses it up front.
 
 import pytest
 
-from planner.problem import Buffer, ContiguousGroup, Problem, ProblemError
+from memplan.planner.problem import Buffer, ContiguousGroup, Problem, ProblemError
 
 
 def test_member_misaligned_inside_the_root_is_refused_by_name() -> None:

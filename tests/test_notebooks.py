@@ -71,7 +71,9 @@ def test_committed_notebooks_carry_no_outputs() -> None:
     for path in sorted(NOTEBOOKS.glob("*.ipynb")):
         nb = nbformat.read(path, as_version=4)
         nbformat.validate(nb)
-        stale = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)]
+        stale = [
+            i for i, c in enumerate(nb.cells) if c.cell_type == "code" and (c.outputs or c.execution_count)
+        ]
         assert not stale, f"{path.name}: cells {stale} carry outputs; strip them before committing"
 
 
@@ -92,10 +94,17 @@ def test_plan_visualization_draws_all_four_figures(kernel_specs: KernelSpecManag
     assert "fusion off" in shown and "fusion on" in shown  # the fusion cell's table
 
 
-def test_sweep_analysis_runs_a_tiny_sweep_and_plots_it(kernel_specs: KernelSpecManager, tmp_path: Path) -> None:
+def test_sweep_analysis_runs_a_tiny_sweep_and_plots_it(
+    kernel_specs: KernelSpecManager, tmp_path: Path
+) -> None:
     out = tmp_path / "sweep"
-    values = {"RESULTS_DIR": None, "MODELS": ["cat_seed"], "SOLVERS": ["greedy", "bestfit"], "JOBS": 1,
-              "SWEEP_OUT": str(out)}
+    values = {
+        "RESULTS_DIR": None,
+        "MODELS": ["cat_seed"],
+        "SOLVERS": ["greedy", "bestfit"],
+        "JOBS": 1,
+        "SWEEP_OUT": str(out),
+    }
     nb = execute("sweep_analysis.ipynb", values, kernel_specs, tmp_path)
     assert not [o for o in outputs(nb) if o.output_type == "error"]
     assert len(images(nb)) == 2  # viz.compare and the saving chart
@@ -110,7 +119,7 @@ def test_writing_sweep_outputs_leaves_the_plot_backend_alone(tmp_path: Path) -> 
     import matplotlib
     import pandas as pd
 
-    from experiments import report
+    from memplan.experiments import report
 
     rows = pd.DataFrame(
         [("m", "forward", "greedy", 120, 100, False, None)],
@@ -127,8 +136,10 @@ def test_writing_sweep_outputs_leaves_the_plot_backend_alone(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_sweep_analysis_reads_a_finished_sweep_folder(kernel_specs: KernelSpecManager, tmp_path: Path) -> None:
-    from experiments import sweep
+def test_sweep_analysis_reads_a_finished_sweep_folder(
+    kernel_specs: KernelSpecManager, tmp_path: Path
+) -> None:
+    from memplan.experiments import sweep
 
     out = tmp_path / "done"
     df = sweep.sweep(out=out, models=["cat_seed"], solvers=["greedy"], jobs=1, progress=False)

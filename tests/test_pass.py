@@ -12,15 +12,14 @@ from et_helpers import tiny
 from executorch.exir.memory_planning import get_node_tensor_specs
 from executorch.exir.passes import MemoryPlanningPass
 
-import solvers
-from experiments import runtime
-from planner import PlannerPass
-from planner.apply import shared_slots
-from planner.extract import buffer_names
-from planner.pass_ import PlanningError
-from planner.problem import Buffer, BufferKind, InfeasibleError, Problem, ProblemError
-from planner.solve_policy import choose_plan
-from solvers.units import make_plan, units_of
+from memplan import PlannerPass, solvers
+from memplan.experiments import runtime
+from memplan.planner.et.apply import shared_slots
+from memplan.planner.et.extract import buffer_names
+from memplan.planner.et.pass_ import PlanningError
+from memplan.planner.et.solve_policy import choose_plan
+from memplan.planner.problem import Buffer, BufferKind, InfeasibleError, Problem, ProblemError
+from memplan.solvers.units import make_plan, units_of
 
 _MODELS: dict[str, object] = {}
 
@@ -108,7 +107,9 @@ def _everything_at_zero(problem, *, time_limit_s=None, **_):
 
 def test_time_out_never_returns_worse_than_bestfit(monkeypatch):
     real = solvers.get_solver
-    monkeypatch.setattr(solvers, "get_solver", lambda name: _stack_everything if name == "cpsat" else real(name))
+    monkeypatch.setattr(
+        solvers, "get_solver", lambda name: _stack_everything if name == "cpsat" else real(name)
+    )
     pass_ = PlannerPass(solver="cpsat", time_limit_s=1)
     et = runtime.lower(model("chain"), memory_planning_pass=pass_)
     result = pass_.results["forward"]
@@ -121,7 +122,9 @@ def test_time_out_never_returns_worse_than_bestfit(monkeypatch):
 
 def test_a_plan_the_validator_rejects_fails_the_export_naming_nodes(monkeypatch):
     real = solvers.get_solver
-    monkeypatch.setattr(solvers, "get_solver", lambda name: _everything_at_zero if name == "cpsat" else real(name))
+    monkeypatch.setattr(
+        solvers, "get_solver", lambda name: _everything_at_zero if name == "cpsat" else real(name)
+    )
     with pytest.raises(PlanningError) as err:
         runtime.lower(model("chain"), memory_planning_pass=PlannerPass(solver="cpsat"))
     message = str(err.value)
@@ -200,7 +203,9 @@ def test_mem_ids_set_by_an_earlier_pass_become_separate_pools():
 
 def test_bestfit_falls_back_to_executorch_greedy_when_that_packs_better(monkeypatch):
     real = solvers.get_solver
-    monkeypatch.setattr(solvers, "get_solver", lambda name: _stack_everything if name == "bestfit" else real(name))
+    monkeypatch.setattr(
+        solvers, "get_solver", lambda name: _stack_everything if name == "bestfit" else real(name)
+    )
     problem = Problem((Buffer("a", 0, 2, 32), Buffer("b", 2, 4, 32), Buffer("c", 0, 4, 16)))
     plan = choose_plan(problem, "bestfit")
     assert plan.solver == "greedy" and plan.arena_size == 48

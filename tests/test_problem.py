@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from planner.problem import (
+from memplan.planner.problem import (
     Buffer,
     ContiguousGroup,
     Problem,
@@ -22,7 +22,10 @@ from planner.problem import (
         (lambda: Buffer("x", 0, 2, -3), r"buffer 'x': size must be positive, got -3"),
         (lambda: Buffer("x", 2, 2, 8), r"buffer 'x': lifetime \[start=2, end=2\) is empty"),
         (lambda: Buffer("x", 3, 1, 8), r"buffer 'x': lifetime \[start=3, end=1\) is empty"),
-        (lambda: Buffer("x", 0, 2, 8, alignment=16, offset=8), r"buffer 'x': fixed offset 8 is not a multiple"),
+        (
+            lambda: Buffer("x", 0, 2, 8, alignment=16, offset=8),
+            r"buffer 'x': fixed offset 8 is not a multiple",
+        ),
         (lambda: Buffer("x", 0, 2, 8, offset=-1), r"buffer 'x': fixed offset -1 is negative"),
         (lambda: Buffer("x", 0, 2, 8, alignment=0), r"buffer 'x': alignment must be >= 1"),
     ],
@@ -38,8 +41,18 @@ P = Buffer("p", 0, 10, 16)
 @pytest.mark.parametrize(
     "buffers, groups, same, message",
     [
-        ((P, Buffer("m", 0, 10, 8)), [("p", (("m", 12),))], [], r"'m' inside 'p': bytes \[12, 20\) do not fit"),
-        ((P, Buffer("m", 5, 12, 8)), [("p", (("m", 0),))], [], r"'m' inside 'p': lifetime \[5, 12\) is not inside"),
+        (
+            (P, Buffer("m", 0, 10, 8)),
+            [("p", (("m", 12),))],
+            [],
+            r"'m' inside 'p': bytes \[12, 20\) do not fit",
+        ),
+        (
+            (P, Buffer("m", 5, 12, 8)),
+            [("p", (("m", 0),))],
+            [],
+            r"'m' inside 'p': lifetime \[5, 12\) is not inside",
+        ),
         ((P, Buffer("m", 0, 4, 8, alignment=8)), [("p", (("m", 4),))], [], r"'m' inside 'p'.*alignment 8"),
         ((P, Buffer("m", 0, 4, 8, pool=1)), [("p", (("m", 0),))], [], r"'m' inside 'p': pool 1"),
         ((P,), [("p", (("ghost", 0),))], [], r"member of the group of 'p' 'ghost' is not a buffer"),

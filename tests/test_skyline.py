@@ -6,10 +6,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import problems
 
-from planner.generate import layered_problem, random_problem
-from planner.problem import Buffer, Problem, ProblemError, lower_bound, lower_bounds, validate
-from solvers import solve
-from solvers.skyline import ORDERS
+from memplan.planner.generate import layered_problem, random_problem
+from memplan.planner.problem import Buffer, Problem, ProblemError, lower_bound, lower_bounds, validate
+from memplan.solvers import solve
+from memplan.solvers.skyline import ORDERS
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

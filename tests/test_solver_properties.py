@@ -12,8 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import has_fixed_or_same_offset, problems
 
-from planner.problem import InfeasibleError, Plan, Problem, UnsupportedProblemError, lower_bound, validate
-from solvers import available, solve
+from memplan.planner.problem import (
+    InfeasibleError,
+    Plan,
+    Problem,
+    UnsupportedProblemError,
+    lower_bound,
+    validate,
+)
+from memplan.solvers import available, solve
 
 EXACT = ("cpsat", "milp")
 TIME_LIMIT_S = 20.0  # far above what these problems need; a time-out shows up as "not proven"
@@ -78,7 +85,9 @@ def test_exact_solvers_prove_small_problems(problem: Problem) -> None:
     arenas = {}
     for label, (name, options) in runs.items():
         plan = solve(problem, name, time_limit_s=TIME_LIMIT_S, **options)
-        assert plan.proven_optimal, f"{label} did not prove a {len(problem.buffers)}-buffer problem: {plan.status}"
+        assert plan.proven_optimal, (
+            f"{label} did not prove a {len(problem.buffers)}-buffer problem: {plan.status}"
+        )
         arenas[label] = plan.arena_size
     assert len(set(arenas.values())) == 1, arenas
 

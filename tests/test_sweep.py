@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from experiments import report, runtime, sweep, zoo
+from memplan.experiments import report, runtime, sweep, zoo
 
 MODELS = ["cat_seed", "deep_autoencoder"]
 SOLVERS = ["greedy", "bestfit"]
@@ -103,7 +103,9 @@ def test_resuming_runs_only_the_new_part_of_a_grid(tmp_path, monkeypatch):
     assert sorted(df["solver"]) == ["bestfit", "greedy"]
     # Asking for the check later reruns the unchecked runs, and only those.
     seen.clear()
-    df = sweep.sweep(out=tmp_path, models=["cat_seed"], solvers=["greedy"], check=True, jobs=1, progress=False)
+    df = sweep.sweep(
+        out=tmp_path, models=["cat_seed"], solvers=["greedy"], check=True, jobs=1, progress=False
+    )
     assert [r.solver for r in seen] == ["greedy"] and all(r.check for r in seen)
     assert df.set_index("solver").loc["greedy", "matches_eager"]
 
@@ -127,7 +129,12 @@ def test_a_failing_model_becomes_an_error_row(tmp_path, monkeypatch):
     sweep.sweep(out=tmp_path, models=["broken", "cat_seed"], solvers=["greedy"], jobs=1, progress=False)
     assert seen == []
     sweep.sweep(
-        out=tmp_path, models=["broken", "cat_seed"], solvers=["greedy"], jobs=1, progress=False, retry_errors=True
+        out=tmp_path,
+        models=["broken", "cat_seed"],
+        solvers=["greedy"],
+        jobs=1,
+        progress=False,
+        retry_errors=True,
     )
     assert {r.model for r in seen} == {"broken"}
 
@@ -171,7 +178,13 @@ def _without_timing(df: pd.DataFrame) -> pd.DataFrame:
 def _same_grid_elsewhere(inline: pd.DataFrame, out, **executor) -> None:
     """cat_seed x both solvers x fusion on/off on another executor; only timing columns may differ."""
     df = sweep.sweep(
-        out=out, models=["cat_seed"], solvers=SOLVERS, cat_fusion=(True, False), check=True, progress=False, **executor
+        out=out,
+        models=["cat_seed"],
+        solvers=SOLVERS,
+        cat_fusion=(True, False),
+        check=True,
+        progress=False,
+        **executor,
     )
     want = inline[inline["model"] == "cat_seed"].reset_index(drop=True)
     pd.testing.assert_frame_equal(_without_timing(df), _without_timing(want))
@@ -189,12 +202,30 @@ def test_ray_gives_the_same_table_as_inline(small_sweep, tmp_path):
 def test_summary_compares_solvers_against_the_lowest_bound_of_a_case():
     """Cat fusion kept for one solver only: its lower bound is lower and bounds both arenas."""
     rows = [
-        dict(model="m", method="forward", solver="greedy", lower_bound=1000, arena_bytes=1000, proven_optimal=True),
-        dict(model="m", method="forward", solver="bestfit", lower_bound=800, arena_bytes=800, proven_optimal=True),
+        dict(
+            model="m",
+            method="forward",
+            solver="greedy",
+            lower_bound=1000,
+            arena_bytes=1000,
+            proven_optimal=True,
+        ),
+        dict(
+            model="m",
+            method="forward",
+            solver="bestfit",
+            lower_bound=800,
+            arena_bytes=800,
+            proven_optimal=True,
+        ),
     ]
     df = pd.DataFrame.from_records(
-        [{c: None for c in sweep.COLUMNS} | dict(alignment=16, cat_fusion=True, time_limit_s=5.0,
-         buffers=3, stock_arena_bytes=1000) | r for r in rows],
+        [
+            {c: None for c in sweep.COLUMNS}
+            | dict(alignment=16, cat_fusion=True, time_limit_s=5.0, buffers=3, stock_arena_bytes=1000)
+            | r
+            for r in rows
+        ],
         columns=list(sweep.COLUMNS),
     )
     df["saving_vs_stock"] = 1 - df["arena_bytes"] / df["stock_arena_bytes"]

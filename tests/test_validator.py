@@ -10,8 +10,8 @@ import dataclasses
 
 import pytest
 
-from planner.generate import layered_problem
-from planner.problem import (
+from memplan.planner.generate import layered_problem
+from memplan.planner.problem import (
     Buffer,
     BufferKind,
     ContiguousGroup,
@@ -24,7 +24,7 @@ from planner.problem import (
     check_plan,
     validate,
 )
-from solvers import solve
+from memplan.solvers import solve
 
 PROBLEM = Problem(
     buffers=(

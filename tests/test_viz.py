@@ -10,13 +10,30 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-import viz  # noqa: E402
-from planner.generate import layered_problem  # noqa: E402
-from planner.problem import Buffer, BufferKind, ContiguousGroup, Plan, Problem, SameOffset, lower_bounds  # noqa: E402
-from solvers import solve  # noqa: E402
-from viz.gantt import ARENA, BUFFER_LABEL, BUFFERS, GROUPS, LOWER_BOUND, SHARED, draw_order, pool_bases  # noqa: E402
-from viz.profile import PEAK, TOTAL, live_bytes  # noqa: E402
-from viz.style import KIND_COLOURS, format_bytes  # noqa: E402
+from memplan import viz  # noqa: E402
+from memplan.planner.generate import layered_problem  # noqa: E402
+from memplan.planner.problem import (
+    Buffer,
+    BufferKind,
+    ContiguousGroup,
+    Plan,
+    Problem,
+    SameOffset,
+    lower_bounds,
+)  # noqa: E402
+from memplan.solvers import solve  # noqa: E402
+from memplan.viz.gantt import (
+    ARENA,
+    BUFFER_LABEL,
+    BUFFERS,
+    GROUPS,
+    LOWER_BOUND,
+    SHARED,
+    draw_order,
+    pool_bases,
+)  # noqa: E402
+from memplan.viz.profile import PEAK, TOTAL, live_bytes  # noqa: E402
+from memplan.viz.style import KIND_COLOURS, format_bytes  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -197,7 +214,9 @@ def sweep_rows() -> pd.DataFrame:
         ("state", "init", "milp", 300, 300, True),
         ("state", "step", "milp", 330, 300, False),
     ]
-    return pd.DataFrame(rows, columns=["model", "method", "solver", "arena_bytes", "lower_bound", "proven_optimal"])
+    return pd.DataFrame(
+        rows, columns=["model", "method", "solver", "arena_bytes", "lower_bound", "proven_optimal"]
+    )
 
 
 def bar_tops(ax, series: str) -> list[float]:
@@ -219,7 +238,12 @@ def test_compare_splits_bars_by_a_setting_that_varies() -> None:
     df = pd.concat([df, df.assign(alignment=64, arena_bytes=df["arena_bytes"] * 2)])
     ax = viz.compare(df)
     labels = {c.get_label() for c in ax.containers}
-    assert labels == {"greedy, alignment=16", "greedy, alignment=64", "milp, alignment=16", "milp, alignment=64"}
+    assert labels == {
+        "greedy, alignment=16",
+        "greedy, alignment=64",
+        "milp, alignment=16",
+        "milp, alignment=64",
+    }
     assert bar_tops(ax, "greedy, alignment=64") == [2.4, 2.12]
 
 

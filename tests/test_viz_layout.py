@@ -9,10 +9,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
-import viz  # noqa: E402
-from planner.problem import Buffer, Problem  # noqa: E402
-from solvers import solve  # noqa: E402
-from viz.gantt import BUFFER_LABEL, BoxLabel, shorten  # noqa: E402
+from memplan import viz  # noqa: E402
+from memplan.planner.problem import Buffer, Problem  # noqa: E402
+from memplan.solvers import solve  # noqa: E402
+from memplan.viz.gantt import BUFFER_LABEL, BoxLabel, shorten  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -29,10 +29,12 @@ def test_long_names_are_cut_in_the_middle_and_stay_distinct() -> None:
 
 
 def test_a_label_is_drawn_only_where_it_fits_its_box() -> None:
-    problem = Problem((
-        Buffer("wide", 0, 100, 1000, label="wide"),
-        Buffer("narrow", 100, 101, 1000, label="narrow_buffer_name"),
-    ))
+    problem = Problem(
+        (
+            Buffer("wide", 0, 100, 1000, label="wide"),
+            Buffer("narrow", 100, 101, 1000, label="narrow_buffer_name"),
+        )
+    )
     fig, ax = plt.subplots(figsize=(8, 4))
     viz.gantt(problem, solve(problem, "bestfit"), ax=ax, label_top=2)
     fig.canvas.draw()

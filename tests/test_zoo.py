@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 import torch
 
-from experiments import runtime, zoo
+from memplan.experiments import runtime, zoo
 
 REQUIRED = [
     "ds_cnn",
@@ -128,8 +128,12 @@ def test_multi_method_cache_reads_what_was_written():
 
 def test_encoder_decoder_state_flows_between_methods():
     m = model("encoder_decoder_cache")
-    calls = [("encoder", m.calls[0][1]), ("decoder", m.calls[1][1]),
-             ("encoder", m.calls[3][1]), ("decoder", m.calls[1][1])]
+    calls = [
+        ("encoder", m.calls[0][1]),
+        ("decoder", m.calls[1][1]),
+        ("encoder", m.calls[3][1]),
+        ("decoder", m.calls[1][1]),
+    ]
     outs = runtime.run_pte(stock("encoder_decoder_cache").buffer, calls)
     # Same decoder input, different encoder state -> different output.
     assert not torch.allclose(outs[1][0], outs[3][0])

@@ -1,8 +1,14 @@
 """Plots of problems and plans (pure matplotlib; no notebooks or CLI here)."""
 
-from viz.compare import compare
-from viz.gantt import gantt
-from viz.profile import profile
-from viz.side_by_side import panels, side_by_side
+from memplan.viz.compare import compare
+from memplan.viz.gantt import gantt
+from memplan.viz.profile import profile
+from memplan.viz.side_by_side import panels, side_by_side
 
 __all__ = ["compare", "gantt", "panels", "profile", "side_by_side"]
+
+if __name__ != "memplan.viz":  # pragma: no cover - only a wrong sys.path gets here
+    raise ImportError(
+        f"memplan's viz/ directory was imported as {__name__!r}; it is the package"
+        " memplan.viz (install memplan with pip and import memplan.viz)"
+    )

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 
-from viz.style import LOWER_BOUND_COLOUR
+from memplan.viz.style import LOWER_BOUND_COLOUR
 
 REQUIRED = ("model", "method", "solver", "arena_bytes", "lower_bound")
 SETTINGS = ("alignment", "cat_fusion", "time_limit_s")  # sweep settings that may split a solver's bars
@@ -64,12 +64,21 @@ def compare(df: pd.DataFrame, ax: Axes | None = None) -> Axes:
     for n, name in enumerate(series):
         part = table[table["series"] == name]
         xs = [cases.index(c) - 0.4 + width * (n + 0.5) for c in part["case"]]
-        bars = ax.bar(xs, part["ratio"] - 1.0, width=width, bottom=1.0, label=name,
-                      color=colours[n % len(colours)], gid=f"bars_{name}")
+        bars = ax.bar(
+            xs,
+            part["ratio"] - 1.0,
+            width=width,
+            bottom=1.0,
+            label=name,
+            color=colours[n % len(colours)],
+            gid=f"bars_{name}",
+        )
         if len(table) <= _VALUE_LABELS_UP_TO:
             texts = [f"{r:.3f}{'*' if p else ''}" for r, p in zip(part["ratio"], part["proven"])]
             ax.bar_label(bars, labels=texts, fontsize=6, rotation=90, padding=2)
-    ax.axhline(1.0, color=LOWER_BOUND_COLOUR, linestyle="--", linewidth=1.0, label="lower bound", gid=BOUND_LINE)
+    ax.axhline(
+        1.0, color=LOWER_BOUND_COLOUR, linestyle="--", linewidth=1.0, label="lower bound", gid=BOUND_LINE
+    )
     top = float(table["ratio"].max()) if len(table) else 1.0
     ax.set_ylim(1.0 - 0.05 * max(top - 1.0, 0.02), 1.0 + 1.15 * max(top - 1.0, 0.02))
     ax.set_xticks(range(len(cases)), cases, rotation=45, ha="right", fontsize=8)

@@ -8,7 +8,7 @@ largest few buffers get a text label.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
@@ -18,8 +18,15 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
-from planner.problem import Buffer, Plan, Problem, lower_bounds
-from viz.style import ARENA_COLOUR, KIND_COLOURS, KIND_NAMES, LOWER_BOUND_COLOUR, bytes_axis, format_bytes
+from memplan.planner.problem import Buffer, Plan, Problem, lower_bounds
+from memplan.viz.style import (
+    ARENA_COLOUR,
+    KIND_COLOURS,
+    KIND_NAMES,
+    LOWER_BOUND_COLOUR,
+    bytes_axis,
+    format_bytes,
+)
 
 # gids of the artists, for code (and tests) that look the drawing up
 BUFFERS, GROUPS, SHARED = "buffers", "groups", "shared"
@@ -31,6 +38,7 @@ _MANY = 300  # above this many buffers, boxes lose their edges (they would be al
 
 def draw_order(problem: Problem) -> list[str]:
     """Buffer ids in the order their boxes are drawn: outer parents before their members."""
+
     def depth(buf: Buffer) -> int:
         level, node = 0, buf.id
         while (link := problem.parent_of(node)) is not None:
@@ -92,7 +100,11 @@ def gantt(
         ax.add_collection(
             PolyCollection(
                 [box(by_id[p]) for p in sorted(parents)],
-                facecolors="none", edgecolors="black", linewidths=1.2, gid=GROUPS, zorder=3,
+                facecolors="none",
+                edgecolors="black",
+                linewidths=1.2,
+                gid=GROUPS,
+                zorder=3,
             )
         )
     shared = sorted({b for s in problem.same_offsets for b in s.buffers})
@@ -100,7 +112,12 @@ def gantt(
         ax.add_collection(
             PolyCollection(
                 [box(by_id[b]) for b in shared],
-                facecolors="none", edgecolors="0.15", linewidths=0.0, hatch="///", gid=SHARED, zorder=2,
+                facecolors="none",
+                edgecolors="0.15",
+                linewidths=0.0,
+                hatch="///",
+                gid=SHARED,
+                zorder=2,
             )
         )
 
@@ -128,19 +145,36 @@ def gantt(
     return ax
 
 
-def _bound_lines(ax: Axes, problem: Problem, plan: Plan, bases: dict[int, int], x_low: float, x_high: float) -> None:
+def _bound_lines(
+    ax: Axes, problem: Problem, plan: Plan, bases: dict[int, int], x_low: float, x_high: float
+) -> None:
     """One arena and one lower-bound line per pool, each set a single legend entry."""
     bounds = lower_bounds(problem)
     arena_ys = [bases[p] + plan.arena_sizes.get(p, 0) for p in bases]
     bound_ys = [bases[p] + bounds.get(p, 0) for p in bases]
     total_bound = sum(bounds.values())
     ax.hlines(
-        arena_ys, x_low, x_high, colors=ARENA_COLOUR, linewidths=1.5, zorder=4, clip_on=False, gid=ARENA,
+        arena_ys,
+        x_low,
+        x_high,
+        colors=ARENA_COLOUR,
+        linewidths=1.5,
+        zorder=4,
+        clip_on=False,
+        gid=ARENA,
         label=f"arena {format_bytes(plan.arena_size)} ({plan.arena_size:,} B)",
     )
     ax.hlines(
-        bound_ys, x_low, x_high, colors=LOWER_BOUND_COLOUR, linewidths=1.2, linestyles="--", zorder=4,
-        clip_on=False, gid=LOWER_BOUND, label=f"lower bound {format_bytes(total_bound)} ({total_bound:,} B)",
+        bound_ys,
+        x_low,
+        x_high,
+        colors=LOWER_BOUND_COLOUR,
+        linewidths=1.2,
+        linestyles="--",
+        zorder=4,
+        clip_on=False,
+        gid=LOWER_BOUND,
+        label=f"lower bound {format_bytes(total_bound)} ({total_bound:,} B)",
     )
 
 
@@ -151,8 +185,16 @@ def _label_largest(
     for buf in largest:
         (x0, y0), _, (x1, y1), _ = box(buf)
         label = BoxLabel(
-            (x0, y0, x1, y1), (x0 + x1) / 2, (y0 + y1) / 2, shorten(buf.label or buf.id),
-            ha="center", va="center", fontsize=7, clip_on=True, gid=BUFFER_LABEL, zorder=5,
+            (x0, y0, x1, y1),
+            (x0 + x1) / 2,
+            (y0 + y1) / 2,
+            shorten(buf.label or buf.id),
+            ha="center",
+            va="center",
+            fontsize=7,
+            clip_on=True,
+            gid=BUFFER_LABEL,
+            zorder=5,
         )
         ax.add_artist(label)
 
@@ -163,7 +205,7 @@ def shorten(name: str, limit: int = 24) -> str:
     if len(name) <= limit:
         return name
     head = (limit - 1) // 2
-    return name[:head] + "…" + name[len(name) - (limit - 1 - head):]
+    return name[:head] + "…" + name[len(name) - (limit - 1 - head) :]
 
 
 class BoxLabel(Text):
@@ -195,7 +237,9 @@ def _name_steps(ax: Axes, op_names: Sequence[str], x_high: int) -> None:
             f"op_names has {len(op_names)} names but buffers live up to step {x_high - 1};"
             f" name every step 0..{x_high - 1}"
         )
-    ax.set_xticks([i + 0.5 for i in range(x_high)], [str(n) for n in op_names[:x_high]], rotation=90, fontsize=7)
+    ax.set_xticks(
+        [i + 0.5 for i in range(x_high)], [str(n) for n in op_names[:x_high]], rotation=90, fontsize=7
+    )
 
 
 def _legend_handles(ax: Axes, problem: Problem, parents: set[str], shared: list[str]) -> list:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from planner.problem import Plan, Problem
-from viz.style import ARENA_COLOUR, bytes_axis, format_bytes
+from memplan.planner.problem import Plan, Problem
+from memplan.viz.style import ARENA_COLOUR, bytes_axis, format_bytes
 
 TOTAL, PEAK = "live_total", "peak"  # gids; per-pool lines are "live_pool_<pool>", arenas "arena_<name>"
 _ARENA_STYLES = ("--", "-.", ":", (0, (5, 1, 1, 1, 1, 1)))
@@ -51,18 +51,33 @@ def profile(
         for pool in problem.pools:
             pool_times, pool_levels = live_bytes(problem, pool)
             ax.step(
-                pool_times, pool_levels, where="post", linewidth=1.0, alpha=0.8,
-                label=f"live, pool {pool}", gid=f"live_pool_{pool}",
+                pool_times,
+                pool_levels,
+                where="post",
+                linewidth=1.0,
+                alpha=0.8,
+                label=f"live, pool {pool}",
+                gid=f"live_pool_{pool}",
             )
     if levels:
         peak = max(levels)
         at = times[levels.index(peak)]
-        ax.plot([at], [peak], marker="v", color="0.15", linestyle="none", gid=PEAK,
-                label=f"peak {format_bytes(peak)} at step {at}")
+        ax.plot(
+            [at],
+            [peak],
+            marker="v",
+            color="0.15",
+            linestyle="none",
+            gid=PEAK,
+            label=f"peak {format_bytes(peak)} at step {at}",
+        )
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for n, (name, plan) in enumerate(named.items()):
         ax.axhline(  # styles differ too: arenas a few bytes apart draw on the same pixels
-            plan.arena_size, linestyle=_ARENA_STYLES[n % len(_ARENA_STYLES)], linewidth=1.2, gid=f"arena_{name}",
+            plan.arena_size,
+            linestyle=_ARENA_STYLES[n % len(_ARENA_STYLES)],
+            linewidth=1.2,
+            gid=f"arena_{name}",
             color=ARENA_COLOUR if len(named) == 1 else colours[n % len(colours)],
             label=f"{name}: arena {format_bytes(plan.arena_size)} ({plan.arena_size:,} B)",
         )

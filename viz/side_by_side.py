@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from planner.problem import Plan, Problem
-from viz.gantt import gantt
+from memplan.planner.problem import Plan, Problem
+from memplan.viz.gantt import gantt
 
 Chart = tuple[Problem, Plan, str | None]  # problem, plan, title (None: gantt's default title)
 
@@ -42,7 +42,9 @@ def panels(
     if not charts:
         raise ValueError("panels: give at least one (problem, plan, title) to draw")
     width, height = panel_size
-    fig, axes = plt.subplots(1, len(charts), sharey=True, figsize=(width * len(charts), height), squeeze=False)
+    fig, axes = plt.subplots(
+        1, len(charts), sharey=True, figsize=(width * len(charts), height), squeeze=False
+    )
     row = list(axes[0])
     for ax, (problem, plan, title) in zip(row, charts):
         gantt(problem, plan, ax=ax, label_top=label_top, title=title)
@@ -53,7 +55,13 @@ def panels(
     for ax in row:
         legend = ax.get_legend()
         labels = [text.get_text() for text in legend.get_texts()]
-        ax.legend(legend.legend_handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=columns,
-                  fontsize=8)
+        ax.legend(
+            legend.legend_handles,
+            labels,
+            loc="upper center",
+            bbox_to_anchor=(0.5, -0.14),
+            ncol=columns,
+            fontsize=8,
+        )
     fig.tight_layout()
     return fig

@@ -18,8 +18,8 @@ import dataclasses
 import math
 from collections import defaultdict
 
-import solvers
-from planner.problem import (
+from memplan import solvers
+from memplan.planner.problem import (
     BufferKind,
     InfeasibleError,
     Plan,
@@ -60,7 +60,9 @@ def choose_plan(
     return plan
 
 
-def run_solver(problem: Problem, solver: str, time_limit_s: float | None = None, options: dict | None = None) -> Plan:
+def run_solver(
+    problem: Problem, solver: str, time_limit_s: float | None = None, options: dict | None = None
+) -> Plan:
     """`solvers.solve`, planning around submodule reservations if the solver cannot pin them."""
     options = options or {}
     try:
@@ -99,7 +101,8 @@ def without_reservations(problem: Problem) -> tuple[Problem, dict[int, int]] | N
         capacity -= max(shift.values())
         if capacity <= 0:
             raise InfeasibleError(
-                f"submodule reservations {sorted(ids)} alone fill the capacity {problem.capacity}", sorted(ids)
+                f"submodule reservations {sorted(ids)} alone fill the capacity {problem.capacity}",
+                sorted(ids),
             )
     rest = dataclasses.replace(
         problem, buffers=tuple(b for b in problem.buffers if b.id not in ids), capacity=capacity

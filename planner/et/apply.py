@@ -9,10 +9,10 @@ a pool. Buffers that never share a byte with another get an id of their own.
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Mapping
+from collections.abc import Mapping
 
-from planner.extract import Extraction, _pool_of
-from planner.problem import Plan, Problem, check_plan
+from memplan.planner.et.extract import Extraction, _pool_of
+from memplan.planner.problem import Plan, Problem, check_plan
 
 
 def shared_slots(problem: Problem, offsets: Mapping[str, int], first_id: int = 0) -> dict[str, int]:
@@ -48,7 +48,7 @@ def apply_plan(extraction: Extraction, plan: Plan) -> list[int]:
         spec.mem_obj_id = slots[bid]
     next_slot = max(slots.values(), default=-1) + 1
     placed = {id(spec): bid for bid, spec in extraction.spec_of.items()}
-    for bid, spec in extraction.zero_size.items():
+    for spec in extraction.zero_size.values():
         # Zero bytes overlap nothing; keep the pool and sit inside the base if aliased.
         base = spec.storage_base
         if base is not None and id(base) in placed:

@@ -22,17 +22,13 @@ carries the tensor, with `[i]` appended when that node has several tensors.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
 
 import torch
 from executorch.exir import memory
 from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.memory_planning import (
-    _contains_xnnpack_delegate,
-    _extend_storage_base_lifetimes,
-    _get_mutable_buffer_specs,
-    _is_inplace_node,
     collect_specs_from_nodes,
     get_cond_nodes,
     get_graph_input_tensors,
@@ -46,7 +42,13 @@ from executorch.exir.memory_planning import (
 from executorch.exir.tensor import TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
-from planner.problem import Buffer, BufferKind, ContiguousGroup, Problem, ProblemError
+from memplan.planner.et.compat import (
+    contains_xnnpack_delegate,
+    extend_storage_base_lifetimes,
+    get_mutable_buffer_specs,
+    is_inplace_node,
+)
+from memplan.planner.problem import Buffer, BufferKind, ContiguousGroup, Problem, ProblemError
 
 DEFAULT_POOL = 1  # ExecuTorch's mem_id for planned activations; 0 is reserved for constants
 XNNPACK_PADDING = 64  # bytes apply_algo adds to every arena of a graph with an XNNPACK delegate
@@ -145,7 +147,9 @@ def extract(
         bid, _ = names[spec]
         pool = _pool_of(spec)
         if pool < DEFAULT_POOL:
-            raise ExtractionError(f"{bid}: mem_id {pool} is reserved for constants; planned tensors need mem_id >= 1")
+            raise ExtractionError(
+                f"{bid}: mem_id {pool} is reserved for constants; planned tensors need mem_id >= 1"
+            )
         (spec_of if spec.allocated_memory > 0 else zero_size)[bid] = spec
 
     buffers: list[Buffer] = []
@@ -194,7 +198,7 @@ def extract(
         zero_size=zero_size,
         specs=specs,
         num_nodes=len(nodes),
-        extra_padding=XNNPACK_PADDING if _contains_xnnpack_delegate(graph_module) else 0,
+        extra_padding=XNNPACK_PADDING if contains_xnnpack_delegate(graph_module) else 0,
         reserved=reserved,
     )
 
@@ -255,7 +259,7 @@ def _cover_inplace_results(nodes: list[torch.fx.Node]) -> None:
     index = {node: i for i, node in enumerate(nodes)}
     stretched = set()
     for node in nodes:
-        if not _is_inplace_node(node):
+        if not is_inplace_node(node):
             continue
         for spec in get_node_tensor_specs(node):
             start, end = spec.lifetime
@@ -265,8 +269,7 @@ def _cover_inplace_results(nodes: list[torch.fx.Node]) -> None:
             if last > end:
                 spec.lifetime = [start, last]
                 stretched.add(spec)
-    _extend_storage_base_lifetimes(stretched)
-
+    extend_storage_base_lifetimes(stretched)
 
 
 def _pool_of(spec: TensorSpec) -> int:
@@ -329,7 +332,9 @@ def _label(node: torch.fx.Node, graph_signature: ExportGraphSignature | None) ->
         module = getattr(node.graph.owning_module, node.args[0].target, None)
         return f"delegate:{getattr(module, 'backend_id', '?')}"
     target = node.target
-    return str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
+    return (
+        str(target) if isinstance(target, torch._ops.OpOverload) else getattr(target, "__name__", str(target))
+    )
 
 
 def _buffer_kinds(
@@ -340,7 +345,6 @@ def _buffer_kinds(
         kinds[spec] = BufferKind.GRAPH_OUTPUT
     for spec in get_graph_input_tensors(nodes, graph_signature):
         kinds[spec] = BufferKind.GRAPH_INPUT
-    for spec in _get_mutable_buffer_specs(nodes, graph_signature):
+    for spec in get_mutable_buffer_specs(nodes, graph_signature):
         kinds[spec] = BufferKind.MUTABLE_STATE
     return kinds
-

@@ -21,15 +21,16 @@ from __future__ import annotations
 import dataclasses
 import math
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 from executorch.exir.memory_planning import Verifier, get_node_tensor_specs
 from torch.export.exported_program import ExportedProgram, ExportGraphSignature
 
-from planner.extract import ExtractionError, StateRef
-from planner.problem import Buffer, BufferKind, Plan, Problem, SameOffset, check_plan
+from memplan.planner.et.extract import ExtractionError, StateRef
+from memplan.planner.problem import Buffer, BufferKind, Plan, Problem, SameOffset, check_plan
 
 STATE_POOL = 2  # the arena after ExecuTorch's default activation arena (mem_id 1)
 
@@ -183,7 +184,9 @@ def joint_problem(
                 )
             )
         start += m.num_nodes
-    same = [SameOffset(tuple(f"{m.method}:{fqn}" for m in methods)) for fqn in fqns] if len(methods) > 1 else []
+    same = (
+        [SameOffset(tuple(f"{m.method}:{fqn}" for m in methods)) for fqn in fqns] if len(methods) > 1 else []
+    )
     problem = Problem(tuple(buffers), same_offsets=tuple(same), name="shared state")
     plan = Plan(
         offsets={b.id: b.offset for b in buffers},
@@ -195,9 +198,7 @@ def joint_problem(
     return problem, plan
 
 
-def with_state(
-    problem: Problem, plan: Plan, m: MethodState, layout: SharedLayout
-) -> tuple[Problem, Plan]:
+def with_state(problem: Problem, plan: Plan, m: MethodState, layout: SharedLayout) -> tuple[Problem, Plan]:
     """A method's problem and plan extended by the mem_id-2 state buffers (for plots)."""
     node_of = {r.fqn: r.node for r in m.refs}
     extra, offsets = [], dict(plan.offsets)

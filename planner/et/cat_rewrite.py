@@ -21,8 +21,8 @@ from executorch.exir import memory
 from executorch.exir.tensor import TensorSpec
 from torch.export.exported_program import ExportGraphSignature, TensorArgument
 
-from planner.catfusion import CatFusion, CatStatus
-from planner.problem import ProblemError
+from memplan.planner.et.catfusion import CatFusion, CatStatus
+from memplan.planner.problem import ProblemError
 
 
 class CatRewriteError(ProblemError):
@@ -81,7 +81,9 @@ def remove_fused_cats(
     for slot in fusion.copies:
         source, before = node(slot.source), node(slot.before)
         region = spec_of[slot.region]
-        spec = _copy_spec(source.meta["spec"], region, slot.offset, spec_of[slot.enclosing], slot.enclosing_offset)
+        spec = _copy_spec(
+            source.meta["spec"], region, slot.offset, spec_of[slot.enclosing], slot.enclosing_offset
+        )
         with graph.inserting_before(before):
             target = graph.call_function(memory.alloc, ((tuple(spec.shape), spec.dtype),))
             target.meta["spec"] = spec
@@ -110,7 +112,9 @@ def remove_fused_cats(
     return removed
 
 
-def _copy_spec(value: TensorSpec, region: TensorSpec, offset: int, enclosing: TensorSpec, rel: int) -> TensorSpec:
+def _copy_spec(
+    value: TensorSpec, region: TensorSpec, offset: int, enclosing: TensorSpec, rel: int
+) -> TensorSpec:
     """A planned spec for a clone target `offset` bytes into `region`."""
     spec = TensorSpec(dtype=value.dtype, shape=torch.Size(value.shape))
     spec.realign(torch._utils._element_size(value.dtype))

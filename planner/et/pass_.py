@@ -13,41 +13,39 @@ stay available as `pass_.results[method].problem` / `.plan`.
 from __future__ import annotations
 
 import dataclasses
-import os
-import sys
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from executorch.exir.memory_planning import (
     Verifier,
-    _merge_bufsizes,
     greedy,
     insert_calls_to_free,
 )
-from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass
 from executorch.exir.pass_base import PassResult
+from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass
 from executorch.exir.schema import DeviceType
 from executorch.exir.tensor import ALIGNMENT, TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
-import solvers
-from planner.apply import apply_plan
-from planner.cat_plan import CatReport, plan_with_cat_fusion
-from planner.cat_rewrite import fuse_cats
-from planner.extract import ExtractionError, control_flow_submodules, extract, state_buffers
-from planner.problem import Plan, Problem, ProblemError
-from planner.shared_state import (
+from memplan import solvers
+from memplan.planner.et.apply import apply_plan
+from memplan.planner.et.cat_plan import CatReport, plan_with_cat_fusion
+from memplan.planner.et.cat_rewrite import fuse_cats
+from memplan.planner.et.compat import ExportContext, export_context, merge_bufsizes
+from memplan.planner.et.extract import ExtractionError, control_flow_submodules, extract, state_buffers
+from memplan.planner.et.shared_state import (
     MethodState,
     SharedLayout,
     check_default_mem_ids,
-    reject_foreign_planners,
     current_session,
     finish_session,
     lay_out,
+    reject_foreign_planners,
     with_state,
 )
-from planner.solve_policy import choose_plan
+from memplan.planner.et.solve_policy import choose_plan
+from memplan.planner.problem import Plan, Problem, ProblemError
 
 DEFAULT_SOLVER = "cpsat"
 DEFAULT_TIME_LIMIT_S = 5.0
@@ -74,13 +72,6 @@ class MethodResult:
     cat_report: CatReport | None = None  # set when cat fusion is on (planner.catfusion)
     specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
     padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
-
-
-@dataclass(frozen=True)
-class _ExportContext:
-    method: str
-    key: Any  # the call's dict of execution programs: identifies it, lists every method
-    num_methods: int
 
 
 class PlannerPass(MemoryPlanningPass):
@@ -145,7 +136,7 @@ class PlannerPass(MemoryPlanningPass):
         graph_module: torch.fx.GraphModule,
         graph_signature: ExportGraphSignature | None = None,
     ) -> PassResult:
-        context = _export_context()
+        context = export_context()
         method = context.method if context else self._fallback_name()
         share = self._shares(context)
         self._set_alloc_node_spec(graph_module)
@@ -153,7 +144,12 @@ class PlannerPass(MemoryPlanningPass):
             check_default_mem_ids(graph_module)
         alloc_mutable = self.alloc_mutable_buffers and not share
         result = self._plan_graph(
-            graph_module, graph_signature, method, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable
+            graph_module,
+            graph_signature,
+            method,
+            self.alloc_graph_input,
+            self.alloc_graph_output,
+            alloc_mutable,
         )
         self.results[method] = result
         verifier = Verifier(
@@ -167,7 +163,7 @@ class PlannerPass(MemoryPlanningPass):
 
     def run_multimethod(self) -> None:
         """Lay out the state shared by all methods of this export (first call only)."""
-        context = _export_context()
+        context = export_context()
         session = finish_session()
         if session is None:
             return
@@ -203,10 +199,12 @@ class PlannerPass(MemoryPlanningPass):
             sizes: list[int] = []
             for node, sub_alloc_input in control_flow_submodules(graph_module):
                 sub = getattr(graph_module, node.target)
-                res = self._plan_graph(sub, graph_signature, f"{where}/{node.target}", sub_alloc_input, True, True)
+                res = self._plan_graph(
+                    sub, graph_signature, f"{where}/{node.target}", sub_alloc_input, True, True
+                )
                 sub.meta["non_const_buffer_sizes"] = res.buffer_sizes
                 submodules[node.target] = res
-                _merge_bufsizes(sizes, res.buffer_sizes)
+                merge_bufsizes(sizes, res.buffer_sizes)
             return sizes
 
         ex = extract(
@@ -248,7 +246,9 @@ class PlannerPass(MemoryPlanningPass):
         insert_calls_to_free(graph_module, set(ex.specs))
         report = None
         if fusion is not None:
-            report = CatReport.of(fusion, plan, without, fuse_cats(graph_module, fusion, ex.spec_of, graph_signature))
+            report = CatReport.of(
+                fusion, plan, without, fuse_cats(graph_module, fusion, ex.spec_of, graph_signature)
+            )
         graph_module.meta["non_const_buffer_sizes"] = sizes
         return MethodResult(
             planned.problem,
@@ -268,10 +268,12 @@ class PlannerPass(MemoryPlanningPass):
         try:
             return choose_plan(problem, self.solver, self.time_limit_s, self.solver_options, self.capacity)
         except ProblemError as e:
-            raise PlanningError(f"memory planning of {where!r} with solver {self.solver!r} failed: {e}") from e
+            raise PlanningError(
+                f"memory planning of {where!r} with solver {self.solver!r} failed: {e}"
+            ) from e
 
     # -- methods and shared state --------------------------------------------------
-    def _shares(self, context: _ExportContext | None) -> bool:
+    def _shares(self, context: ExportContext | None) -> bool:
         if not self.alloc_mutable_buffers:
             return False
         if self.share_mutable_buffers is not None:
@@ -283,7 +285,7 @@ class PlannerPass(MemoryPlanningPass):
 
     def _register(
         self,
-        context: _ExportContext | None,
+        context: ExportContext | None,
         method: str,
         graph_module: torch.fx.GraphModule,
         graph_signature: ExportGraphSignature,
@@ -301,36 +303,6 @@ class PlannerPass(MemoryPlanningPass):
             flags=(self.alloc_graph_input, self.alloc_graph_output),
             owner=self,
         )
-
-
-_PROGRAM_FILE = os.path.join("exir", "program", "_program.py")
-
-
-def _export_context(max_depth: int = 16) -> _ExportContext | None:
-    """The method being planned, read from the enclosing `to_executorch` frame.
-
-    ExecuTorch 1.5.1 calls `memory_planning_pass.run(graph_module,
-    graph_signature)` without the method name, from inside `for name, program
-    in self._edge_programs.items()` in `EdgeProgramManager.to_executorch`; that
-    loop variable is the only record of which method is being planned. Its
-    `execution_programs` dict, new for every call, identifies the export.
-    Returns None when `run` is called some other way.
-    """
-    frame = sys._getframe(1)
-    for _ in range(max_depth):
-        if frame is None:
-            return None
-        code = frame.f_code
-        if code.co_name == "to_executorch" and code.co_filename.endswith(_PROGRAM_FILE):
-            local = frame.f_locals
-            owner = local.get("self")
-            name = local.get("name")
-            programs = getattr(owner, "_edge_programs", None)
-            if isinstance(name, str) and programs is not None:
-                return _ExportContext(name, local.get("execution_programs"), len(programs))
-            return None
-        frame = frame.f_back
-    return None
 
 
 __all__ = ["PlannerPass", "PlanningError", "MethodResult", "ExtractionError"]

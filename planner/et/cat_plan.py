@@ -14,15 +14,15 @@ groups.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Mapping
 
 import torch
 from torch.export.exported_program import ExportGraphSignature
 
-from planner.catfusion import CatDecision, CatFusion, CatRefusal, CatStatus, analyze, is_cat
-from planner.extract import Extraction
-from planner.problem import InfeasibleError, Plan, Problem, ProblemError, lower_bound, lower_bounds
+from memplan.planner.et.catfusion import CatDecision, CatFusion, CatRefusal, CatStatus, analyze, is_cat
+from memplan.planner.et.extract import Extraction
+from memplan.planner.problem import InfeasibleError, Plan, Problem, ProblemError, lower_bound, lower_bounds
 
 
 def plan_with_cat_fusion(
@@ -45,8 +45,12 @@ def plan_with_cat_fusion(
 
     def decide(blocked: frozenset[str]) -> CatFusion:
         return analyze(
-            graph_module, graph_signature, extraction,
-            relax_alignment=relax_alignment, partial=partial, blocked=blocked,
+            graph_module,
+            graph_signature,
+            extraction,
+            relax_alignment=relax_alignment,
+            partial=partial,
+            blocked=blocked,
         )
 
     def keep_every_cat() -> CatFusion:
@@ -150,7 +154,9 @@ class CatReport:
     instructions_removed: int
 
     @classmethod
-    def of(cls, fusion: CatFusion, plan_with: Plan, plan_without: Plan | None, instructions_removed: int) -> CatReport:
+    def of(
+        cls, fusion: CatFusion, plan_with: Plan, plan_without: Plan | None, instructions_removed: int
+    ) -> CatReport:
         return cls(
             decisions=tuple(fusion.decisions),
             arena_with=plan_with.arena_size,
@@ -181,7 +187,9 @@ class CatReport:
         lines = []
         for d in self.decisions:
             why = f"  [{', '.join(r.value for r in d.reasons)}] {d.detail}" if d.reasons else ""
-            lines.append(f"{d.cat:32s} {d.status.value:8s} {d.nbytes:>9d} B  removed {d.copy_bytes_removed:>9d} B{why}")
+            lines.append(
+                f"{d.cat:32s} {d.status.value:8s} {d.nbytes:>9d} B  removed {d.copy_bytes_removed:>9d} B{why}"
+            )
         without = "no fitting plan" if self.arena_without is None else f"{self.arena_without} B"
         lines.append(
             f"cats {len(self.decisions)}: fused {self.count(CatStatus.FUSED)}, aliased {self.count(CatStatus.ALIASED)},"

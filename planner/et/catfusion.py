@@ -25,22 +25,24 @@ import dataclasses
 import math
 import operator
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 from executorch.exir import memory
 from executorch.exir.delegate import executorch_call_delegate
-from executorch.exir.memory_planning import _is_inplace_node, _is_out_var_node, get_node_tensor_specs
+from executorch.exir.memory_planning import get_node_tensor_specs
 from executorch.exir.operator.convert import get_out_args_from_opoverload, unwrap_op_overload
 from executorch.exir.schema import TensorShapeDynamism
 from executorch.exir.tensor import TensorSpec, num_bytes_from_shape_and_dtype
 from torch.export.exported_program import ExportGraphSignature
 from torch.utils._pytree import tree_flatten
 
-from planner.extract import Extraction
-from planner.problem import ContiguousGroup, Problem
+from memplan.planner.et.compat import is_inplace_node, is_out_var_node
+from memplan.planner.et.extract import Extraction
+from memplan.planner.problem import ContiguousGroup, Problem
 
 _CONTROL_FLOW = (
     torch.ops.higher_order.cond,
@@ -246,7 +248,9 @@ def analyze(
     PARTIAL cats. Cats named in `blocked` are refused with ARENA_GREW if
     they could otherwise go (see planner.cat_plan).
     """
-    return _Analyzer(graph_module, graph_signature, extraction, relax_alignment, partial, frozenset(blocked)).run()
+    return _Analyzer(
+        graph_module, graph_signature, extraction, relax_alignment, partial, frozenset(blocked)
+    ).run()
 
 
 class _Analyzer:
@@ -277,7 +281,9 @@ class _Analyzer:
         self.status: dict[str, CatStatus] = {}
         self.placement: dict[tuple[str, int], str] = {}  # (cat, input position) -> placement
         self.input_reason: dict[tuple[str, int], tuple[CatRefusal, str]] = {}
-        self.member_of: dict[str, tuple[str, int]] = {}  # buffer -> (cat output buffer, offset) from FUSED/PARTIAL
+        self.member_of: dict[
+            str, tuple[str, int]
+        ] = {}  # buffer -> (cat output buffer, offset) from FUSED/PARTIAL
         self.copies: list[tuple[_Cat, _Input]] = []
 
     # -- driver -------------------------------------------------------------------
@@ -326,7 +332,9 @@ class _Analyzer:
             if why:
                 reasons.append((CatRefusal.OUTPUT_PINNED, why))
         if id(spec) in self.written:
-            reasons.append((CatRefusal.OUTPUT_WRITTEN_IN_PLACE, f"{self.written[id(spec)]} writes the output in place"))
+            reasons.append(
+                (CatRefusal.OUTPUT_WRITTEN_IN_PLACE, f"{self.written[id(spec)]} writes the output in place")
+            )
 
         inputs: list[_Input] = []
         offset = 0
@@ -338,7 +346,9 @@ class _Analyzer:
         nbytes = num_bytes_from_shape_and_dtype(torch.Size(spec.shape), spec.dtype)
         return _Cat(node, self.index[node], spec, bid, dim, nbytes, reasons, inputs)
 
-    def _inspect_input(self, arg: torch.fx.Node, offset: int, out: TensorSpec, seen: dict[int, str]) -> _Input:
+    def _inspect_input(
+        self, arg: torch.fx.Node, offset: int, out: TensorSpec, seen: dict[int, str]
+    ) -> _Input:
         spec = arg.meta["spec"]
         nbytes = num_bytes_from_shape_and_dtype(torch.Size(spec.shape), spec.dtype)
         storage = _view_base(arg)
@@ -355,14 +365,20 @@ class _Analyzer:
             return result(None, "empty")
         if spec.dtype != out.dtype:
             return result(CatRefusal.DTYPE_MISMATCH, f"{spec.dtype} into {out.dtype}")
-        if spec.shape_dynamism != TensorShapeDynamism.STATIC or sspec.shape_dynamism != TensorShapeDynamism.STATIC:
+        if (
+            spec.shape_dynamism != TensorShapeDynamism.STATIC
+            or sspec.shape_dynamism != TensorShapeDynamism.STATIC
+        ):
             return result(CatRefusal.DYNAMIC_SHAPE, "dynamic shape")
         if not _default_dim_order(spec) or not _default_dim_order(sspec):
             return result(CatRefusal.NOT_CONTIGUOUS, f"dim order {tuple(spec.dim_order)}")
         producer = self._producer_refusal(storage)
         if producer:
             return result(*producer)
-        if storage is not arg and num_bytes_from_shape_and_dtype(torch.Size(sspec.shape), sspec.dtype) != nbytes:
+        if (
+            storage is not arg
+            and num_bytes_from_shape_and_dtype(torch.Size(sspec.shape), sspec.dtype) != nbytes
+        ):
             return result(CatRefusal.VIEW_OF_OTHER_SIZE, f"view of {storage.name}")
         if id(sspec) in self.written:
             return result(CatRefusal.INPUT_WRITTEN_IN_PLACE, f"{self.written[id(sspec)]} writes it in place")
@@ -395,7 +411,9 @@ class _Analyzer:
                 if fqn in sig.buffers_to_mutate.values():
                     return CatRefusal.MUTABLE_BUFFER, f"mutable buffer {fqn}"
                 return CatRefusal.CONSTANT, f"buffer {fqn}"
-            constants = (sig.inputs_to_parameters, sig.inputs_to_lifted_tensor_constants) if sig is not None else ()
+            constants = (
+                (sig.inputs_to_parameters, sig.inputs_to_lifted_tensor_constants) if sig is not None else ()
+            )
             if any(node.target in table for table in constants) or node.meta["spec"].const:
                 return CatRefusal.CONSTANT, f"{node.name} is a parameter/constant"
             return CatRefusal.GRAPH_INPUT, f"{node.name} is a graph input"
@@ -407,16 +425,16 @@ class _Analyzer:
                 return CatRefusal.DELEGATE_OUTPUT, f"{node.name} comes from delegate {source.name}"
             if source.target in _CONTROL_FLOW:
                 return CatRefusal.CONTROL_FLOW_OUTPUT, f"{node.name} comes from {source.name}"
-            if _is_out_var_node(source) and not _is_inplace_node(source):
+            if is_out_var_node(source) and not is_inplace_node(source):
                 return None
             return CatRefusal.NOT_AN_OUT_OP, f"{node.name} comes from {source.name}"
         if node.target is executorch_call_delegate:
             return CatRefusal.DELEGATE_OUTPUT, f"{node.name} is a delegate call"
         if node.target in _CONTROL_FLOW:
             return CatRefusal.CONTROL_FLOW_OUTPUT, f"{node.name} is a control-flow op"
-        if _is_inplace_node(node):
+        if is_inplace_node(node):
             return CatRefusal.INPUT_WRITTEN_IN_PLACE, f"{node.name} is an in-place op's result"
-        if _is_out_var_node(node):
+        if is_out_var_node(node):
             return None
         return CatRefusal.NOT_AN_OUT_OP, f"{node.name} ({node.target}) does not write an out buffer"
 
@@ -444,7 +462,10 @@ class _Analyzer:
                 continue
             why = (inp.reason, inp.detail) if inp.reason else None
             if why is None and inp.bid in self.member_of:
-                why = (CatRefusal.INPUT_PINNED, f"{inp.bid} already sits in the output of {self.member_of[inp.bid][0]}")
+                why = (
+                    CatRefusal.INPUT_PINNED,
+                    f"{inp.bid} already sits in the output of {self.member_of[inp.bid][0]}",
+                )
             if why is None:
                 ok.append(inp)
             else:
@@ -459,7 +480,11 @@ class _Analyzer:
             for n, (pos, inp, why) in enumerate(bad):
                 need = _elem_size(inp.spec) if self.relax_alignment else out_align
                 if why[0] in _COPYABLE and inp.offset % need:
-                    bad[n] = (pos, inp, (CatRefusal.MISALIGNED, f"offset {inp.offset} is not a multiple of {need}"))
+                    bad[n] = (
+                        pos,
+                        inp,
+                        (CatRefusal.MISALIGNED, f"offset {inp.offset} is not a multiple of {need}"),
+                    )
                     self.input_reason[(cat.node.name, pos)] = bad[n][2]
         if bad and not (self.allow_partial and all(why[0] in _COPYABLE for _, _, why in bad)):
             return
@@ -518,7 +543,9 @@ class _Analyzer:
         return num_bytes_from_shape_and_dtype(torch.Size(spec.shape), spec.dtype)
 
     # -- phase 2: cats whose inputs already sit back to back ---------------------------------------
-    def _try_alias(self, cat: _Cat, roots: dict[str, tuple[str, int]], intervals: dict[str, list[_Interval]]) -> None:
+    def _try_alias(
+        self, cat: _Cat, roots: dict[str, tuple[str, int]], intervals: dict[str, list[_Interval]]
+    ) -> None:
         if cat.reasons or cat.bid in roots:
             return
         inputs = [inp for inp in cat.inputs if inp.detail != "empty"]
@@ -549,7 +576,10 @@ class _Analyzer:
             return
         if crossing:
             cat.reasons.append(
-                (CatRefusal.ALIAS_NOT_NESTED, "its inputs sit back to back, but that range straddles a placed tensor")
+                (
+                    CatRefusal.ALIAS_NOT_NESTED,
+                    "its inputs sit back to back, but that range straddles a placed tensor",
+                )
             )
 
     def _value_locations(self, roots: dict[str, tuple[str, int]]) -> dict[Any, list[tuple[str, int]]]:
@@ -615,9 +645,7 @@ class _Analyzer:
     def _node(self, name: str) -> torch.fx.Node:
         return self.by_name[name]
 
-    def _grouped_problem(
-        self, parent_of: dict[str, tuple[str, int]], shrink: dict[str, int]
-    ) -> Problem:
+    def _grouped_problem(self, parent_of: dict[str, tuple[str, int]], shrink: dict[str, int]) -> Problem:
         """The extraction's problem plus one group per placed output.
 
         Member sizes are clipped to their parent top-down (padding past the
@@ -633,6 +661,7 @@ class _Analyzer:
         for child, (parent, rel) in parent_of.items():
             if not child.startswith("copy:"):
                 children[parent].append((child, rel))
+
         def depth(bid: str) -> int:
             d = 0
             while bid in parent_of:
@@ -665,7 +694,9 @@ class _Analyzer:
             for parent, members in children.items()
         ]
         order = [b.id for b in self.problem.buffers]
-        return dataclasses.replace(self.problem, buffers=tuple(buffers[b] for b in order), groups=tuple(groups))
+        return dataclasses.replace(
+            self.problem, buffers=tuple(buffers[b] for b in order), groups=tuple(groups)
+        )
 
     def _decision(self, cat: _Cat) -> CatDecision:
         name = cat.node.name
@@ -681,7 +712,9 @@ class _Analyzer:
         reasons = tuple(dict.fromkeys(reasons + [i.reason for i in inputs if i.reason is not None]))
         details = [] if status in (CatStatus.FUSED, CatStatus.ALIASED) else [d for _, d in cat.reasons]
         details += [f"{i.node}: {i.detail}" for i in inputs if i.reason is not None]
-        return CatDecision(name, cat.bid, cat.nbytes, cat.dim, status, reasons, "; ".join(details), tuple(inputs))
+        return CatDecision(
+            name, cat.bid, cat.nbytes, cat.dim, status, reasons, "; ".join(details), tuple(inputs)
+        )
 
 
 # -- helpers ---------------------------------------------------------------------
@@ -716,7 +749,7 @@ def _written_in_place(nodes: Iterable[torch.fx.Node]) -> dict[int, str]:
             op = unwrap_op_overload(node.target)
         except TypeError:
             continue
-        out_args = set(get_out_args_from_opoverload(op)) if _is_out_var_node(node) else set()
+        out_args = set(get_out_args_from_opoverload(op)) if is_out_var_node(node) else set()
         for i, arg in enumerate(op._schema.arguments):
             if arg.alias_info is None or not arg.alias_info.is_write or arg.name in out_args:
                 continue

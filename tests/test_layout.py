@@ -1,0 +1,152 @@
+"""The package layout holds: one `memplan` namespace, torch-free solvers, private ExecuTorch names in one module.
+
+Each check runs Python in a fresh subprocess from a folder outside the checkout, as a user would.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+LAYERS = ("planner", "solvers", "viz", "experiments")
+
+
+def run_python(code: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_front_door_from_a_folder_with_its_own_viz_and_experiments(tmp_path: Path) -> None:
+    (tmp_path / "viz.py").write_text("MINE = True\n")
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "experiments" / "__init__.py").write_text("MINE = True\n")
+    done = run_python(
+        """
+        import viz, experiments
+        import memplan, memplan.viz, memplan.experiments.zoo
+        assert viz.MINE and experiments.MINE
+        assert callable(memplan.viz.gantt)
+        assert memplan.__version__ and memplan.__version__ != "0+unknown"
+        from memplan import Buffer, Plan, PlannerPass, Problem, solve
+        problem = Problem((Buffer("a", 0, 2, 8), Buffer("b", 1, 3, 8)))
+        assert solve(problem, "bestfit").arena_size == 16
+        assert PlannerPass.__module__ == "memplan.planner.et.pass_"
+        print("ok")
+        """,
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_no_generic_top_level_names_installed(tmp_path: Path) -> None:
+    done = run_python(
+        f"""
+        import importlib.util
+        found = [n for n in {LAYERS!r} if importlib.util.find_spec(n) is not None]
+        print(found)
+        """,
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("layer", LAYERS)
+def test_a_layer_directory_is_not_importable_under_a_second_name(layer: str) -> None:
+    done = run_python(f"import {layer}", REPO)
+    assert done.returncode != 0
+    assert f"memplan.{layer}" in done.stderr
+
+
+def test_solvers_and_the_problem_model_never_import_torch(tmp_path: Path) -> None:
+    solver_modules = sorted(p.stem for p in (REPO / "solvers").glob("*.py") if p.stem != "__init__")
+    done = run_python(
+        f"""
+        import importlib, sys
+        import memplan
+        from memplan import solvers
+        from memplan.planner import generate, io, problem
+        for name in {solver_modules!r}:
+            importlib.import_module("memplan.solvers." + name)
+        small = generate.random_problem(12, seed=1)
+        for name in solvers.available():
+            solvers.solve(small, name, time_limit_s=2)
+        heavy = sorted(m for m in sys.modules if m.split(".")[0] in ("torch", "executorch"))
+        print(heavy)
+        """,
+        tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _imports(path: Path) -> list[str]:
+    """Every module name `path` imports (absolute imports; `from a import b` gives `a` and `a.b`)."""
+    names: list[str] = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.extend(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+            names.extend(f"{node.module}.{alias.name}" for alias in node.names)
+    return names
+
+
+PROBLEM_MODEL = ("problem",)
+
+
+def test_the_problem_model_imports_nothing_of_memplan() -> None:
+    for stem in PROBLEM_MODEL:
+        inside = [n for n in _imports(REPO / "planner" / f"{stem}.py") if n.startswith("memplan")]
+        allowed = {f"memplan.planner.{s}" for s in PROBLEM_MODEL}
+        assert {n.rsplit(".", 1)[0] if n not in allowed else n for n in inside} <= allowed, inside
+
+
+def test_solvers_import_only_the_problem_model_and_each_other() -> None:
+    allowed_prefixes = tuple(f"memplan.planner.{s}" for s in PROBLEM_MODEL) + ("memplan.solvers",)
+    for path in sorted((REPO / "solvers").glob("*.py")):
+        bad = [n for n in _imports(path) if n.startswith("memplan") and not n.startswith(allowed_prefixes)]
+        bad += [n for n in _imports(path) if n.split(".")[0] in ("torch", "executorch")]
+        assert not bad, f"{path.name} imports {bad}"
+
+
+def test_private_executorch_names_only_in_the_compat_module() -> None:
+    compat = REPO / "planner" / "et" / "compat.py"
+    offenders = []
+    for path in sorted(REPO.glob("*/**/*.py")):
+        if path == compat or ".venv" in path.parts or path.parts[len(REPO.parts)] == "tests":
+            continue
+        for name in _imports(path):
+            if name.split(".")[0] == "executorch" and any(p.startswith("_") for p in name.split(".")):
+                offenders.append(f"{path.relative_to(REPO)}: {name}")
+    assert not offenders, offenders
+
+
+def test_version_on_the_command_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "memplan.experiments.cli", "--version"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("memplan ")
+
+
+def test_typed_marker_ships_with_the_package() -> None:
+    import memplan
+
+    assert (Path(memplan.__file__).parent / "py.typed").is_file()
