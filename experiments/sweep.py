@@ -321,7 +321,7 @@ def _cat_numbers(report: Any) -> tuple[int, int]:
     """(cats whose copy was removed, copy bytes removed per inference); zero when fusion was off."""
     if report is None:
         return 0, 0
-    from memplan.planner.et.catfusion import CatStatus
+    from memplan.planner.et.cat.decisions import CatStatus
 
     fused = sum(d.status is not CatStatus.REFUSED for d in report.decisions)
     return fused, int(report.copy_bytes_removed)
@@ -461,7 +461,7 @@ def sweep(
     """
     from memplan.experiments import report, zoo
 
-    models = list(zoo.default_sweep_names() if models is None else models)
+    models = list(zoo.names() if models is None else models)
     solvers = list(default_solvers() if solvers is None else solvers)
     jobs = default_jobs() if jobs is None else jobs
     validate_grid(models, solvers, alignments, cat_fusion, time_limit_s, jobs, executor)
