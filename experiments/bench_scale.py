@@ -178,8 +178,8 @@ def llama_problems(path: str | None) -> dict[str, Problem]:
         if not isinstance(problem, Problem):
             raise SystemExit(f"{path} holds a plan, not a problem")
         return {Path(path).stem: problem}
+    from memplan.experiments.lowering import lower_planned
     from memplan.experiments.models.llama import llama
-    from memplan.experiments.sweep import lower_planned
 
     lowered = lower_planned(llama(**LLAMA), "bestfit", 16, True, 10.0)
     return {method: result.problem for method, result in lowered.planner_pass.results.items()}
