@@ -15,11 +15,10 @@ A spec is a plain string, so sweep workers in other processes (or on Ray) load t
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib.util
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +27,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from memplan.experiments.sweep_grid import SweepConfigError, check_choice, did_you_mean
 from memplan.experiments.zoo import ZooModel
 
 PT2_SUFFIX = ".pt2"
@@ -36,19 +36,13 @@ DEFAULT_TIME_LIMIT_S = 5.0
 DEFAULT_ALIGNMENT = 16
 
 
-class ProgramSpecError(ValueError):
+class ProgramSpecError(SweepConfigError):
     """A program spec names nothing that can be loaded; the message says what was tried."""
 
 
 def is_file_spec(spec: str) -> bool:
     """True for `.pt2` paths and `file.py:factory` specs (everything that is not a zoo name)."""
     return spec.endswith(PT2_SUFFIX) or ".py:" in spec
-
-
-def did_you_mean(value: str, choices: Sequence[str]) -> str:
-    """' (did you mean 'x'?)' for the closest choice, or ''."""
-    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def load(spec: str | ZooModel) -> ZooModel:
@@ -62,11 +56,7 @@ def load(spec: str | ZooModel) -> ZooModel:
         return from_factory(path, factory)
     from memplan.experiments import zoo
 
-    if spec not in zoo.names():
-        raise ProgramSpecError(
-            f"unknown model {spec!r}{did_you_mean(spec, zoo.names())}; give a zoo model"
-            f" ({', '.join(zoo.names())}), a .pt2 file or path/file.py:factory"
-        )
+    check_choice("model", spec, zoo.names(), hint="; or give a .pt2 file or path/file.py:factory")
     return zoo.get(spec)
 
 
@@ -89,13 +79,21 @@ def from_module(
     for method, entry in methods.items():
         if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], nn.Module)):
             raise ProgramSpecError(f"{name}: method {method!r} must be (module, example_inputs)")
-        table[method] = (entry[0].eval(), tuple(entry[1]))
+        table[method] = (_eval(entry[0]), tuple(entry[1]))
     calls = [(method, inputs) for method, (_, inputs) in table.items()]
     if len(table) > 1:
         options.setdefault("backend_config", {})  # no const prop: it folds reads of shared state
         options.setdefault("memory_planning_config", {"share_mutable_buffers": True})
     kinds = "multi_method" if len(table) > 1 else "own"
     return ZooModel(name, f"{name} ({len(table)} method(s))", table, calls, tags=(kinds,), **options)
+
+
+def _eval(module: nn.Module) -> nn.Module:
+    """Inference mode; a module unlifted from an ExportedProgram is already there and refuses eval()."""
+    try:
+        return module.eval()
+    except NotImplementedError:
+        return module
 
 
 def from_factory(path: str | Path, factory: str) -> ZooModel:
@@ -120,9 +118,7 @@ def from_factory(path: str | Path, factory: str) -> ZooModel:
     fn = getattr(module, factory, None)
     if not callable(fn):
         found = [n for n in vars(module) if callable(getattr(module, n)) and not n.startswith("_")]
-        raise ProgramSpecError(
-            f"{str(path)!r} has no function {factory!r}{did_you_mean(factory, found)}"
-        )
+        raise ProgramSpecError(f"{str(path)!r} has no function {factory!r}{did_you_mean(factory, found)}")
     made = fn()
     name = f"{path.stem}:{factory}"
     if isinstance(made, ZooModel):
@@ -145,12 +141,16 @@ def from_pt2(path: str | Path) -> ZooModel:
     try:
         exported = torch.export.load(str(path))
     except Exception as exc:  # noqa: BLE001 - any failure means: not a .pt2 we can read
-        raise ProgramSpecError(f"{str(path)!r} is not a torch.export program ({type(exc).__name__}: {exc})") from None
+        raise ProgramSpecError(
+            f"{str(path)!r} is not a torch.export program ({type(exc).__name__}: {exc})"
+        ) from None
     if exported.example_inputs is None:
         raise ProgramSpecError(f"{str(path)!r} was saved without example inputs; export with example inputs")
     args, kwargs = exported.example_inputs
     if kwargs:
-        raise ProgramSpecError(f"{str(path)!r}: keyword example inputs are not supported; pass them positionally")
+        raise ProgramSpecError(
+            f"{str(path)!r}: keyword example inputs are not supported; pass them positionally"
+        )
     return from_module(exported.module(), tuple(args), name=path.stem)
 
 
@@ -189,7 +189,9 @@ class PlannedModel:
         return f"<b>{self.model.name}</b>, solver {self.solver}<br>" + self.summary.to_html(index=False)
 
     def __repr__(self) -> str:
-        arenas = ", ".join(f"{m}: {self.summary.set_index('method').at[m, 'arena_bytes']:,} B" for m in self.methods)
+        arenas = ", ".join(
+            f"{m}: {self.summary.set_index('method').at[m, 'arena_bytes']:,} B" for m in self.methods
+        )
         return f"PlannedModel({self.model.name!r}, solver={self.solver!r}, {arenas})"
 
 
@@ -219,7 +221,7 @@ def plan_model(
     Pass the same ZooModel again to plan it with another solver without exporting again.
     """
     from memplan.experiments import runtime
-    from memplan.experiments.sweep import library_warnings_silenced, lower_planned, stock_arenas
+    from memplan.experiments.lowering import library_warnings_silenced, lower_planned, stock_arenas
     from memplan.planner.problem import lower_bound
 
     if isinstance(source, (nn.Module, Mapping)):
@@ -253,4 +255,6 @@ def plan_model(
             }
         )
     summary = pd.DataFrame(rows)
-    return PlannedModel(model, solver, lowered.program, lowered.planner_pass.results, methods, arenas, summary, verdict)
+    return PlannedModel(
+        model, solver, lowered.program, lowered.planner_pass.results, methods, arenas, summary, verdict
+    )

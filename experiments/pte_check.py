@@ -58,7 +58,9 @@ def _random_input(plan: schema.ExecutionPlan, value: int, generator: torch.Gener
         raise CheckError(f"{plan.name}: input value {value} is a {type(val).__name__}; cannot make one up")
     dtype = TORCH_DTYPES.get(ScalarType(val.scalar_type))
     if dtype is None:
-        raise CheckError(f"{plan.name}: input value {value} has element type {val.scalar_type}; cannot make one up")
+        raise CheckError(
+            f"{plan.name}: input value {value} has element type {val.scalar_type}; cannot make one up"
+        )
     shape = tuple(val.sizes)
     if dtype.is_floating_point:
         return torch.randn(shape, generator=generator).to(dtype)
@@ -101,9 +103,13 @@ def check_same_outputs(before: bytes, after: bytes, seed: int = 0) -> int:
         for j, (a, b) in enumerate(zip(g, w)):
             if a.dtype != b.dtype or a.shape != b.shape or not _same_bits(a, b):
                 diff = (a.double() - b.double()).abs().max().item() if a.shape == b.shape else float("nan")
-                raise CheckError(f"call {i} ({method}) output {j} differs from the original (max abs diff {diff:.3g})")
+                raise CheckError(
+                    f"call {i} ({method}) output {j} differs from the original (max abs diff {diff:.3g})"
+                )
     return len(calls)
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)) if a.numel() else True
+    return (
+        torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)) if a.numel() else True
+    )

@@ -308,7 +308,11 @@ class _Scan:
             t = evalue.val
             if not isinstance(t, schema.Tensor) or t.allocation_info is None:
                 continue
-            size = ELEMENT_BYTES.get(ScalarType(t.scalar_type)) if t.scalar_type in ScalarType._value2member_map_ else None
+            size = (
+                ELEMENT_BYTES.get(ScalarType(t.scalar_type))
+                if t.scalar_type in ScalarType._value2member_map_
+                else None
+            )
             if size is None:
                 self.cannot.append(f"value {index}: element type {t.scalar_type} has no known byte size")
                 continue
@@ -330,7 +334,9 @@ class _Scan:
                 initial_state=t.data_buffer_idx > 0,
             )
         if dynamic:
-            self.notes.append(f"{dynamic} tensors have dynamic shapes; planned at the upper-bound shape in the file")
+            self.notes.append(
+                f"{dynamic} tensors have dynamic shapes; planned at the upper-bound shape in the file"
+            )
 
     # -- the instruction stream ---------------------------------------------------------
     def _instructions(self) -> Iterator[tuple[int, Any]]:
@@ -424,6 +430,7 @@ class _Scan:
         if wrote:
             for _, _, w in wrote:
                 self.union.join(t.value, w)
+            t.writer = "alias of " + ", ".join(f"v{w}" for w in sorted({w for _, _, w in wrote}))
         else:
             t.pinned = True
             t.writer = "state"
@@ -447,6 +454,8 @@ class _Scan:
             return "output"
         if t.pinned:
             return "state"
+        if self.cannot:
+            return "unknown"
         return "activation" if t.first is not None else "unused"
 
     def _public(self, t: _Tensor) -> PlannedTensor:
@@ -467,7 +476,9 @@ class _Scan:
         """(mem_id, lo, hi) of the bytes this method's state keeps for the whole method."""
         if self.cannot:
             return []
-        return [(t.mem_id, t.offset, t.hi) for t in self.tensors.values() if t.pinned or self._role(t) == "unused"]
+        return [
+            (t.mem_id, t.offset, t.hi) for t in self.tensors.values() if t.pinned or self._role(t) == "unused"
+        ]
 
     # -- the problem ------------------------------------------------------------------------
     def build(self, other_state: list[tuple[int, int, int]], alignment: int) -> MethodLayout:
@@ -483,18 +494,36 @@ class _Scan:
         components: dict[int, list[_Tensor]] = defaultdict(list)
         for v, t in self.tensors.items():
             components[self.union.find(v)].append(t)
-        roots = [min(c, key=lambda t: t.offset).offset for c in components.values() if not any(t.pinned for t in c)]
+        roots = [
+            min(c, key=lambda t: t.offset).offset for c in components.values() if not any(t.pinned for t in c)
+        ]
         alignment = _usable_alignment(alignment, roots)
         if alignment < DEFAULT_ALIGNMENT:
-            layout.notes.append(f"offsets in the file are multiples of {alignment} only; planning at that alignment")
+            layout.notes.append(
+                f"offsets in the file are multiples of {alignment} only; planning at that alignment"
+            )
         layout.alignment = alignment
         end_of_method = max(self.num_instructions, 1)
         buffers, groups, offsets = [], [], {}
         for members in components.values():
             self._component(members, lifetimes, alignment, end_of_method, buffers, groups, offsets, layout)
-        for mem_id, lo, hi in _uncovered(other_state, [(t.mem_id, t.offset, t.hi) for t in self.tensors.values() if t.pinned]):
+        for mem_id, lo, hi in _uncovered(
+            other_state, [(t.mem_id, t.offset, t.hi) for t in self.tensors.values() if t.pinned]
+        ):
             bid = f"state of another method @{mem_id}:{lo}"
-            buffers.append(Buffer(bid, 0, end_of_method, hi - lo, 1, lo, mem_id, BufferKind.MUTABLE_STATE, "another method's state"))
+            buffers.append(
+                Buffer(
+                    bid,
+                    0,
+                    end_of_method,
+                    hi - lo,
+                    1,
+                    lo,
+                    mem_id,
+                    BufferKind.MUTABLE_STATE,
+                    "another method's state",
+                )
+            )
             offsets[bid] = lo
         if not buffers:
             return layout
@@ -532,7 +561,9 @@ class _Scan:
                     self.union.join(u, v)
             live.append(v)
 
-    def _component(self, members, lifetimes, alignment, end_of_method, buffers, groups, offsets, layout) -> None:
+    def _component(
+        self, members, lifetimes, alignment, end_of_method, buffers, groups, offsets, layout
+    ) -> None:
         pinned = any(t.pinned for t in members)
         lo = min(t.offset for t in members)
         hi = max(t.hi for t in members)
@@ -545,7 +576,9 @@ class _Scan:
         align = 1 if pinned else alignment
         if len(members) == 1:
             bid = f"v{first.value}"
-            buffers.append(Buffer(bid, start, end, size, align, fixed, first.mem_id, kind, first.writer or kind.value))
+            buffers.append(
+                Buffer(bid, start, end, size, align, fixed, first.mem_id, kind, first.writer or kind.value)
+            )
             offsets[bid] = lo
             layout.members[bid] = [(first.value, 0)]
             return
@@ -585,7 +618,9 @@ def _usable_alignment(alignment: int, offsets: list[int]) -> int:
     return alignment
 
 
-def _uncovered(ranges: list[tuple[int, int, int]], own: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+def _uncovered(
+    ranges: list[tuple[int, int, int]], own: list[tuple[int, int, int]]
+) -> list[tuple[int, int, int]]:
     """Merged (mem_id, lo, hi) of `ranges` minus the bytes `own` already covers."""
     by_mem: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for m, lo, hi in ranges:
