@@ -81,7 +81,10 @@ def solve_milp(
     if backend not in BACKENDS:
         raise ValueError(f"milp: unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
     _make_solver(backend, msg, options)  # bad options fail here, before any work
-    limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
+    from memplan.solvers import checked_time_limit
+
+    time_limit_s = checked_time_limit("milp", time_limit_s)
+    limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     settings: dict[str, Any] = dict(backend=backend, msg=msg, warm_start=warm_start, options=options)
     if decompose:
         from memplan.solvers.decompose import solve_in_parts
