@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from memplan.experiments.sweep import SweepConfigError, check_choice, check_time_limit
+from memplan.experiments.sweep_grid import SweepConfigError, check_choice, check_time_limit
 
 COLUMNS = (
     "file",
