@@ -182,6 +182,7 @@ def _sweep(args: argparse.Namespace) -> int:
         address=args.address,
         retry_errors=args.retry_errors,
         progress=not args.quiet,
+        isolate=True,
         fmt=args.format,
     )
     if not args.quiet:

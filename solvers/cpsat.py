@@ -104,7 +104,10 @@ def solve_cpsat(
     `status` says it is not proven; `proven_optimal` is set only when CP-SAT
     proves optimality or the arena equals the lower bound.
     """
-    limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
+    from memplan.solvers import checked_time_limit
+
+    time_limit_s = checked_time_limit("cpsat", time_limit_s)
+    limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     if num_workers < 1:
         raise ValueError(f"cpsat: num_workers must be >= 1, got {num_workers}")
     if search not in SEARCHES:
