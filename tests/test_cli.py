@@ -43,7 +43,7 @@ ERROR_CASES = {
     "plan unknown solver": (["plan", "cat_seed", "--solver", "nope"], "unknown solver 'nope'"),
     "plan unknown method": (
         ["plan", "multi_method_cache", "--solver", "greedy", "--method", "nope"],
-        "unknown method of multi_method_cache 'nope'; choose from: attend, get_cache, set_cache",
+        "unknown method of multi_method_cache 'nope'; choose from: set_cache, get_cache, attend",
     ),
     "plan bad plot file": (["plan", "cat_seed", "--plot", "out.jpg"], "must end in one of: .png, .svg, .pdf"),
     "plot bad file": (
@@ -89,7 +89,8 @@ def test_the_installed_console_script_reports_mistakes_in_one_line():
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"memplan: error: unknown model 'nope'; choose from: {', '.join(zoo.names())}"
+        f"memplan: error: unknown model 'nope'; choose from: {', '.join(zoo.names())};"
+        " or give a .pt2 file or path/file.py:factory"
     ]
 
 
