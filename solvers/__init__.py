@@ -20,7 +20,9 @@ from memplan.planner.problem import (
     ProblemError,
     SolverOptionError,
     check_plan,
+    lower_bound,
 )
+from memplan.solvers.units import planned_exactly
 
 # name -> "module:function"; the order is the order `available()` lists them in.
 _REGISTRY: dict[str, str] = {
@@ -87,7 +89,23 @@ def solve(
     time_limit_s = checked_time_limit(solver, time_limit_s)
     if capacity is not None:
         problem = dataclasses.replace(problem, capacity=capacity)
-    plan = fn(problem, time_limit_s=time_limit_s, **options)
+    try:
+        plan = fn(problem, time_limit_s=time_limit_s, **options)
+    except InfeasibleError as err:
+        if planned_exactly(problem) or "not proven" in str(err):
+            raise
+        raise InfeasibleError(
+            f"{err} (not proven infeasible: gaps whose window starts above the offset were planned"
+            " with the bytes below the window in use)",
+            err.buffers,
+        ) from None
+    if plan.proven_optimal and plan.arena_size > lower_bound(problem) and not planned_exactly(problem):
+        plan = dataclasses.replace(
+            plan,
+            proven_optimal=False,
+            status=f"not proven: gaps whose window starts above the offset were planned with the bytes"
+            f" below the window in use ({plan.status})",
+        )
     if problem.capacity is not None:
         over = {p: s for p, s in plan.arena_sizes.items() if s > problem.capacity}
         if over:
