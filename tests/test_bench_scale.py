@@ -47,3 +47,30 @@ def test_unknown_names_are_refused(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit):
         bench_scale.main(argv)
     assert "unknown" in capsys.readouterr().err
+
+
+def _fake_minimalloc(tmp_path, body: str):
+    binary = tmp_path / "minimalloc"
+    binary.write_text(f"#!/bin/sh\n{body}\n")
+    binary.chmod(0o755)
+    return str(binary)
+
+
+def test_minimalloc_binary_time_is_its_own_elapsed_time(tmp_path) -> None:
+    binary = _fake_minimalloc(tmp_path, 'echo "Elapsed time 0.125s" >&2')
+    result = bench_scale.run_minimalloc(binary, tmp_path / "x.csv", 1024, limit=1)
+    assert result == {"seconds": 0.125, "fits": True, "status": "ok"}
+
+
+def test_minimalloc_binary_failure_is_reported(tmp_path) -> None:
+    binary = _fake_minimalloc(
+        tmp_path, 'echo "Elapsed time 2.000s" >&2; echo "DEADLINE_EXCEEDED" >&2; exit 1'
+    )
+    result = bench_scale.run_minimalloc(binary, tmp_path / "x.csv", 1024, limit=1)
+    assert not result["fits"] and result["seconds"] == 2.0 and "DEADLINE" in result["status"]
+
+
+def test_a_missing_minimalloc_binary_is_refused(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        bench_scale.main(["--sections", "minimalloc", "--minimalloc-binary", str(tmp_path / "nope")])
+    assert "no such file" in capsys.readouterr().err
