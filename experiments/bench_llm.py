@@ -89,7 +89,8 @@ def zoo_model(shape: str, layers: int, mode: str):
     from torch import nn
     from torch.export import Dim
 
-    from memplan.experiments.zoo import ZooModel, _build_transformer
+    from memplan.experiments.models.llama import _build_transformer
+    from memplan.experiments.zoo import ZooModel
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
