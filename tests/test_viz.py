@@ -228,7 +228,7 @@ def test_compare_bars_are_arena_over_lower_bound_per_model_and_solver() -> None:
     ax = viz.compare(sweep_rows())
     assert bar_tops(ax, "greedy") == [1.2, 1.06]
     assert bar_tops(ax, "milp") == [1.0, 1.02, 1.0, 1.1]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["mlp", "llama", "state:init", "state:step"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["mlp", "llama", "state/init", "state/step"]
     (bound,) = [line for line in ax.lines if line.get_gid() == "lower_bound"]
     assert list(bound.get_ydata()) == [1.0, 1.0]
 
