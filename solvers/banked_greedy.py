@@ -25,6 +25,7 @@ which accepts and rejects exactly the same buffers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -76,6 +77,17 @@ def solve_banked_greedy(
             f"banked_greedy (ExecuTorch's algorithm) cannot honour same-offset sets"
             f" {list(problem.same_offsets[0].buffers)}; use banked_bestfit or cpsat"
         )
+    # ExecuTorch has one alignment per program; with mixed ones, their lcm keeps every offset aligned.
+    alignment = math.lcm(*(r.alignment for r in problem.roots()))
+    problem = dataclasses.replace(
+        problem,
+        buffers=tuple(
+            dataclasses.replace(b, alignment=alignment)
+            if problem.parent_of(b.id) is None and b.alignment != alignment
+            else b
+            for b in problem.buffers
+        ),
+    )
     reserved = _reservations(problem)
     roots = [b for b in problem.roots() if b.id not in reserved.values()]
     objects: dict[int, list[_Object]] = {bank.pool: [] for bank in problem.banks}
