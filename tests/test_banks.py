@@ -174,3 +174,22 @@ def test_a_map_that_cannot_hold_the_program_names_the_bank_and_the_missing_bytes
         with pytest.raises(BankCapacityError, match="'dram'") as caught:
             solve(problem, solver)
         assert caught.value.bank == "dram" and caught.value.missing > 0
+
+
+def test_json_keeps_banks_choices_accesses_and_the_chosen_pools(tmp_path) -> None:
+    from memplan.planner.io import load_json, save_json
+
+    problem = two_bank_problem()
+    plan = solve(problem, "banked_bestfit")
+    save_json(problem, tmp_path / "p.json")
+    save_json(plan, tmp_path / "plan.json")
+    assert load_json(tmp_path / "p.json") == problem
+    loaded = load_json(tmp_path / "plan.json")
+    assert dict(loaded.pools) == dict(plan.pools) and validate(problem, loaded) == []
+
+
+def test_csv_refuses_banks_rather_than_losing_them(tmp_path) -> None:
+    from memplan.planner.io import write_minimalloc_csv
+
+    with pytest.raises(ProblemError, match=r"declares banks \['sram', 'dram'\].*lost.*save_json"):
+        write_minimalloc_csv(two_bank_problem(), tmp_path / "p.csv")
