@@ -279,7 +279,13 @@ def _problem_to_dict(problem: Problem) -> dict[str, Any]:
         **(
             {
                 "banks": [
-                    {"name": k.name, "pool": k.pool, "capacity": k.capacity, "cost": k.cost, "alignment": k.alignment}
+                    {
+                        "name": k.name,
+                        "pool": k.pool,
+                        "capacity": k.capacity,
+                        "cost": k.cost,
+                        "alignment": k.alignment,
+                    }
                     for k in problem.banks
                 ]
             }

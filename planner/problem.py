@@ -492,7 +492,7 @@ def bank_report(problem: Problem, plan: Plan) -> list[BankUsage]:
     for buf in placed.buffers:
         counts[buf.pool] += 1
     declared = [b.pool for b in problem.banks]
-    others = sorted(set(plan.arena_sizes) | set(placed.pools) - set(declared))
+    others = sorted((set(plan.arena_sizes) | set(placed.pools)) - set(declared))
     rows = []
     for pool in declared + others:
         bank = problem.bank(pool)
