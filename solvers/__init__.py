@@ -40,7 +40,7 @@ _BANK_ONLY: dict[str, str] = {
 
 # Solvers that choose a bank for each buffer themselves. The others plan a problem with banks
 # only when no buffer has a choice (every buffer in its pool, capacities checked afterwards).
-BANK_SOLVERS: tuple[str, ...] = ("banked_greedy", "banked_bestfit")
+BANK_SOLVERS: tuple[str, ...] = ("banked_greedy", "banked_bestfit", "cpsat")
 
 
 class UnknownSolverError(ProblemError):
