@@ -31,7 +31,7 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def build_parser() -> argparse.ArgumentParser:
     from memplan import __version__
-    from memplan.experiments import sweep
+    from memplan.experiments import sweep, sweep_grid
     from memplan.experiments.executors import EXECUTORS
     from memplan.experiments.one_model import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
 
@@ -45,18 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", default=sweep.DEFAULT_OUT, help="output folder (default: %(default)s)")
     p.add_argument(
         "--alignment",
-        default=",".join(map(str, sweep.DEFAULT_ALIGNMENTS)),
+        default=",".join(map(str, sweep_grid.DEFAULT_ALIGNMENTS)),
         help="comma-separated byte alignments (default: %(default)s)",
     )
     p.add_argument(
         "--cat-fusion",
-        default=",".join("on" if f else "off" for f in sweep.DEFAULT_CAT_FUSION),
+        default=",".join("on" if f else "off" for f in sweep_grid.DEFAULT_CAT_FUSION),
         help="on, off or on,off (default: %(default)s)",
     )
     p.add_argument(
         "--time-limit",
         type=float,
-        default=sweep.DEFAULT_TIME_LIMIT_S,
+        default=sweep_grid.DEFAULT_TIME_LIMIT_S,
         help="seconds per solve for time-limited solvers (default: %(default)s)",
     )
     p.add_argument("--check", action="store_true", help="run every program and compare with eager PyTorch")
@@ -73,7 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
     p.add_argument("--method", help="only this method (default: all)")
     p.add_argument(
-        "--time-limit", type=float, default=sweep.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
+        "--time-limit", type=float, default=sweep_grid.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
     )
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--solver", required=True)
     p.add_argument("--method", help="only this method (default: all, stacked)")
     p.add_argument(
-        "--time-limit", type=float, default=sweep.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
+        "--time-limit", type=float, default=sweep_grid.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
     )
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
@@ -115,7 +115,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from memplan import solvers
     from memplan.experiments import zoo
     from memplan.experiments.executors import ExecutorUnavailableError
-    from memplan.experiments.sweep import SweepConfigError
+    from memplan.experiments.sweep_grid import SweepConfigError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -135,14 +135,14 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from memplan.experiments import report, sweep
+    from memplan.experiments import report, sweep, sweep_grid
 
     df = sweep.sweep(
         out=args.out,
-        models=sweep.parse_list(args.models, "model") if args.models else None,
-        solvers=sweep.parse_list(args.solvers, "solver") if args.solvers else None,
-        alignments=sweep.parse_list(args.alignment, "alignment", int),
-        cat_fusion=sweep.parse_switches(args.cat_fusion),
+        models=sweep_grid.parse_list(args.models, "model") if args.models else None,
+        solvers=sweep_grid.parse_list(args.solvers, "solver") if args.solvers else None,
+        alignments=sweep_grid.parse_list(args.alignment, "alignment", int),
+        cat_fusion=sweep_grid.parse_switches(args.cat_fusion),
         time_limit_s=args.time_limit,
         check=args.check,
         jobs=args.jobs,
@@ -150,6 +150,7 @@ def _sweep(args: argparse.Namespace) -> int:
         address=args.address,
         retry_errors=args.retry_errors,
         progress=not args.quiet,
+        isolate=True,
     )
     if not args.quiet:
         print(report.summary_markdown(df))
@@ -161,11 +162,11 @@ def _sweep(args: argparse.Namespace) -> int:
 
 
 def _plan(args: argparse.Namespace) -> int:
-    from memplan.experiments import one_model, sweep
+    from memplan.experiments import one_model
 
     if args.plot:
         one_model.check_figure_path(args.plot)
-    result = _planned(args, one_model, sweep)
+    result = _planned(args, one_model)
     print(one_model.format_summary(result))
     if args.plot:
         print(f"wrote {one_model.save_gantt(result, args.plot)}", file=sys.stderr)
@@ -173,18 +174,18 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _plot(args: argparse.Namespace) -> int:
-    from memplan.experiments import one_model, sweep
+    from memplan.experiments import one_model
 
     one_model.check_figure_path(args.out)
-    result = _planned(args, one_model, sweep, with_stock=False)
+    result = _planned(args, one_model, with_stock=False)
     print(f"wrote {one_model.save_gantt(result, args.out)}", file=sys.stderr)
     return 0
 
 
-def _planned(args, one_model, sweep, with_stock: bool = True):
+def _planned(args, one_model, with_stock: bool = True):
     from memplan.planner.problem import ProblemError
 
-    (fusion,) = _one_switch(args.cat_fusion, sweep)
+    (fusion,) = _one_switch(args.cat_fusion)
     try:
         return one_model.plan_model(
             args.model, args.solver, args.method, args.time_limit, args.alignment, fusion, with_stock
@@ -193,17 +194,19 @@ def _planned(args, one_model, sweep, with_stock: bool = True):
         _fail(str(exc).splitlines()[0], FAILURE_EXIT)
 
 
-def _one_switch(text: str, sweep) -> list[bool]:
-    switches = sweep.parse_switches(text)
+def _one_switch(text: str) -> list[bool]:
+    from memplan.experiments import sweep_grid
+
+    switches = sweep_grid.parse_switches(text)
     if len(switches) != 1:
-        raise sweep.SweepConfigError(f"--cat-fusion takes one value here (on or off), got {text!r}")
+        raise sweep_grid.SweepConfigError(f"--cat-fusion takes one value here (on or off), got {text!r}")
     return switches
 
 
 def _export_problem(args: argparse.Namespace) -> int:
-    from memplan.experiments import one_model, sweep
+    from memplan.experiments import one_model
 
-    (fusion,) = _one_switch(args.cat_fusion, sweep)
+    (fusion,) = _one_switch(args.cat_fusion)
     written, notes = one_model.export_problems(args.model, args.out, args.alignment, fusion)
     for path in written:
         print(path)
@@ -213,11 +216,11 @@ def _export_problem(args: argparse.Namespace) -> int:
 
 
 def _bench_csv(args: argparse.Namespace) -> int:
-    from memplan.experiments import bench, sweep
+    from memplan.experiments import bench, sweep_grid
 
     df = bench.bench_csv(
         args.dir,
-        sweep.parse_list(args.solvers, "solver"),
+        sweep_grid.parse_list(args.solvers, "solver"),
         args.time_limit,
         capacity_from_name=args.capacity_from_name,
     )

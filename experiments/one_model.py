@@ -12,17 +12,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from memplan.experiments.sweep import (
+from memplan.experiments.lowering import Lowered, library_warnings_silenced, lower_planned, stock_arenas
+from memplan.experiments.sweep_grid import (
     DEFAULT_TIME_LIMIT_S,
-    Lowered,
     SweepConfigError,
     check_alignment,
     check_choice,
     check_time_limit,
-    library_warnings_silenced,
-    lower_planned,
     prepare_out,
-    stock_arenas,
 )
 from memplan.planner.problem import Problem
 

@@ -51,6 +51,16 @@ class UnsupportedProblemError(ProblemError):
     """A solver was asked to honour a constraint it cannot honour."""
 
 
+MAX_COORDINATE = 1 << 62
+"""Largest magnitude of a time, size, offset or alignment, and of the biggest arena a problem can
+need (all sizes stacked): solvers compute in 64-bit integers (CP-SAT, numpy), and sums of such
+values must not wrap."""
+
+
+class SolverOptionError(ValueError):
+    """A solver option is out of range (e.g. a NaN time limit); the message names the option."""
+
+
 class BufferKind(str, Enum):
     """What a buffer is in its program; drives colours in plots and reports."""
 
@@ -88,6 +98,10 @@ class Buffer:
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
             raise ProblemError(f"buffer id must be a non-empty string, got {self.id!r}")
+        for name in ("start", "end", "size", "alignment", "offset", "pool"):
+            value = getattr(self, name)
+            if value is not None or name != "offset":
+                object.__setattr__(self, name, _integer(f"buffer {self.id!r}: {name}", value))
         if self.size <= 0:
             raise ProblemError(f"buffer {self.id!r}: size must be positive, got {self.size}")
         if self.end <= self.start:
@@ -107,7 +121,8 @@ class Buffer:
                 )
         if not isinstance(self.kind, BufferKind):
             object.__setattr__(self, "kind", BufferKind(self.kind))
-        object.__setattr__(self, "banks", tuple(int(p) for p in self.banks))
+        object.__setattr__(self, "banks", tuple(_integer(f"buffer {self.id!r}: bank", p) for p in self.banks))
+        object.__setattr__(self, "accesses", _integer(f"buffer {self.id!r}: accesses", self.accesses))
         if self.banks and self.pool not in self.banks:
             raise ProblemError(
                 f"buffer {self.id!r}: pool {self.pool} is not one of its banks {list(self.banks)}"
@@ -128,6 +143,16 @@ class Buffer:
         return self.start < other.end and other.start < self.end
 
 
+def _integer(what: str, value: object) -> int:
+    """`value` as an int if it is one (numpy integers too, not bools or floats) within MAX_COORDINATE."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ProblemError(f"{what} must be an integer, got {value!r}")
+    number = value.__index__()
+    if abs(number) > MAX_COORDINATE:
+        raise ProblemError(f"{what} is {number}, beyond 2^62, more than solvers can represent")
+    return number
+
+
 @dataclass(frozen=True)
 class ContiguousGroup:
     """Members placed at fixed byte offsets inside a parent buffer.
@@ -141,7 +166,14 @@ class ContiguousGroup:
     members: tuple[tuple[str, int], ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "members", tuple((m, int(o)) for m, o in self.members))
+        object.__setattr__(
+            self,
+            "members",
+            tuple(
+                (m, _integer(f"group member {m!r} inside {self.parent!r}: offset", o))
+                for m, o in self.members
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -173,6 +205,8 @@ class Bank:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
             raise ProblemError(f"bank of pool {self.pool}: name must be a non-empty string")
+        for name in ("pool", "capacity", "alignment"):
+            object.__setattr__(self, name, _integer(f"bank {self.name!r}: {name}", getattr(self, name)))
         if self.capacity < 0:
             raise ProblemError(f"bank {self.name!r}: capacity must be >= 0, got {self.capacity}")
         if self.alignment < 1:
@@ -210,11 +244,14 @@ class Problem:
                 raise ProblemError(f"buffer id {buf.id!r} appears twice")
             by_id[buf.id] = buf
         object.__setattr__(self, "_by_id", by_id)
-        if self.capacity is not None and self.capacity <= 0:
-            raise ProblemError(f"capacity must be positive, got {self.capacity}")
+        if self.capacity is not None:
+            object.__setattr__(self, "capacity", _integer("capacity", self.capacity))
+            if self.capacity <= 0:
+                raise ProblemError(f"capacity must be positive, got {self.capacity}")
         object.__setattr__(self, "_parent_of", self._check_groups())
         self._check_nested_alignment()
         self._check_same_offsets()
+        self._check_magnitude()
         self._check_bank_choices()
 
     # -- lookups -----------------------------------------------------------
@@ -367,6 +404,18 @@ class Problem:
                             f"same-offset set {sset.buffers}: {a.id!r} and {b.id!r} are live at the"
                             f" same time in pool {a.pool}, so they cannot share an offset"
                         )
+
+    def _check_magnitude(self) -> None:
+        """The worst arena (every buffer stacked, each padded to its alignment) must fit MAX_COORDINATE."""
+        worst = sum(b.size + b.alignment for b in self.buffers) + max(
+            [b.offset + b.size for b in self.buffers if b.offset is not None], default=0
+        )
+        if worst > MAX_COORDINATE:
+            biggest = sorted(self.buffers, key=lambda b: -b.size)[:3]
+            raise ProblemError(
+                f"the buffers together need up to {worst} bytes, beyond 2^62, more than solvers can"
+                f" represent; the largest: {', '.join(f'{b.id!r} ({b.size})' for b in biggest)}"
+            )
 
     def _known(self, buffer_id: str, role: str) -> Buffer:
         if buffer_id not in self._by_id:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from memplan.planner.problem import (
     Plan,
     Problem,
     ProblemError,
+    SolverOptionError,
     UnsupportedProblemError,
     check_plan,
     place_in_banks,
@@ -45,6 +47,24 @@ BANK_SOLVERS: tuple[str, ...] = ("banked_greedy", "banked_bestfit", "cpsat")
 
 class UnknownSolverError(ProblemError):
     """The solver name is not registered."""
+
+
+def checked_time_limit(solver: str, time_limit_s: float | None) -> float | None:
+    """`time_limit_s` as a float, or None; NaN, infinities, zero, negatives and non-numbers are refused.
+
+    Checked before any work: a NaN limit would otherwise reach a solver's clock
+    arithmetic and come back as a confusing failure deep inside it.
+    """
+    if time_limit_s is None:
+        return None
+    if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, (int, float)):
+        raise SolverOptionError(f"{solver}: time_limit_s must be a number of seconds, got {time_limit_s!r}")
+    if not (math.isfinite(time_limit_s) and time_limit_s > 0):
+        raise SolverOptionError(
+            f"{solver}: time_limit_s must be a positive, finite number of seconds, got {time_limit_s!r}"
+            " (None: the solver's default)"
+        )
+    return float(time_limit_s)
 
 
 def available(banks: bool = False) -> list[str]:
@@ -80,6 +100,7 @@ def solve(
     solvers outside `BANK_SOLVERS` plan it only if no buffer has a bank choice.
     """
     fn = get_solver(solver)
+    time_limit_s = checked_time_limit(solver, time_limit_s)
     if capacity is not None:
         problem = dataclasses.replace(problem, capacity=capacity)
     target = problem

@@ -64,7 +64,7 @@ def solve_cpsat_banks(
         bank, missing = (hint_error.bank, hint_error.missing) if hint_error else (problem.banks[-1].name, 0)
         raise BankCapacityError(
             f"cpsat proved that no placement fits the banks {[b.name for b in problem.banks]}"
-            f" (the best heuristic attempt left bank {bank!r} {missing} bytes short)",
+            f": the best heuristic attempt leaves bank {bank!r} {missing} bytes missing",
             bank,
             missing,
         )

@@ -34,8 +34,9 @@ from memplan.planner.et.apply import apply_plan
 from memplan.planner.et.banks import state_pool as banked_state_pool
 from memplan.planner.et.banks import stock_sizes as banked_stock_sizes
 from memplan.planner.et.banks import with_memory_map
-from memplan.planner.et.cat_plan import CatReport, plan_with_cat_fusion
-from memplan.planner.et.cat_rewrite import fuse_cats
+from memplan.planner.et.cat.policy import plan_with_cat_fusion
+from memplan.planner.et.cat.report import CatReport
+from memplan.planner.et.cat.rewrite import fuse_cats
 from memplan.planner.et.compat import ExportContext, export_context, merge_bufsizes
 from memplan.planner.et.extract import ExtractionError, control_flow_submodules, extract, state_buffers
 from memplan.planner.et.shared_state import (
@@ -75,7 +76,7 @@ class MethodResult:
     buffer_sizes: list[int]
     stock_sizes: list[int]
     submodules: dict[str, MethodResult] = field(default_factory=dict)
-    cat_report: CatReport | None = None  # set when cat fusion is on (planner.catfusion)
+    cat_report: CatReport | None = None  # set when cat fusion is on (memplan.planner.et.cat)
     specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
     padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
 
@@ -94,9 +95,9 @@ class PlannerPass(MemoryPlanningPass):
     `capacity` (bytes per arena) makes planning fail with the tensors that do
     not fit instead of returning a larger plan.
     `cat_fusion` places concatenated inputs back to back inside the cat output
-    and removes the cat instruction where sound (planner.catfusion), unless
+    and removes the cat instruction where sound (memplan.planner.et.cat), unless
     that makes the arena larger (`cat_fusion_allow_growth`); the relax/partial
-    options are passed on to `catfusion.analyze`.
+    options are passed on to `cat.analysis.analyze`.
     `memory_map` (ExecuTorch's `TargetMemoryMap`) plans across its banks
     (planner.et.banks): every bank within its size, the traffic kept in the
     fastest banks; "greedy" and "bestfit" then mean banked_greedy (ExecuTorch's
