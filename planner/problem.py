@@ -73,12 +73,44 @@ class BufferKind(str, Enum):
 
 
 @dataclass(frozen=True)
+class Gap:
+    """A time `[start, end)` inside a buffer's lifetime when it holds fewer bytes, or none.
+
+    MiniMalloc's `gaps`: without `window` the buffer is absent; with
+    `window=(low, high)` it occupies only bytes `[offset + low, offset + high)`.
+    """
+
+    start: int
+    end: int
+    window: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("start", "end"):
+            object.__setattr__(self, name, _integer(f"gap {name}", getattr(self, name)))
+        if self.window is not None:
+            low, high = self.window
+            object.__setattr__(self, "window", (_integer("gap window", low), _integer("gap window", high)))
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch `[start, end)` of a buffer's life with the bytes `[low, high)` above its offset in use."""
+
+    start: int
+    end: int
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
 class Buffer:
     """One block of bytes that lives over `[start, end)` and needs an offset.
 
     `offset` pins the buffer (a fixed, pre-assigned offset); `pool` is the
     memory arena it goes into (ExecuTorch's `mem_id`); `alignment` means the
-    offset must be a multiple of it.
+    offset must be a multiple of it. `gaps` are times inside the lifetime
+    when the buffer holds fewer bytes or none (sorted, disjoint); a size of 0
+    (ExecuTorch has zero-byte tensors) overlaps nothing.
     """
 
     id: str
@@ -90,6 +122,7 @@ class Buffer:
     pool: int = 0
     kind: BufferKind = BufferKind.ACTIVATION
     label: str = ""
+    gaps: tuple[Gap, ...] = ()
     # The bank pools the buffer may go to (a choice for the solver); () means it stays in `pool`.
     banks: tuple[int, ...] = ()
     # How often the program reads or writes the buffer: its traffic is size x accesses.
@@ -102,8 +135,8 @@ class Buffer:
             value = getattr(self, name)
             if value is not None or name != "offset":
                 object.__setattr__(self, name, _integer(f"buffer {self.id!r}: {name}", value))
-        if self.size <= 0:
-            raise ProblemError(f"buffer {self.id!r}: size must be positive, got {self.size}")
+        if self.size < 0:
+            raise ProblemError(f"buffer {self.id!r}: size must not be negative, got {self.size}")
         if self.end <= self.start:
             raise ProblemError(
                 f"buffer {self.id!r}: lifetime [start={self.start}, end={self.end}) is empty"
@@ -132,15 +165,51 @@ class Buffer:
             raise ProblemError(f"buffer {self.id!r}: banks {list(self.banks)} repeat a pool")
         if self.accesses < 0:
             raise ProblemError(f"buffer {self.id!r}: accesses must be >= 0, got {self.accesses}")
+        self._check_gaps()
 
     @property
     def choices(self) -> tuple[int, ...]:
         """The pools this buffer may be placed in (just its pool unless it has banks)."""
         return self.banks or (self.pool,)
 
+    def _check_gaps(self) -> None:
+        gaps = tuple(g if isinstance(g, Gap) else Gap(*g) for g in self.gaps)
+        object.__setattr__(self, "gaps", gaps)
+        previous_end = self.start
+        for gap in gaps:
+            where = f"buffer {self.id!r}: gap [{gap.start}, {gap.end})"
+            if not (previous_end <= gap.start < gap.end <= self.end):
+                raise ProblemError(
+                    f"{where} must be non-empty, inside the lifetime [{self.start}, {self.end}) and after"
+                    " the previous gap (gaps are sorted and disjoint)"
+                )
+            if gap.window is not None and not 0 <= gap.window[0] <= gap.window[1] <= self.size:
+                raise ProblemError(
+                    f"{where}: window {list(gap.window)} is not within the buffer's {self.size} bytes"
+                )
+            previous_end = gap.end
+
+    def segments(self) -> list[Segment]:
+        """The buffer's life in pieces, each with the bytes in use; gaps without a window are left out."""
+        pieces: list[Segment] = []
+        at = self.start
+        for gap in self.gaps:
+            if at < gap.start:
+                pieces.append(Segment(at, gap.start, 0, self.size))
+            if gap.window is not None and gap.window[0] < gap.window[1]:
+                pieces.append(Segment(gap.start, gap.end, *gap.window))
+            at = gap.end
+        if at < self.end:
+            pieces.append(Segment(at, self.end, 0, self.size))
+        return pieces
+
     def lives_with(self, other: Buffer) -> bool:
-        """True if the two half-open lifetimes intersect."""
-        return self.start < other.end and other.start < self.end
+        """True if the two buffers are ever present at the same time (half-open lifetimes, gaps left out)."""
+        if not (self.start < other.end and other.start < self.end):
+            return False
+        if not self.gaps and not other.gaps:
+            return True
+        return any(a.start < b.end and b.start < a.end for a in self.segments() for b in other.segments())
 
 
 def _integer(what: str, value: object) -> int:
@@ -333,9 +402,15 @@ class Problem:
             parent = self._known(group.parent, "contiguous group parent")
             if not group.members:
                 raise ProblemError(f"contiguous group of {parent.id!r} has no members")
+            if parent.gaps:
+                raise ProblemError(
+                    f"contiguous group of {parent.id!r}: a group parent cannot have lifetime gaps"
+                )
             for member_id, rel in group.members:
                 member = self._known(member_id, f"member of the group of {parent.id!r}")
                 where = f"group member {member.id!r} inside {parent.id!r}"
+                if member.gaps:
+                    raise ProblemError(f"{where}: a group member cannot have lifetime gaps")
                 if member.id == parent.id:
                     raise ProblemError(f"{where}: a buffer cannot be its own member")
                 if member.id in parent_of:
@@ -584,8 +659,9 @@ def lower_bounds(problem: Problem) -> dict[int, int]:
     events: dict[int, list[tuple[int, int]]] = defaultdict(list)
     bounds: dict[int, int] = {pool: 0 for pool in problem.pools}
     for buf in problem.roots():
-        events[buf.pool].append((buf.start, buf.size))
-        events[buf.pool].append((buf.end, -buf.size))
+        for seg in buf.segments():
+            events[buf.pool].append((seg.start, seg.high - seg.low))
+            events[buf.pool].append((seg.end, -(seg.high - seg.low)))
         if buf.offset is not None:
             bounds[buf.pool] = max(bounds[buf.pool], buf.offset + buf.size)
     for pool, pool_events in events.items():
@@ -789,16 +865,22 @@ def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
     for buf in problem.roots():
         by_pool[buf.pool].append(buf)
     for pool, bufs in by_pool.items():
+        # One rectangle per segment in use (gaps split a lifetime; empty byte ranges overlap nothing).
+        rects = [
+            (seg.start, seg.end, offsets[buf.id] + seg.low, offsets[buf.id] + seg.high, i)
+            for i, buf in enumerate(bufs)
+            for seg in buf.segments()
+            if seg.high > seg.low
+        ]
         events = []
-        for i, buf in enumerate(bufs):
-            events.append((buf.start, 1, i))
-            events.append((buf.end, 0, i))
+        for r, (start, end, _, _, _) in enumerate(rects):
+            events.append((start, 1, r))
+            events.append((end, 0, r))
         events.sort()  # at equal times, ends (0) before starts (1): half-open
-        live: SortedList = SortedList()  # (offset, end address, index)
-        for _, is_start, i in events:
-            buf = bufs[i]
-            lo = offsets[buf.id]
-            item = (lo, lo + buf.size, i)
+        live: SortedList = SortedList()  # (low address, high address, rectangle)
+        for _, is_start, r in events:
+            _, _, lo, hi, i = rects[r]
+            item = (lo, hi, r)
             if not is_start:
                 live.discard(item)
                 continue
@@ -806,13 +888,13 @@ def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
             for j in (pos - 1, pos):
                 if 0 <= j < len(live):
                     other_lo, other_hi, k = live[j]
-                    if other_lo < lo + buf.size and lo < other_hi:
-                        other = bufs[k]
+                    if other_lo < hi and lo < other_hi:
+                        other, buf = bufs[rects[k][4]], bufs[i]
                         found.append(
                             Violation(
                                 ViolationKind.OVERLAP,
                                 (other.id, buf.id),
-                                f"{other.id!r} [{other_lo}, {other_hi}) and {buf.id!r} [{lo}, {lo + buf.size})"
+                                f"{other.id!r} [{other_lo}, {other_hi}) and {buf.id!r} [{lo}, {hi})"
                                 f" share bytes while both live in pool {pool}",
                             )
                         )

@@ -22,8 +22,10 @@ from memplan.planner.problem import (
     SolverOptionError,
     UnsupportedProblemError,
     check_plan,
+    lower_bound,
     place_in_banks,
 )
+from memplan.solvers.units import planned_exactly
 
 # name -> "module:function"; the order is the order `available()` lists them in.
 _REGISTRY: dict[str, str] = {
@@ -111,9 +113,25 @@ def solve(
                 f" use one of {', '.join(sorted(BANK_SOLVERS))}"
             )
         target = place_in_banks(problem, {})
-    plan = fn(target, time_limit_s=time_limit_s, **options)
+    try:
+        plan = fn(target, time_limit_s=time_limit_s, **options)
+    except InfeasibleError as err:
+        if planned_exactly(problem) or "not proven" in str(err):
+            raise
+        raise InfeasibleError(
+            f"{err} (not proven infeasible: gaps whose window starts above the offset were planned"
+            " with the bytes below the window in use)",
+            err.buffers,
+        ) from None
     placed = place_in_banks(problem, plan.pools)
     _check_banks_fit(solver, placed, plan)
+    if plan.proven_optimal and plan.arena_size > lower_bound(problem) and not planned_exactly(problem):
+        plan = dataclasses.replace(
+            plan,
+            proven_optimal=False,
+            status=f"not proven: gaps whose window starts above the offset were planned with the bytes"
+            f" below the window in use ({plan.status})",
+        )
     if problem.capacity is not None:
         over = {p: s for p, s in plan.arena_sizes.items() if s > problem.capacity}
         if over:

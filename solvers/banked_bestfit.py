@@ -60,7 +60,7 @@ class _Candidate:
 
 # name -> priority (larger goes to the faster bank first)
 PRIORITIES: dict[str, Callable[[_Candidate], tuple]] = {
-    "traffic_per_byte": lambda c: (c.traffic / c.unit.size, -c.unit.area, -c.unit.index),
+    "traffic_per_byte": lambda c: (c.traffic / max(1, c.unit.size), -c.unit.area, -c.unit.index),
     "traffic_per_area": lambda c: (c.traffic / max(1, c.unit.area), c.traffic, -c.unit.index),
     "area": lambda c: (c.unit.area, c.unit.size, -c.unit.index),
 }
