@@ -4,7 +4,7 @@
         [--instances A,B] [--configs full,no-skyline-search] [--time-limit 10]
         [--minimise-time-limits 10,30,60] [--minimise-configs full,bisection,skyline-presolve]
         [--llama PROBLEM.json] [--layered 10000,100000] [--layered-time-limit 60]
-        [--minimalloc-binary PATH]
+        [--minimalloc-binary PATH] [--save-better docs/minimalloc_solutions]
 
 Sections (Markdown tables, printed row by row):
 
@@ -83,6 +83,7 @@ def run(problem: Problem, config: str, time_limit_s: float, capacity: int | None
         "proven": plan.proven_optimal,
         "seconds": time.perf_counter() - began,
         "status": plan.status,
+        "plan": plan,
     }
 
 
@@ -155,8 +156,24 @@ def bench_minimalloc(
             row(cells)
 
 
+def save_if_better(problem: Problem, result: dict[str, Any], best_known: int, folder: Path | None) -> str:
+    """Write a plan below the best known peak as a MiniMalloc CSV solution; return its path ('' if none)."""
+    if folder is None or result["arena"] is None or result["arena"] >= best_known:
+        return ""
+    from memplan.planner.io import write_minimalloc_csv
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{problem.name.split('.')[0]}.{result['arena']}.csv"
+    write_minimalloc_csv(problem, path, result["plan"])
+    return str(path)
+
+
 def bench_minimise(
-    instances: Sequence[str], configs: Sequence[str], limits: Sequence[float], directory: Path
+    instances: Sequence[str],
+    configs: Sequence[str],
+    limits: Sequence[float],
+    directory: Path,
+    save_better: Path | None = None,
 ) -> None:
     table(
         [
@@ -179,6 +196,9 @@ def bench_minimise(
         for config in configs:
             for limit in limits:
                 r = run(problem, config, limit)
+                saved = save_if_better(problem, r, best, save_better)
+                if saved:
+                    r["status"] = f"{r['status'][:60]}; saved {saved}"
                 row(
                     [
                         name,
@@ -312,6 +332,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--layered", default="10000,100000", help="generated problem sizes")
     parser.add_argument("--layered-time-limit", type=float, default=60.0)
     parser.add_argument(
+        "--save-better",
+        help="folder: minimised plans below the best known peak are written there as MiniMalloc CSV solutions",
+    )
+    parser.add_argument(
         "--minimalloc-binary",
         help="MiniMalloc's C++ solver, run next to memplan in the minimalloc section (see the docstring to build it)",
     )
@@ -336,7 +360,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         bench_minimalloc(instances, configs, args.time_limit, directory, args.minimalloc_binary)
     if "minimise" in sections:
         limits = [float(s) for s in args.minimise_time_limits.split(",") if s]
-        bench_minimise(instances, minimise_configs, limits, directory)
+        save = Path(args.save_better) if args.save_better else None
+        bench_minimise(instances, minimise_configs, limits, directory, save)
     if "llama" in sections:
         bench_llama(["full", "no-decompose", "no-skyline-heuristic"], args.time_limit, args.llama)
     if "layered" in sections:

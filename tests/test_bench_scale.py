@@ -74,3 +74,15 @@ def test_a_missing_minimalloc_binary_is_refused(tmp_path, capsys) -> None:
     with pytest.raises(SystemExit):
         bench_scale.main(["--sections", "minimalloc", "--minimalloc-binary", str(tmp_path / "nope")])
     assert "no such file" in capsys.readouterr().err
+
+
+def test_a_plan_below_the_best_known_is_saved_as_a_minimalloc_solution(tmp_path) -> None:
+    from memplan.planner.io import read_minimalloc_csv
+
+    problem = Problem((Buffer("a", 0, 2, 4), Buffer("b", 1, 3, 4)), name="T.64")
+    result = bench_scale.run(problem, "full", time_limit_s=5)
+    assert bench_scale.save_if_better(problem, result, best_known=8, folder=tmp_path) == ""
+    path = bench_scale.save_if_better(problem, result, best_known=9, folder=tmp_path)
+    assert path.endswith("T.8.csv")
+    solved = read_minimalloc_csv(path)
+    assert {b.id for b in solved.buffers} == {"a", "b"}
