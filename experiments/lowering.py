@@ -66,13 +66,19 @@ class Lowered:
         return rows
 
 
-def lower_planned(model, solver: str, alignment: int, cat_fusion: bool, time_limit_s: float) -> Lowered:
+def lower_planned(
+    model, solver: str, alignment: int, cat_fusion: bool, time_limit_s: float, reproducible: bool = False
+) -> Lowered:
     """Lower `model` to ExecuTorch with PlannerPass(solver, settings)."""
     from memplan import PlannerPass
     from memplan.experiments import runtime
 
     planner_pass = PlannerPass(
-        solver=solver, time_limit_s=time_limit_s, alignment=alignment, cat_fusion=cat_fusion
+        solver=solver,
+        time_limit_s=time_limit_s,
+        alignment=alignment,
+        cat_fusion=cat_fusion,
+        solver_options={"reproducible": True} if reproducible else None,
     )
     began = time.perf_counter()
     program = runtime.lower(model, memory_planning_pass=planner_pass)

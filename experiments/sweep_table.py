@@ -38,6 +38,7 @@ _DTYPES = {
     "cats_fused": "Int64",
     "copy_bytes_removed": "Int64",
     "cat_fusion": "boolean",
+    "reproducible": "boolean",
     "proven_optimal": "boolean",
     "ran_ok": "boolean",
     "matches_eager": "boolean",

@@ -34,6 +34,17 @@ _REGISTRY: dict[str, str] = {
 }
 
 
+# How each solver is made reproducible (same problem and options -> same plan):
+# "deterministic": it is already; "untimed": it runs every ordering, without a time cut;
+# "option": it takes reproducible=True (a deterministic-time budget). Absent: it cannot be.
+_REPRODUCIBLE: dict[str, str] = {
+    "greedy": "deterministic",
+    "bestfit": "untimed",
+    "skyline": "untimed",
+    "cpsat": "option",
+}
+
+
 class UnknownSolverError(ProblemError):
     """The solver name is not registered."""
 
@@ -78,15 +89,30 @@ def solve(
     solver: str = "bestfit",
     time_limit_s: float | None = None,
     capacity: int | None = None,
+    reproducible: bool = False,
     **options: Any,
 ) -> Plan:
     """Plan `problem` with the named solver and return a plan that passes `validate`.
 
     `capacity` (bytes per pool) turns the run into a decision problem: the plan
-    must fit, or `InfeasibleError` is raised.
+    must fit, or `InfeasibleError` is raised. `reproducible` asks for the same
+    plan on every run of the same input and options, whatever the machine's
+    load: heuristics then run every ordering, cpsat spends its time limit as
+    deterministic time; milp (CBC and HiGHS have only wall-clock limits) refuses.
     """
     fn = get_solver(solver)
     time_limit_s = checked_time_limit(solver, time_limit_s)
+    if reproducible:
+        how = _REPRODUCIBLE.get(solver)
+        if how is None:
+            raise SolverOptionError(
+                f"{solver}: no reproducible mode (its time limit is wall-clock time, so what it finds"
+                f" depends on the machine's load); reproducible solvers: {', '.join(_REPRODUCIBLE)}"
+            )
+        if how == "untimed":
+            time_limit_s = None
+        elif how == "option":
+            options["reproducible"] = True
     if capacity is not None:
         problem = dataclasses.replace(problem, capacity=capacity)
     try:
