@@ -29,7 +29,7 @@ COLUMNS = (
     "error",
 )
 TIMING_COLUMNS = ("solve_seconds", "export_seconds")
-_DTYPES = {
+DTYPES = {
     "alignment": "Int64",
     "buffers": "Int64",
     "lower_bound": "Int64",
@@ -70,7 +70,7 @@ def table(log: RunLog) -> pd.DataFrame:
         for row in result["rows"]:
             records.append({**base, "stock_arena_bytes": arenas.get(row["method"]), **row})
     df = pd.DataFrame.from_records(records, columns=list(COLUMNS))
-    df = df.astype(_DTYPES)
+    df = df.astype(DTYPES)
     df["error"] = df["error"].astype("string")
     df["arena_over_lb"] = df["arena_bytes"] / df["lower_bound"]
     df["saving_vs_stock"] = 1 - df["arena_bytes"] / df["stock_arena_bytes"]
