@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 USAGE_EXIT = 2
@@ -322,7 +322,6 @@ def _export_problem(args: argparse.Namespace) -> int:
 
 def _bench_csv(args: argparse.Namespace) -> int:
     from memplan.experiments import bench, sweep_grid
-
     from memplan.experiments.tables import markdown
 
     out = Path(args.out) if args.out else None
