@@ -45,6 +45,7 @@ from memplan.planner.et.shared_state import (
     with_state,
 )
 from memplan.planner.et.solve_policy import choose_plan
+from memplan.planner.et.state import StateReport, update_state_in_place
 from memplan.planner.problem import Plan, Problem, ProblemError
 
 DEFAULT_SOLVER = "cpsat"
@@ -72,6 +73,7 @@ class MethodResult:
     cat_report: CatReport | None = None  # set when cat fusion is on (planner.catfusion)
     specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
     padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
+    state_report: StateReport | None = None  # set when state_in_place is on (planner.et.state)
 
 
 class PlannerPass(MemoryPlanningPass):
@@ -91,6 +93,10 @@ class PlannerPass(MemoryPlanningPass):
     and removes the cat instruction where sound (planner.catfusion), unless
     that makes the arena larger (`cat_fusion_allow_growth`); the relax/partial
     options are passed on to `catfusion.analyze`.
+    `state_in_place` lets the op computing a mutable buffer's new value write
+    it where the buffer lives and removes ExecuTorch's write-back `copy_`
+    where that is legal; a copy that stays is moved up to right after the
+    last reader of the old value (planner.et.state).
     """
 
     def __init__(
@@ -109,6 +115,7 @@ class PlannerPass(MemoryPlanningPass):
         cat_fusion_relax_alignment: bool = False,
         cat_fusion_partial: bool = False,
         cat_fusion_allow_growth: bool = False,
+        state_in_place: bool = True,
     ) -> None:
         solvers.get_solver(solver)  # an unknown name fails here, not mid-export
         super().__init__(
@@ -127,6 +134,7 @@ class PlannerPass(MemoryPlanningPass):
         self.cat_fusion_relax_alignment = cat_fusion_relax_alignment
         self.cat_fusion_partial = cat_fusion_partial
         self.cat_fusion_allow_growth = cat_fusion_allow_growth
+        self.state_in_place = state_in_place
         self.results: dict[str, MethodResult] = {}
         self.shared_state: SharedLayout | None = None
 
@@ -143,6 +151,11 @@ class PlannerPass(MemoryPlanningPass):
         if share and graph_signature is not None:
             check_default_mem_ids(graph_module)
         alloc_mutable = self.alloc_mutable_buffers and not share
+        state_report = None
+        if self.state_in_place:
+            state_report = update_state_in_place(
+                graph_module, graph_signature, state_planned=self.alloc_mutable_buffers
+            )
         result = self._plan_graph(
             graph_module,
             graph_signature,
@@ -151,6 +164,7 @@ class PlannerPass(MemoryPlanningPass):
             self.alloc_graph_output,
             alloc_mutable,
         )
+        result.state_report = state_report
         self.results[method] = result
         verifier = Verifier(
             graph_module, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable, graph_signature
