@@ -62,7 +62,8 @@ class MethodResult:
 
     `buffer_sizes` is the `non_const_buffer_sizes` written into the program;
     `stock_sizes` is what ExecuTorch's own greedy gives for the same tensors
-    (before any shared-state arena), for comparison.
+    (before any shared-state arena), for comparison: with `state_in_place`
+    that is the program after its write-backs were rewritten.
     """
 
     problem: Problem
