@@ -21,8 +21,6 @@ ALIAS_SAFE_ARGS: dict[torch._ops.OpOverload, frozenset[str]] = {
     torch.ops.aten.index_put.out: frozenset({"self"}),
     # memcpy(out, self) then writes the slice from `src`.
     torch.ops.aten.slice_scatter.out: frozenset({"self"}),
-    # `self` only gives the shape; `out` is filled from `src`.
-    torch.ops.aten.copy.out: frozenset({"self"}),
     # Elementwise: element i of `out` is computed from element i of an input of the same shape.
     torch.ops.aten.add.out: frozenset({"self", "other"}),
     torch.ops.aten.sub.out: frozenset({"self", "other"}),

@@ -185,16 +185,16 @@ class _Analyzer:
             reasons.append(
                 (StateRefusal.NEW_VALUE_WRITTEN_IN_PLACE, f"{writer.name} writes {value.name} in place")
             )
-        start = producer if producer is not None else value
-        readers = self._readers(state_aliases, exclude=copy)
-        late = [r for r in readers if self.index[r] > self.index[start]]
-        if late:
-            names = ", ".join(r.name for r in late[:5])
-            reasons.append(
-                (StateRefusal.OLD_VALUE_READ_LATER, f"{names} read(s) {fqn} after {start.name} starts")
-            )
-        if producer is not None and producer in readers:
-            reasons += self._unsafe_reads(producer, state, state_aliases, fqn)
+        if producer is not None:
+            readers = self._readers(state_aliases, exclude=copy)
+            late = [r for r in readers if self.index[r] > self.index[producer]]
+            if late:
+                names = ", ".join(r.name for r in late[:5])
+                reasons.append(
+                    (StateRefusal.OLD_VALUE_READ_LATER, f"{names} read(s) {fqn} after {producer.name} starts")
+                )
+            if producer in readers and why is None:  # a plain out-variant op: its kernel decides
+                reasons += self._unsafe_reads(producer, state, state_aliases, fqn)
         if reasons:
             return self._refused(copy, state, fqn, value, producer, nbytes, reasons)
         return WriteBack(copy.name, state.name, fqn, value.name, producer.name, nbytes, StateStatus.IN_PLACE)
