@@ -178,10 +178,10 @@ def llama_problems(path: str | None) -> dict[str, Problem]:
         if not isinstance(problem, Problem):
             raise SystemExit(f"{path} holds a plan, not a problem")
         return {Path(path).stem: problem}
-    from memplan.experiments import zoo
-    from memplan.experiments.sweep import lower_planned
+    from memplan.experiments.lowering import lower_planned
+    from memplan.experiments.models.llama import llama
 
-    lowered = lower_planned(zoo.llama(**LLAMA), "bestfit", 16, True, 10.0)
+    lowered = lower_planned(llama(**LLAMA), "bestfit", 16, True, 10.0)
     return {method: result.problem for method, result in lowered.planner_pass.results.items()}
 
 

@@ -17,8 +17,8 @@ import argparse
 from collections.abc import Sequence
 
 from memplan.experiments import runtime, zoo
-from memplan.planner.et.cat_plan import CatReport
-from memplan.planner.et.catfusion import CatStatus
+from memplan.planner.et.cat.decisions import CatStatus
+from memplan.planner.et.cat.report import CatReport
 from memplan.planner.et.pass_ import PlannerPass
 
 DEFAULT_MODELS = ("cat_seed", "unet", "densenet_block")

@@ -2,7 +2,7 @@
 
 Each figure is a function returning a matplotlib Figure, so the notebooks
 draw the same pictures for other models. Every model is exported once and
-lowered through ExecuTorch with `PlannerPass` (experiments.sweep.lower_planned),
+lowered through ExecuTorch with `PlannerPass` (experiments.lowering.lower_planned),
 so the plans drawn are the plans written into the program.
 """
 
@@ -42,7 +42,7 @@ def planned(model: str, solver: str, cat_fusion: bool = True, time_limit_s: floa
 
     Cached: a figure and the numbers printed for it come from one lowering.
     """
-    from memplan.experiments.sweep import lower_planned
+    from memplan.experiments.lowering import lower_planned
 
     lowered = lower_planned(zoo_model(model), solver, ALIGNMENT, cat_fusion, time_limit_s)
     return lowered.planner_pass.results

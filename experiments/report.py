@@ -6,7 +6,6 @@ results table (`summary_markdown(pd.read_csv(...))`).
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -18,13 +17,18 @@ SUMMARY_FILE = "summary.md"
 PLOT_FILE = "compare.png"
 
 
-def write_outputs(df: pd.DataFrame, folder: Path) -> list[Path]:
-    """Write CSV, Parquet (when pyarrow is importable), summary and plot; return the paths."""
-    written = [folder / CSV_FILE]
-    df.to_csv(written[0], index=False)
-    if importlib.util.find_spec("pyarrow") is not None:
-        written.append(folder / PARQUET_FILE)
-        df.to_parquet(written[-1], index=False)
+def write_outputs(df: pd.DataFrame, folder: Path, fmt: str = "csv") -> list[Path]:
+    """Write the table (CSV or Parquet, experiments.results), summary and plot; return the paths.
+
+    The table in the other format, left by an earlier sweep, is removed so that
+    `load_results` never reads a stale one.
+    """
+    from memplan.experiments import results
+
+    written = [results.write_table(df, folder, fmt)]
+    for stale in (folder / CSV_FILE, folder / PARQUET_FILE):
+        if stale != written[0] and stale.exists():
+            stale.unlink()
     written.append(folder / SUMMARY_FILE)
     written[-1].write_text(summary_markdown(df))
     if _succeeded(df).size:

@@ -57,10 +57,6 @@ __all__ = [
 # ---------------------------------------------------------------- export / lower
 
 
-def _args_kwargs(inputs: tuple) -> tuple[tuple, dict]:
-    return tuple(inputs), {}
-
-
 def export_methods(model: ZooModel) -> dict[str, torch.export.ExportedProgram]:
     """torch.export every method (non-strict) on a deep copy of the eager
     modules, so exporting never touches the ZooModel's own state."""
@@ -324,7 +320,7 @@ def _main(argv: Sequence[str] | None = None) -> int:  # pragma: no cover - CLI h
     ap = argparse.ArgumentParser(description="lower zoo models with the stock planner and check them")
     ap.add_argument("names", nargs="*", help="zoo model names (default: the default sweep)")
     a = ap.parse_args(argv)
-    for name in a.names or zoo.default_sweep_names():
+    for name in a.names or zoo.names():
         t0 = time.perf_counter()
         m = zoo.get(name)
         et = lower(m)

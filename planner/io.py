@@ -12,15 +12,18 @@ Every error names the file, and for CSV the line, and what is wrong.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 from memplan.planner.problem import (
+    MAX_COORDINATE,
     Buffer,
     BufferKind,
     ContiguousGroup,
+    Gap,
     Plan,
     Problem,
     ProblemError,
@@ -30,7 +33,7 @@ from memplan.planner.problem import (
 # MiniMalloc's loader accepts these spellings; `end` is an inclusive end.
 _ALIASES = {"begin": "lower", "start": "lower", "buffer": "id", "buffer_id": "id", "end": "upper"}
 _REQUIRED = ("id", "lower", "upper", "size")
-_OPTIONAL = ("alignment", "offset", "gaps")
+_OPTIONAL = ("alignment", "offset", "gaps", "hint")  # MiniMalloc's `hint` (a solver hint) is read and ignored
 _JSON_VERSION = 1
 
 
@@ -45,17 +48,13 @@ def read_minimalloc_csv(path: str | Path, capacity_from_name: bool = False) -> P
     """A Problem from a MiniMalloc CSV (buffers in file order; an `offset` column pins them).
 
     With `capacity_from_name`, a name like `A.1048576.csv` sets the capacity
-    to 1048576. A `gaps` column may only trim a lifetime at its ends; a gap
-    inside a lifetime, or one with an `@` window, cannot be represented and
-    is an error.
+    to 1048576. A `gaps` column gives times when a buffer is absent ('a-b') or
+    holds only some of its bytes ('a-b@low:high'), as MiniMalloc reads it;
+    sizes may be 0 (zero-byte tensors, which overlap nothing).
     """
     path = Path(path)
     capacity = _capacity_from_name(path) if capacity_from_name else None
-    try:
-        with path.open(newline="") as f:
-            rows = list(csv.reader(f))
-    except OSError as e:
-        raise FormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    rows = _csv_rows(path)
     if not rows:
         raise FormatError(f"{path}: empty file; expected a header {','.join(_REQUIRED)}")
     columns, inclusive_end = _columns(path, rows[0])
@@ -78,22 +77,52 @@ def read_minimalloc_csv(path: str | Path, capacity_from_name: bool = False) -> P
         lower = _int(where, fields, "lower")
         upper = _int(where, fields, "upper") + inclusive_end
         size = _int(where, fields, "size")
-        if size <= 0:
-            raise FormatError(f"{where}: buffer {buffer_id!r} has size {size}; sizes must be positive")
+        if size < 0:
+            raise FormatError(f"{where}: buffer {buffer_id!r} has size {size}; sizes must not be negative")
         if upper <= lower:
             raise FormatError(
                 f"{where}: buffer {buffer_id!r} has upper {upper} <= lower {lower}; lifetimes are"
                 " half-open [lower, upper) and must not be empty"
             )
+        gaps: tuple[Gap, ...] = ()
         if fields.get("gaps"):
-            lower, upper = _trim_gaps(where, buffer_id, fields["gaps"], lower, upper, inclusive_end)
+            lower, upper, gaps = _gaps(where, buffer_id, fields["gaps"], lower, upper, inclusive_end)
         alignment = _int(where, fields, "alignment") if fields.get("alignment") else 1
         offset = _int(where, fields, "offset") if fields.get("offset") else None
         try:
-            buffers.append(Buffer(buffer_id, lower, upper, size, alignment=alignment, offset=offset))
+            buffers.append(
+                Buffer(buffer_id, lower, upper, size, alignment=alignment, offset=offset, gaps=gaps)
+            )
         except ProblemError as e:
             raise FormatError(f"{where}: {e}") from None
-    return Problem(tuple(buffers), capacity=capacity, name=path.stem)
+    try:
+        return Problem(tuple(buffers), capacity=capacity, name=path.stem)
+    except ProblemError as e:
+        raise FormatError(f"{path}: {e}") from None
+
+
+def _csv_rows(path: Path) -> list[list[str]]:
+    """The rows of a UTF-8 CSV file (a byte-order mark is skipped); any fault names the file and line."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise FormatError(
+            f"{path}:{line}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start}); MiniMalloc CSV"
+            " is plain text"
+        ) from None
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise FormatError(f"{path}:{line}: contains a NUL byte; MiniMalloc CSV is plain text")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        return list(reader)
+    except csv.Error as e:  # e.g. a field over the csv module's size limit
+        raise FormatError(f"{path}:{reader.line_num}: not readable as CSV: {e}") from None
 
 
 def write_minimalloc_csv(problem: Problem, path: str | Path, plan: Plan | None = None) -> None:
@@ -112,7 +141,8 @@ def write_minimalloc_csv(problem: Problem, path: str | Path, plan: Plan | None =
     header = ["id", "lower", "upper", "size"]
     with_alignment = any(b.alignment != 1 for b in problem.buffers)
     with_offset = plan is not None or any(b.offset is not None for b in problem.buffers)
-    header += ["alignment"] * with_alignment + ["offset"] * with_offset
+    with_gaps = any(b.gaps for b in problem.buffers)
+    header += ["alignment"] * with_alignment + ["offset"] * with_offset + ["gaps"] * with_gaps
     with path.open("w", newline="") as f:
         out = csv.writer(f, lineterminator="\n")
         out.writerow(header)
@@ -123,11 +153,18 @@ def write_minimalloc_csv(problem: Problem, path: str | Path, plan: Plan | None =
             if with_offset:
                 offset = plan.offsets[b.id] if plan is not None else b.offset
                 row.append("" if offset is None else offset)
+            if with_gaps:
+                row.append(" ".join(_gap_text(g) for g in b.gaps))
             out.writerow(row)
 
 
+def _gap_text(gap: Gap) -> str:
+    text = f"{gap.start}-{gap.end}"
+    return text if gap.window is None else f"{text}@{gap.window[0]}:{gap.window[1]}"
+
+
 def _capacity_from_name(path: Path) -> int:
-    match = re.fullmatch(r".+\.(\d+)\.csv", path.name)
+    match = re.fullmatch(r".+\.([0-9]+)\.csv", path.name)
     if not match or int(match.group(1)) <= 0:
         raise FormatError(
             f"{path}: capacity_from_name needs a file name like 'A.1048576.csv' (capacity before .csv)"
@@ -156,41 +193,64 @@ def _columns(path: Path, header: list[str]) -> tuple[list[str], int]:
     return columns, inclusive_end
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")  # ASCII digits only: int() would also take '١٢' and '1_000'
+
+
 def _int(where: str, fields: dict[str, str], column: str) -> int:
-    try:
-        return int(fields[column])
-    except ValueError:
-        raise FormatError(f"{where}: column {column!r} is not an integer: {fields[column]!r}") from None
+    text = fields[column]
+    if not _INTEGER.fullmatch(text):
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise FormatError(f"{where}: column {column!r} is not an integer: {shown!r}")
+    value = int(text)
+    if abs(value) > MAX_COORDINATE:
+        buffer = f"buffer {fields['id']!r}: " if column != "id" else ""
+        raise FormatError(
+            f"{where}: {buffer}{column} {value} is beyond 2^62, more than solvers can represent"
+            " (they compute in 64-bit integers)"
+        )
+    return value
 
 
-def _trim_gaps(
-    where: str, buffer_id: str, gaps: str, lower: int, upper: int, inclusive_end: int
-) -> tuple[int, int]:
-    """Apply MiniMalloc gaps ('a-b' items, space-separated) that cut a lifetime at its ends."""
-    spans = []
-    for gap in gaps.split():
-        match = re.fullmatch(r"(-?\d+)-(-?\d+)", gap)
+_GAP = re.compile(r"(-?[0-9]+)-(-?[0-9]+)(?:@([0-9]+):([0-9]+))?")
+
+
+def _gaps(
+    where: str, buffer_id: str, text: str, lower: int, upper: int, inclusive_end: int
+) -> tuple[int, int, tuple[Gap, ...]]:
+    """MiniMalloc gaps ('a-b' or 'a-b@low:high', space-separated): (lower, upper, the gaps inside).
+
+    A gap without a window at either end of the lifetime just shortens it; the
+    rest are kept, clipped to the lifetime (MiniMalloc's reading: outside its
+    lifetime a buffer is absent anyway).
+    """
+    spans: list[tuple[int, int, tuple[int, int] | None]] = []
+    for item in text.split():
+        match = _GAP.fullmatch(item)
         if not match:
             raise FormatError(
-                f"{where}: buffer {buffer_id!r} has gap {gap!r}, which memplan cannot represent"
-                " (only 'lower-upper' gaps at either end of a lifetime; '@' windows are not supported)"
+                f"{where}: buffer {buffer_id!r} has gap {item!r}; a gap is 'lower-upper' or"
+                " 'lower-upper@low:high' (the bytes in use during it), integers in ASCII digits"
             )
-        spans.append((int(match.group(1)), int(match.group(2)) + inclusive_end))
-    for a, b in sorted(spans):
-        if a <= lower < b:
+        a, b = int(match.group(1)), int(match.group(2)) + inclusive_end
+        window = (int(match.group(3)), int(match.group(4))) if match.group(3) is not None else None
+        spans.append((max(a, lower), min(b, upper), window))
+    spans = sorted(span for span in spans if span[0] < span[1])
+    for a, b, window in spans:  # windowless gaps at the start move the start
+        if window is None and a <= lower < b:
             lower = b
-    for a, b in sorted(spans, reverse=True):
-        if a < upper <= b:
+    for a, b, window in reversed(spans):
+        if window is None and a < upper <= b:
             upper = a
     if upper <= lower:
-        raise FormatError(f"{where}: buffer {buffer_id!r} has gaps {gaps!r} covering its whole lifetime")
-    for a, b in spans:
-        if lower < b and a < upper:
+        raise FormatError(f"{where}: buffer {buffer_id!r} has gaps {text!r} covering its whole lifetime")
+    inside = [Gap(max(a, lower), min(b, upper), w) for a, b, w in spans if a < upper and lower < b]
+    for first, second in zip(inside, inside[1:]):
+        if second.start < first.end:
             raise FormatError(
-                f"{where}: buffer {buffer_id!r} has gap {a}-{b} inside its lifetime [{lower}, {upper});"
-                " memplan cannot represent a buffer absent in the middle of its lifetime"
+                f"{where}: buffer {buffer_id!r} has overlapping gaps {first.start}-{first.end} and"
+                f" {second.start}-{second.end}"
             )
-    return lower, upper
+    return lower, upper, tuple(inside)
 
 
 def _check_csv_representable(problem: Problem, path: Path) -> None:
@@ -228,11 +288,20 @@ def load_json(path: str | Path) -> Problem | Plan:
     """The Problem or Plan saved by `save_json` (its `"type"` says which)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        raw = path.read_bytes()
     except OSError as e:
         raise FormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        data = json.loads(raw.decode("utf-8-sig"), parse_constant=_no_constant)
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise FormatError(
+            f"{path}:{line}: not UTF-8 text (byte {raw[e.start]:#04x} at offset {e.start})"
+        ) from None
     except json.JSONDecodeError as e:
         raise FormatError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+    except _ConstantError as e:
+        raise FormatError(f"{path}: {e}") from None
     kind = data.get("type") if isinstance(data, dict) else None
     if kind not in ("problem", "plan"):
         raise FormatError(f'{path}: expected an object with "type": "problem" or "plan", got {kind!r}')
@@ -246,6 +315,15 @@ def load_json(path: str | Path) -> Problem | Plan:
         raise FormatError(f"{path}: a {kind} is missing the field {e.args[0]!r}") from None
     except (TypeError, ValueError) as e:  # ProblemError is a ValueError: keep its buffer name
         raise FormatError(f"{path}: invalid {kind}: {e}") from None
+
+
+class _ConstantError(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> float:
+    """JSON has no NaN or Infinity; Python's reader takes them unless told not to."""
+    raise _ConstantError(f"{name} is not a JSON number (sizes, times and offsets are integers)")
 
 
 def _problem_to_dict(problem: Problem) -> dict[str, Any]:
@@ -265,6 +343,11 @@ def _problem_to_dict(problem: Problem) -> dict[str, Any]:
                 "pool": b.pool,
                 "kind": b.kind.value,
                 "label": b.label,
+                **(
+                    {"gaps": [[g.start, g.end, g.window and list(g.window)] for g in b.gaps]}
+                    if b.gaps
+                    else {}
+                ),
             }
             for b in problem.buffers
         ],
@@ -285,6 +368,9 @@ def _problem_from_dict(data: dict[str, Any]) -> Problem:
             pool=b["pool"],
             kind=BufferKind(b["kind"]),
             label=b["label"],
+            gaps=tuple(
+                Gap(start, end, None if w is None else tuple(w)) for start, end, w in b.get("gaps", ())
+            ),
         )
         for b in data["buffers"]
     )
@@ -310,6 +396,10 @@ def _plan_to_dict(plan: Plan) -> dict[str, Any]:
 
 
 def _plan_from_dict(data: dict[str, Any]) -> Plan:
+    for what, values in (("offset of", data["offsets"]), ("arena size of pool", data["arena_sizes"])):
+        for key, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ProblemError(f"{what} {key!r} must be an integer, got {value!r}")
     return Plan(
         offsets=dict(data["offsets"]),
         arena_sizes={int(pool): size for pool, size in data["arena_sizes"].items()},

@@ -39,6 +39,16 @@ class UnsupportedProblemError(ProblemError):
     """A solver was asked to honour a constraint it cannot honour."""
 
 
+MAX_COORDINATE = 1 << 62
+"""Largest magnitude of a time, size, offset or alignment, and of the biggest arena a problem can
+need (all sizes stacked): solvers compute in 64-bit integers (CP-SAT, numpy), and sums of such
+values must not wrap."""
+
+
+class SolverOptionError(ValueError):
+    """A solver option is out of range (e.g. a NaN time limit); the message names the option."""
+
+
 class BufferKind(str, Enum):
     """What a buffer is in its program; drives colours in plots and reports."""
 
@@ -51,12 +61,44 @@ class BufferKind(str, Enum):
 
 
 @dataclass(frozen=True)
+class Gap:
+    """A time `[start, end)` inside a buffer's lifetime when it holds fewer bytes, or none.
+
+    MiniMalloc's `gaps`: without `window` the buffer is absent; with
+    `window=(low, high)` it occupies only bytes `[offset + low, offset + high)`.
+    """
+
+    start: int
+    end: int
+    window: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("start", "end"):
+            object.__setattr__(self, name, _integer(f"gap {name}", getattr(self, name)))
+        if self.window is not None:
+            low, high = self.window
+            object.__setattr__(self, "window", (_integer("gap window", low), _integer("gap window", high)))
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch `[start, end)` of a buffer's life with the bytes `[low, high)` above its offset in use."""
+
+    start: int
+    end: int
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
 class Buffer:
     """One block of bytes that lives over `[start, end)` and needs an offset.
 
     `offset` pins the buffer (a fixed, pre-assigned offset); `pool` is the
     memory arena it goes into (ExecuTorch's `mem_id`); `alignment` means the
-    offset must be a multiple of it.
+    offset must be a multiple of it. `gaps` are times inside the lifetime
+    when the buffer holds fewer bytes or none (sorted, disjoint); a size of 0
+    (ExecuTorch has zero-byte tensors) overlaps nothing.
     """
 
     id: str
@@ -68,12 +110,17 @@ class Buffer:
     pool: int = 0
     kind: BufferKind = BufferKind.ACTIVATION
     label: str = ""
+    gaps: tuple[Gap, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
             raise ProblemError(f"buffer id must be a non-empty string, got {self.id!r}")
-        if self.size <= 0:
-            raise ProblemError(f"buffer {self.id!r}: size must be positive, got {self.size}")
+        for name in ("start", "end", "size", "alignment", "offset", "pool"):
+            value = getattr(self, name)
+            if value is not None or name != "offset":
+                object.__setattr__(self, name, _integer(f"buffer {self.id!r}: {name}", value))
+        if self.size < 0:
+            raise ProblemError(f"buffer {self.id!r}: size must not be negative, got {self.size}")
         if self.end <= self.start:
             raise ProblemError(
                 f"buffer {self.id!r}: lifetime [start={self.start}, end={self.end}) is empty"
@@ -91,10 +138,56 @@ class Buffer:
                 )
         if not isinstance(self.kind, BufferKind):
             object.__setattr__(self, "kind", BufferKind(self.kind))
+        self._check_gaps()
+
+    def _check_gaps(self) -> None:
+        gaps = tuple(g if isinstance(g, Gap) else Gap(*g) for g in self.gaps)
+        object.__setattr__(self, "gaps", gaps)
+        previous_end = self.start
+        for gap in gaps:
+            where = f"buffer {self.id!r}: gap [{gap.start}, {gap.end})"
+            if not (previous_end <= gap.start < gap.end <= self.end):
+                raise ProblemError(
+                    f"{where} must be non-empty, inside the lifetime [{self.start}, {self.end}) and after"
+                    " the previous gap (gaps are sorted and disjoint)"
+                )
+            if gap.window is not None and not 0 <= gap.window[0] <= gap.window[1] <= self.size:
+                raise ProblemError(
+                    f"{where}: window {list(gap.window)} is not within the buffer's {self.size} bytes"
+                )
+            previous_end = gap.end
+
+    def segments(self) -> list[Segment]:
+        """The buffer's life in pieces, each with the bytes in use; gaps without a window are left out."""
+        pieces: list[Segment] = []
+        at = self.start
+        for gap in self.gaps:
+            if at < gap.start:
+                pieces.append(Segment(at, gap.start, 0, self.size))
+            if gap.window is not None and gap.window[0] < gap.window[1]:
+                pieces.append(Segment(gap.start, gap.end, *gap.window))
+            at = gap.end
+        if at < self.end:
+            pieces.append(Segment(at, self.end, 0, self.size))
+        return pieces
 
     def lives_with(self, other: Buffer) -> bool:
-        """True if the two half-open lifetimes intersect."""
-        return self.start < other.end and other.start < self.end
+        """True if the two buffers are ever present at the same time (half-open lifetimes, gaps left out)."""
+        if not (self.start < other.end and other.start < self.end):
+            return False
+        if not self.gaps and not other.gaps:
+            return True
+        return any(a.start < b.end and b.start < a.end for a in self.segments() for b in other.segments())
+
+
+def _integer(what: str, value: object) -> int:
+    """`value` as an int if it is one (numpy integers too, not bools or floats) within MAX_COORDINATE."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ProblemError(f"{what} must be an integer, got {value!r}")
+    number = value.__index__()
+    if abs(number) > MAX_COORDINATE:
+        raise ProblemError(f"{what} is {number}, beyond 2^62, more than solvers can represent")
+    return number
 
 
 @dataclass(frozen=True)
@@ -110,7 +203,14 @@ class ContiguousGroup:
     members: tuple[tuple[str, int], ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "members", tuple((m, int(o)) for m, o in self.members))
+        object.__setattr__(
+            self,
+            "members",
+            tuple(
+                (m, _integer(f"group member {m!r} inside {self.parent!r}: offset", o))
+                for m, o in self.members
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -145,11 +245,14 @@ class Problem:
                 raise ProblemError(f"buffer id {buf.id!r} appears twice")
             by_id[buf.id] = buf
         object.__setattr__(self, "_by_id", by_id)
-        if self.capacity is not None and self.capacity <= 0:
-            raise ProblemError(f"capacity must be positive, got {self.capacity}")
+        if self.capacity is not None:
+            object.__setattr__(self, "capacity", _integer("capacity", self.capacity))
+            if self.capacity <= 0:
+                raise ProblemError(f"capacity must be positive, got {self.capacity}")
         object.__setattr__(self, "_parent_of", self._check_groups())
         self._check_nested_alignment()
         self._check_same_offsets()
+        self._check_magnitude()
 
     # -- lookups -----------------------------------------------------------
     def buffer(self, buffer_id: str) -> Buffer:
@@ -188,9 +291,15 @@ class Problem:
             parent = self._known(group.parent, "contiguous group parent")
             if not group.members:
                 raise ProblemError(f"contiguous group of {parent.id!r} has no members")
+            if parent.gaps:
+                raise ProblemError(
+                    f"contiguous group of {parent.id!r}: a group parent cannot have lifetime gaps"
+                )
             for member_id, rel in group.members:
                 member = self._known(member_id, f"member of the group of {parent.id!r}")
                 where = f"group member {member.id!r} inside {parent.id!r}"
+                if member.gaps:
+                    raise ProblemError(f"{where}: a group member cannot have lifetime gaps")
                 if member.id == parent.id:
                     raise ProblemError(f"{where}: a buffer cannot be its own member")
                 if member.id in parent_of:
@@ -260,6 +369,18 @@ class Problem:
                             f" same time in pool {a.pool}, so they cannot share an offset"
                         )
 
+    def _check_magnitude(self) -> None:
+        """The worst arena (every buffer stacked, each padded to its alignment) must fit MAX_COORDINATE."""
+        worst = sum(b.size + b.alignment for b in self.buffers) + max(
+            [b.offset + b.size for b in self.buffers if b.offset is not None], default=0
+        )
+        if worst > MAX_COORDINATE:
+            biggest = sorted(self.buffers, key=lambda b: -b.size)[:3]
+            raise ProblemError(
+                f"the buffers together need up to {worst} bytes, beyond 2^62, more than solvers can"
+                f" represent; the largest: {', '.join(f'{b.id!r} ({b.size})' for b in biggest)}"
+            )
+
     def _known(self, buffer_id: str, role: str) -> Buffer:
         if buffer_id not in self._by_id:
             raise ProblemError(f"{role} {buffer_id!r} is not a buffer of this problem")
@@ -309,8 +430,9 @@ def lower_bounds(problem: Problem) -> dict[int, int]:
     events: dict[int, list[tuple[int, int]]] = defaultdict(list)
     bounds: dict[int, int] = {pool: 0 for pool in problem.pools}
     for buf in problem.roots():
-        events[buf.pool].append((buf.start, buf.size))
-        events[buf.pool].append((buf.end, -buf.size))
+        for seg in buf.segments():
+            events[buf.pool].append((seg.start, seg.high - seg.low))
+            events[buf.pool].append((seg.end, -(seg.high - seg.low)))
         if buf.offset is not None:
             bounds[buf.pool] = max(bounds[buf.pool], buf.offset + buf.size)
     for pool, pool_events in events.items():
@@ -450,16 +572,22 @@ def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
     for buf in problem.roots():
         by_pool[buf.pool].append(buf)
     for pool, bufs in by_pool.items():
+        # One rectangle per segment in use (gaps split a lifetime; empty byte ranges overlap nothing).
+        rects = [
+            (seg.start, seg.end, offsets[buf.id] + seg.low, offsets[buf.id] + seg.high, i)
+            for i, buf in enumerate(bufs)
+            for seg in buf.segments()
+            if seg.high > seg.low
+        ]
         events = []
-        for i, buf in enumerate(bufs):
-            events.append((buf.start, 1, i))
-            events.append((buf.end, 0, i))
+        for r, (start, end, _, _, _) in enumerate(rects):
+            events.append((start, 1, r))
+            events.append((end, 0, r))
         events.sort()  # at equal times, ends (0) before starts (1): half-open
-        live: SortedList = SortedList()  # (offset, end address, index)
-        for _, is_start, i in events:
-            buf = bufs[i]
-            lo = offsets[buf.id]
-            item = (lo, lo + buf.size, i)
+        live: SortedList = SortedList()  # (low address, high address, rectangle)
+        for _, is_start, r in events:
+            _, _, lo, hi, i = rects[r]
+            item = (lo, hi, r)
             if not is_start:
                 live.discard(item)
                 continue
@@ -467,13 +595,13 @@ def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
             for j in (pos - 1, pos):
                 if 0 <= j < len(live):
                     other_lo, other_hi, k = live[j]
-                    if other_lo < lo + buf.size and lo < other_hi:
-                        other = bufs[k]
+                    if other_lo < hi and lo < other_hi:
+                        other, buf = bufs[rects[k][4]], bufs[i]
                         found.append(
                             Violation(
                                 ViolationKind.OVERLAP,
                                 (other.id, buf.id),
-                                f"{other.id!r} [{other_lo}, {other_hi}) and {buf.id!r} [{lo}, {lo + buf.size})"
+                                f"{other.id!r} [{other_lo}, {other_hi}) and {buf.id!r} [{lo}, {hi})"
                                 f" share bytes while both live in pool {pool}",
                             )
                         )

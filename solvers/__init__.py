@@ -9,10 +9,20 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 from collections.abc import Callable
 from typing import Any
 
-from memplan.planner.problem import InfeasibleError, Plan, Problem, ProblemError, check_plan
+from memplan.planner.problem import (
+    InfeasibleError,
+    Plan,
+    Problem,
+    ProblemError,
+    SolverOptionError,
+    check_plan,
+    lower_bound,
+)
+from memplan.solvers.units import planned_exactly
 
 # name -> "module:function"; the order is the order `available()` lists them in.
 _REGISTRY: dict[str, str] = {
@@ -26,6 +36,24 @@ _REGISTRY: dict[str, str] = {
 
 class UnknownSolverError(ProblemError):
     """The solver name is not registered."""
+
+
+def checked_time_limit(solver: str, time_limit_s: float | None) -> float | None:
+    """`time_limit_s` as a float, or None; NaN, infinities, zero, negatives and non-numbers are refused.
+
+    Checked before any work: a NaN limit would otherwise reach a solver's clock
+    arithmetic and come back as a confusing failure deep inside it.
+    """
+    if time_limit_s is None:
+        return None
+    if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, (int, float)):
+        raise SolverOptionError(f"{solver}: time_limit_s must be a number of seconds, got {time_limit_s!r}")
+    if not (math.isfinite(time_limit_s) and time_limit_s > 0):
+        raise SolverOptionError(
+            f"{solver}: time_limit_s must be a positive, finite number of seconds, got {time_limit_s!r}"
+            " (None: the solver's default)"
+        )
+    return float(time_limit_s)
 
 
 def available() -> list[str]:
@@ -58,9 +86,26 @@ def solve(
     must fit, or `InfeasibleError` is raised.
     """
     fn = get_solver(solver)
+    time_limit_s = checked_time_limit(solver, time_limit_s)
     if capacity is not None:
         problem = dataclasses.replace(problem, capacity=capacity)
-    plan = fn(problem, time_limit_s=time_limit_s, **options)
+    try:
+        plan = fn(problem, time_limit_s=time_limit_s, **options)
+    except InfeasibleError as err:
+        if planned_exactly(problem) or "not proven" in str(err):
+            raise
+        raise InfeasibleError(
+            f"{err} (not proven infeasible: gaps whose window starts above the offset were planned"
+            " with the bytes below the window in use)",
+            err.buffers,
+        ) from None
+    if plan.proven_optimal and plan.arena_size > lower_bound(problem) and not planned_exactly(problem):
+        plan = dataclasses.replace(
+            plan,
+            proven_optimal=False,
+            status=f"not proven: gaps whose window starts above the offset were planned with the bytes"
+            f" below the window in use ({plan.status})",
+        )
     if problem.capacity is not None:
         over = {p: s for p, s in plan.arena_sizes.items() if s > problem.capacity}
         if over:

@@ -9,8 +9,9 @@ from torch import nn
 
 from memplan.experiments import runtime, zoo
 from memplan.experiments.catfusion_report import main as report_main
+from memplan.experiments.models.concat import DenseBlock, DenseNetStem
 from memplan.experiments.zoo import ZooModel
-from memplan.planner.et.catfusion import CatRefusal, CatStatus
+from memplan.planner.et.cat.decisions import CatRefusal, CatStatus
 from memplan.planner.et.pass_ import PlannerPass, PlanningError
 from memplan.planner.problem import lower_bound, validate
 
@@ -88,7 +89,7 @@ def test_unet_skip_concatenations_are_fused_and_the_arena_shrinks():
 
 def dense_stem() -> ZooModel:
     torch.manual_seed(0)
-    return make("dense_stem", zoo.DenseNetStem(n_layers=3), torch.randn(1, 3, 8, 8))
+    return make("dense_stem", DenseNetStem(n_layers=3), torch.randn(1, 3, 8, 8))
 
 
 def test_densenet_block_behind_a_stem_fuses_the_last_cat_and_aliases_the_earlier_ones():
@@ -126,7 +127,7 @@ def test_densenet_block_behind_a_stem_never_gets_a_larger_arena():
 def bare_dense_block() -> ZooModel:
     """A DenseNet block fed straight from the graph input: every cat reads x."""
     torch.manual_seed(0)
-    return make("bare_dense_block", zoo.DenseBlock(), torch.randn(1, 16, 16, 16))
+    return make("bare_dense_block", DenseBlock(), torch.randn(1, 16, 16, 16))
 
 
 def test_bare_densenet_block_keeps_its_cats_because_every_cat_reads_the_graph_input():

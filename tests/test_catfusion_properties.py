@@ -14,7 +14,7 @@ from torch import nn
 from memplan import solvers
 from memplan.experiments import runtime
 from memplan.experiments.zoo import ZooModel
-from memplan.planner.et.catfusion import CatStatus
+from memplan.planner.et.cat.decisions import CatStatus
 from memplan.planner.et.pass_ import PlannerPass
 from memplan.planner.problem import validate
 

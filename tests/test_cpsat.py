@@ -21,12 +21,12 @@ from memplan.planner.problem import (
     lower_bound,
     validate,
 )
-from memplan.solvers import cpsat, solve
+from memplan.solvers import cpsat, cpsat_model, cpsat_search, solve
 from memplan.solvers.bounds import pool_bounds
 from memplan.solvers.units import arena_of, make_plan, units_of
 
 SWITCHES = ("warm_start", "cumulative", "symmetry", "decompose", "skyline_heuristic")
-SKYLINE = cpsat._Skyline(cpsat.PORTFOLIO, presolve=None, log=False)
+SKYLINE = cpsat_search.SkylineSettings(cpsat.PORTFOLIO, presolve=None, log=False)
 
 
 def walls(buffers: int, holes: int) -> Problem:
@@ -154,11 +154,13 @@ def test_each_ladder_descends_from_no_plan_to_the_default_search_optimum(problem
     units = units_of(problem)
     bounds = pool_bounds(problem, units)
     (pool,) = bounds
-    top = cpsat._limits(units, bounds, [], None, False)[pool]
-    for ladder in (cpsat.LADDER, (("between", 0.5),)):
-        model = cpsat._Model(units, bounds, {pool: top}, cumulative=True, symmetry=True, minimise=False)
+    top = cpsat_model.arena_limits(units, bounds, [], None, False)[pool]
+    for ladder in (cpsat_search.LADDER, (("between", 0.5),)):
+        model = cpsat_model.PlacementModel(
+            units, bounds, {pool: top}, cumulative=True, symmetry=True, minimise=False
+        )
         floor = -(-bounds[pool] // model.divisor) * model.divisor
-        probes = cpsat._Probes(model, pool, SKYLINE, ladder, 1, time.perf_counter() + 20, 0.0)
+        probes = cpsat_search.Probes(model, pool, SKYLINE, ladder, 1, time.perf_counter() + 20, 0.0)
         best, arena, _, proven, _ = probes.descend(None, top + 1, floor, "none yet")
         assert best is not None and proven, ladder
         assert arena == reference.arena_size, ladder
@@ -225,13 +227,13 @@ def test_every_probe_ladder_finds_and_proves_an_optimum_above_the_bound(ladder) 
     assert plan.proven_optimal, plan.status
 
 
-@pytest.mark.parametrize("ladder", [cpsat.LADDER, (("between", 0.5),), (("below", 0.01),)])
+@pytest.mark.parametrize("ladder", [cpsat_search.LADDER, (("between", 0.5),), (("below", 0.01),)])
 def test_the_ladder_descends_from_no_plan_to_the_proven_optimum(ladder) -> None:
     problem = walls(buffers=7, holes=3)  # optimum 30
     units = units_of(problem)
     bounds = pool_bounds(problem, units)
-    model = cpsat._Model(units, bounds, {0: 60}, cumulative=True, symmetry=True, minimise=False)
-    probes = cpsat._Probes(model, 0, SKYLINE, ladder, 1, time.perf_counter() + 30, 0.0)
+    model = cpsat_model.PlacementModel(units, bounds, {0: 60}, cumulative=True, symmetry=True, minimise=False)
+    probes = cpsat_search.Probes(model, 0, SKYLINE, ladder, 1, time.perf_counter() + 30, 0.0)
     best, top, floor, proven, _ = probes.descend(None, 60, lower_bound(problem), "none yet")
     assert (top, floor, proven) == (30, 30, True)
     assert arena_of(units, best) == {0: 30}
@@ -240,7 +242,7 @@ def test_the_ladder_descends_from_no_plan_to_the_proven_optimum(ladder) -> None:
 
 @pytest.mark.parametrize("failing", ["portfolio", "ladder"])
 def test_an_error_inside_a_search_thread_is_raised_not_swallowed(failing, monkeypatch) -> None:
-    real = cpsat._with_skyline_order
+    real = cpsat_search.with_skyline_order
     calls = []
 
     def fail_in_the_ladder(model, order, caps=None):
@@ -249,7 +251,7 @@ def test_an_error_inside_a_search_thread_is_raised_not_swallowed(failing, monkey
             raise RuntimeError("boom in a search thread")
         return real(model, order, caps)
 
-    monkeypatch.setattr(cpsat, "_with_skyline_order", fail_in_the_ladder)
+    monkeypatch.setattr(cpsat_search, "with_skyline_order", fail_in_the_ladder)
     with pytest.raises(RuntimeError, match="boom in a search thread"):
         solve(walls(buffers=7, holes=3), "cpsat", time_limit_s=10, search="skyline")
 

@@ -7,7 +7,7 @@ import json
 import pandas as pd
 import pytest
 
-from memplan.experiments import report, runtime, sweep, zoo
+from memplan.experiments import report, run_log, runtime, sweep, sweep_grid, sweep_table, zoo
 
 MODELS = ["cat_seed", "deep_autoencoder"]
 SOLVERS = ["greedy", "bestfit"]
@@ -38,13 +38,13 @@ def _counting_execute(monkeypatch):
 
 def test_table_has_the_documented_columns_and_one_row_per_method_solver_setting(small_sweep):
     _, df = small_sweep
-    assert list(df.columns) == list(sweep.COLUMNS)
+    assert list(df.columns) == list(sweep_table.COLUMNS)
     assert len(df) == len(MODELS) * len(SOLVERS) * 2  # one method each, fusion on and off
-    assert not df.duplicated(["model", "method", "solver", *sweep.SETTINGS]).any()
+    assert not df.duplicated(["model", "method", "solver", *sweep_grid.SETTINGS]).any()
     assert df["error"].isna().all(), df["error"].dropna().tolist()
     assert set(df["model"]) == set(MODELS) and set(df["solver"]) == set(SOLVERS)
     assert (df["method"] == "forward").all()
-    assert (df["time_limit_s"] == sweep.DEFAULT_TIME_LIMIT_S).all()
+    assert (df["time_limit_s"] == sweep_grid.DEFAULT_TIME_LIMIT_S).all()
     assert df["ran_ok"].all() and df["matches_eager"].all()
 
 
@@ -54,7 +54,7 @@ def test_numbers_are_consistent(small_sweep):
     assert (df["arena_over_lb"] == df["arena_bytes"] / df["lower_bound"]).all()
     assert ((1 - df["saving_vs_stock"]) * df["stock_arena_bytes"] - df["arena_bytes"]).abs().max() < 1e-6
     assert (df["buffers"] > 0).all()
-    best = df.groupby(["model", "method", *sweep.SETTINGS])["arena_bytes"].transform("min")
+    best = df.groupby(["model", "method", *sweep_grid.SETTINGS])["arena_bytes"].transform("min")
     proven = df["proven_optimal"].astype(bool)
     assert (df.loc[proven, "arena_bytes"] == best[proven]).all()
     assert (df["solve_seconds"] >= 0).all() and (df["export_seconds"] > 0).all()
@@ -76,7 +76,7 @@ def test_folder_holds_csv_summary_and_plot(small_sweep):
     out, df = small_sweep
     assert (out / report.PLOT_FILE).stat().st_size > 0
     back = pd.read_csv(out / report.CSV_FILE)
-    assert list(back.columns) == list(sweep.COLUMNS)
+    assert list(back.columns) == list(sweep_table.COLUMNS)
     assert back["arena_bytes"].tolist() == df["arena_bytes"].tolist()
     summary = (out / report.SUMMARY_FILE).read_text()
     assert "| model | buffers | lower bound | stock | greedy | bestfit |" in summary
@@ -99,7 +99,7 @@ def test_resuming_runs_only_the_new_part_of_a_grid(tmp_path, monkeypatch):
     sweep.sweep(out=tmp_path, models=["cat_seed"], solvers=["greedy"], jobs=1, progress=False)
     seen = _counting_execute(monkeypatch)
     df = sweep.sweep(out=tmp_path, models=["cat_seed"], solvers=["greedy", "bestfit"], jobs=1, progress=False)
-    assert seen == [sweep.PlanRun("cat_seed", "bestfit", 16, True, sweep.DEFAULT_TIME_LIMIT_S)]
+    assert seen == [sweep_grid.PlanRun("cat_seed", "bestfit", 16, True, sweep_grid.DEFAULT_TIME_LIMIT_S)]
     assert sorted(df["solver"]) == ["bestfit", "greedy"]
     # Asking for the check later reruns the unchecked runs, and only those.
     seen.clear()
@@ -160,19 +160,19 @@ def test_bad_settings_are_refused_before_any_work(tmp_path):
     ]
     for kwargs, message in cases:
         args = dict(out=tmp_path, models=["cat_seed"], solvers=["greedy"], progress=False) | kwargs
-        with pytest.raises(sweep.SweepConfigError, match=message.replace("(", r"\(")):
+        with pytest.raises(sweep_grid.SweepConfigError, match=message.replace("(", r"\(")):
             sweep.sweep(**args)
-    assert not (tmp_path / sweep.RUNS_FILE).exists()
+    assert not (tmp_path / run_log.RUNS_FILE).exists()
 
 
 def test_a_foreign_runs_file_is_refused_with_its_line(tmp_path):
-    (tmp_path / sweep.RUNS_FILE).write_text(json.dumps({"hello": 1}) + "\n")
-    with pytest.raises(sweep.SweepConfigError, match=r"runs.jsonl:1: not a sweep record"):
+    (tmp_path / run_log.RUNS_FILE).write_text(json.dumps({"hello": 1}) + "\n")
+    with pytest.raises(sweep_grid.SweepConfigError, match=r"runs.jsonl:1: not a sweep record"):
         sweep.sweep(out=tmp_path, models=["cat_seed"], solvers=["greedy"], jobs=1, progress=False)
 
 
 def _without_timing(df: pd.DataFrame) -> pd.DataFrame:
-    return df.drop(columns=list(sweep.TIMING_COLUMNS))
+    return df.drop(columns=list(sweep_table.TIMING_COLUMNS))
 
 
 def _same_grid_elsewhere(inline: pd.DataFrame, out, **executor) -> None:
@@ -221,12 +221,12 @@ def test_summary_compares_solvers_against_the_lowest_bound_of_a_case():
     ]
     df = pd.DataFrame.from_records(
         [
-            {c: None for c in sweep.COLUMNS}
+            {c: None for c in sweep_table.COLUMNS}
             | dict(alignment=16, cat_fusion=True, time_limit_s=5.0, buffers=3, stock_arena_bytes=1000)
             | r
             for r in rows
         ],
-        columns=list(sweep.COLUMNS),
+        columns=list(sweep_table.COLUMNS),
     )
     df["saving_vs_stock"] = 1 - df["arena_bytes"] / df["stock_arena_bytes"]
     summary = report.summary_markdown(df)

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from memplan.experiments import runtime, zoo
+from memplan.experiments.models.llama import llama
 
 REQUIRED = [
     "ds_cnn",
@@ -51,7 +52,6 @@ def test_registry_has_required_models():
     names = zoo.names()
     assert set(REQUIRED) <= set(names)
     assert len([n for n in names if n.endswith("_xnnpack")]) >= 2
-    assert set(zoo.default_sweep_names()) <= set(names)
     assert len(names) == len(set(names))
 
 
@@ -231,20 +231,20 @@ def test_run_pte_unknown_method():
 
 
 def test_llama_builder_small_config():
-    m = zoo.llama(n_layers=1, dim=32, n_heads=2, seq_len=16, prefill_tokens=4, kv_cache=True)
+    m = llama(n_layers=1, dim=32, n_heads=2, seq_len=16, prefill_tokens=4, kv_cache=True)
     assert [c[1][1]["input_pos"].tolist() for c in m.calls] == [[0, 1, 2, 3], [4, 5, 6, 7]]
     et = runtime.lower(m)
     runtime.check_outputs(m, et.buffer)
-    nokv = zoo.llama(n_layers=1, dim=32, n_heads=2, seq_len=16, prefill_tokens=16, kv_cache=False)
+    nokv = llama(n_layers=1, dim=32, n_heads=2, seq_len=16, prefill_tokens=16, kv_cache=False)
     assert len(nokv.calls[0][1]) == 1 and nokv.calls[0][1][0].shape == (1, 16)
     with pytest.raises(ValueError):
-        zoo.llama(seq_len=8, prefill_tokens=16)
+        llama(seq_len=8, prefill_tokens=16)
 
 
 @pytest.mark.slow
 def test_llama_big_config():
     """The benchmark-size config (about a minute on 2 cores)."""
-    m = zoo.llama(n_layers=16, dim=512, n_heads=8, seq_len=256, prefill_tokens=128, kv_cache=True)
+    m = llama(n_layers=16, dim=512, n_heads=8, seq_len=256, prefill_tokens=128, kv_cache=True)
     et = runtime.lower(m)
     assert runtime.stock_arena_bytes(et)["forward"][1] > 16 * 2 * 8 * 256 * 64 * 4  # > the KV caches
     runtime.check_outputs(m, et.buffer)

@@ -30,8 +30,9 @@ from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
 from memplan.planner.et.apply import apply_plan
-from memplan.planner.et.cat_plan import CatReport, plan_with_cat_fusion
-from memplan.planner.et.cat_rewrite import fuse_cats
+from memplan.planner.et.cat.policy import plan_with_cat_fusion
+from memplan.planner.et.cat.report import CatReport
+from memplan.planner.et.cat.rewrite import fuse_cats
 from memplan.planner.et.compat import ExportContext, export_context, merge_bufsizes
 from memplan.planner.et.extract import ExtractionError, control_flow_submodules, extract, state_buffers
 from memplan.planner.et.shared_state import (
@@ -71,10 +72,10 @@ class MethodResult:
     buffer_sizes: list[int]
     stock_sizes: list[int]
     submodules: dict[str, MethodResult] = field(default_factory=dict)
-    cat_report: CatReport | None = None  # set when cat fusion is on (planner.catfusion)
+    cat_report: CatReport | None = None  # set when cat fusion is on (memplan.planner.et.cat)
     specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
     padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
-    state_report: StateReport | None = None  # set when state_in_place is on (planner.et.state)
+    state_report: StateReport | None = None  # set when state_in_place is on (memplan.planner.et.state)
 
 
 class PlannerPass(MemoryPlanningPass):
@@ -91,13 +92,13 @@ class PlannerPass(MemoryPlanningPass):
     `capacity` (bytes per arena) makes planning fail with the tensors that do
     not fit instead of returning a larger plan.
     `cat_fusion` places concatenated inputs back to back inside the cat output
-    and removes the cat instruction where sound (planner.catfusion), unless
+    and removes the cat instruction where sound (memplan.planner.et.cat), unless
     that makes the arena larger (`cat_fusion_allow_growth`); the relax/partial
-    options are passed on to `catfusion.analyze`.
+    options are passed on to `cat.analysis.analyze`.
     `state_in_place` lets the op computing a mutable buffer's new value write
     it where the buffer lives and removes ExecuTorch's write-back `copy_`
     where that is legal; a copy that stays is moved up to right after the
-    last reader of the old value (planner.et.state).
+    last reader of the old value (memplan.planner.et.state).
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-"""Plan one graph with cat fusion, and report what it bought.
+"""Plan one graph with cat fusion, undoing fusions that would grow the arena.
 
 Fusing a cat widens its output's lifetime to cover every input's (the
 region is reserved from the first input's birth), so on some graphs the
@@ -13,14 +13,14 @@ groups.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 import torch
 from torch.export.exported_program import ExportGraphSignature
 
-from memplan.planner.et.catfusion import CatDecision, CatFusion, CatRefusal, CatStatus, analyze, is_cat
+from memplan.planner.et.cat.analysis import analyze
+from memplan.planner.et.cat.decisions import CatDecision, CatFusion
+from memplan.planner.et.cat.legality import is_cat
 from memplan.planner.et.extract import Extraction
 from memplan.planner.problem import InfeasibleError, Plan, Problem, ProblemError, lower_bound, lower_bounds
 
@@ -134,67 +134,3 @@ def _live_at(fusion: CatFusion, pool: int, t: int) -> list[CatDecision]:
         if buf.pool == pool and buf.start <= t < buf.end:
             found.append(d)
     return found
-
-
-# -- report ---------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class CatReport:
-    """What cat fusion did to one method: decisions, copies saved, arena and bound with and without.
-
-    "Without" is the same solver on the problem without the fusion groups.
-    """
-
-    decisions: tuple[CatDecision, ...]
-    arena_with: int
-    arena_without: int | None  # None: without fusion no plan fit the capacity
-    lower_bound_with: int
-    lower_bound_without: int
-    instructions_removed: int
-
-    @classmethod
-    def of(
-        cls, fusion: CatFusion, plan_with: Plan, plan_without: Plan | None, instructions_removed: int
-    ) -> CatReport:
-        return cls(
-            decisions=tuple(fusion.decisions),
-            arena_with=plan_with.arena_size,
-            arena_without=None if plan_without is None else plan_without.arena_size,
-            lower_bound_with=lower_bound(fusion.problem),
-            lower_bound_without=lower_bound(fusion.problem_without),
-            instructions_removed=instructions_removed,
-        )
-
-    def count(self, status: CatStatus) -> int:
-        return sum(d.status is status for d in self.decisions)
-
-    @property
-    def copy_bytes_removed(self) -> int:
-        return sum(d.copy_bytes_removed for d in self.decisions)
-
-    def refusals(self) -> dict[CatRefusal, int]:
-        """How many refused cats name each reason."""
-        counts: dict[CatRefusal, int] = defaultdict(int)
-        for d in self.decisions:
-            if d.status is CatStatus.REFUSED:
-                for r in d.reasons:
-                    counts[r] += 1
-        return dict(counts)
-
-    def summary(self) -> str:
-        """One line per cat, then the totals."""
-        lines = []
-        for d in self.decisions:
-            why = f"  [{', '.join(r.value for r in d.reasons)}] {d.detail}" if d.reasons else ""
-            lines.append(
-                f"{d.cat:32s} {d.status.value:8s} {d.nbytes:>9d} B  removed {d.copy_bytes_removed:>9d} B{why}"
-            )
-        without = "no fitting plan" if self.arena_without is None else f"{self.arena_without} B"
-        lines.append(
-            f"cats {len(self.decisions)}: fused {self.count(CatStatus.FUSED)}, aliased {self.count(CatStatus.ALIASED)},"
-            f" partial {self.count(CatStatus.PARTIAL)}, refused {self.count(CatStatus.REFUSED)};"
-            f" copy bytes removed {self.copy_bytes_removed}; arena {self.arena_with} B with fusion, {without}"
-            f" without; lower bound {self.lower_bound_with} / {self.lower_bound_without} B"
-        )
-        return "\n".join(lines)

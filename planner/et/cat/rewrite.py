@@ -21,7 +21,7 @@ from executorch.exir import memory
 from executorch.exir.tensor import TensorSpec
 from torch.export.exported_program import ExportGraphSignature, TensorArgument
 
-from memplan.planner.et.catfusion import CatFusion, CatStatus
+from memplan.planner.et.cat.decisions import CatFusion, CatStatus
 from memplan.planner.problem import ProblemError
 
 

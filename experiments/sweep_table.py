@@ -1,0 +1,77 @@
+"""The sweep's table: one row per (model, method, solver, settings), built from the run log."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from memplan.experiments.run_log import RunLog
+from memplan.experiments.sweep_grid import KEY, SETTINGS
+
+COLUMNS = (
+    "model",
+    "method",
+    "solver",
+    *SETTINGS,
+    "buffers",
+    "lower_bound",
+    "arena_bytes",
+    "arena_over_lb",
+    "stock_arena_bytes",
+    "saving_vs_stock",
+    "proven_optimal",
+    "plan_solver",
+    "solve_seconds",
+    "export_seconds",
+    "cats_fused",
+    "copy_bytes_removed",
+    "ran_ok",
+    "matches_eager",
+    "error",
+)
+TIMING_COLUMNS = ("solve_seconds", "export_seconds")
+DTYPES = {
+    "alignment": "Int64",
+    "buffers": "Int64",
+    "lower_bound": "Int64",
+    "arena_bytes": "Int64",
+    "stock_arena_bytes": "Int64",
+    "cats_fused": "Int64",
+    "copy_bytes_removed": "Int64",
+    "cat_fusion": "boolean",
+    "proven_optimal": "boolean",
+    "ran_ok": "boolean",
+    "matches_eager": "boolean",
+    "time_limit_s": "float64",
+    "arena_over_lb": "float64",
+    "saving_vs_stock": "float64",
+    "solve_seconds": "float64",
+    "export_seconds": "float64",
+}
+
+
+def table(log: RunLog) -> pd.DataFrame:
+    """One row per (model, method, solver, settings), sorted by those columns."""
+    stock: dict[tuple[str, int], dict[str, int]] = {}
+    for entry in log.entries.values():
+        if entry["kind"] == "stock" and entry["result"]["error"] is None:
+            run = entry["run"]
+            stock[(run["model"], run["alignment"])] = entry["result"]["arena_bytes"]
+    records = []
+    for entry in log.entries.values():
+        if entry["kind"] != "plan":
+            continue
+        run, result = entry["run"], entry["result"]
+        base = {k: run[k] for k in KEY}
+        if result["error"] is not None:
+            records.append({**base, "method": "", "error": result["error"]})
+            continue
+        arenas = stock.get((run["model"], run["alignment"]), {})
+        for row in result["rows"]:
+            records.append({**base, "stock_arena_bytes": arenas.get(row["method"]), **row})
+    df = pd.DataFrame.from_records(records, columns=list(COLUMNS))
+    df = df.astype(DTYPES)
+    df["error"] = df["error"].astype("string")
+    df["arena_over_lb"] = df["arena_bytes"] / df["lower_bound"]
+    df["saving_vs_stock"] = 1 - df["arena_bytes"] / df["stock_arena_bytes"]
+    order = ["model", "method", "solver", *SETTINGS]
+    return df.sort_values(order, kind="stable").reset_index(drop=True)
