@@ -22,7 +22,9 @@ from dataclasses import dataclass
 
 import torch
 
-from memplan.experiments import runtime, state_models, zoo
+from memplan.experiments import runtime, zoo
+from memplan.experiments.models import hybrid
+from memplan.experiments.models.common import seeded
 from memplan.experiments.zoo import ZooModel
 from memplan.planner.et.pass_ import PlannerPass
 from memplan.planner.problem import lower_bounds
@@ -88,7 +90,7 @@ def multi_method_cache(n_rounds: int = 4) -> ZooModel:
     """The zoo's multi-method cache program, with set/attend/get rounds filling the whole cache."""
     model = zoo.get("multi_method_cache")
     heads, length, dim = 2, 4, 8
-    with zoo._seeded(1):
+    with seeded(1):
         calls = []
         for r in range(n_rounds):
             kv = (torch.randn(1, heads, length, dim), torch.randn(1, heads, length, dim))
@@ -103,13 +105,13 @@ def multi_method_cache(n_rounds: int = 4) -> ZooModel:
 
 def programs(with_1b: bool) -> list[ZooModel]:
     found = [
-        state_models.llama_kv(),
-        state_models.qwen35_hybrid(),
-        state_models.lfm2_hybrid(),
+        hybrid.llama_kv(),
+        hybrid.qwen35_hybrid(),
+        hybrid.lfm2_hybrid(),
         multi_method_cache(),
     ]
     if with_1b:
-        found.append(state_models.llama_3_2_1b_shapes())
+        found.append(hybrid.llama_3_2_1b_shapes())
     return found
 
 

@@ -8,7 +8,9 @@ import torch
 from et_helpers import assert_shared
 from torch import nn
 
-from memplan.experiments import runtime, state_models
+from memplan.experiments import runtime
+from memplan.experiments.lowering import Lowered
+from memplan.experiments.models import hybrid
 from memplan.experiments.state_report import main as report_main
 from memplan.experiments.state_report import multi_method_cache, program_arena, state_copies
 from memplan.experiments.zoo import ZooModel
@@ -45,7 +47,7 @@ def decisions(pass_: PlannerPass, method: str = "forward"):
 
 
 def test_tiny_llama_decode_writes_its_kv_caches_in_place_over_five_calls():
-    model = state_models.llama_kv(n_layers=2, dim=32, n_heads=2, n_kv_heads=1, seq_len=8, name="tiny_llama")
+    model = hybrid.llama_kv(n_layers=2, dim=32, n_heads=2, n_kv_heads=1, seq_len=8, name="tiny_llama")
     on, pass_on = lower(model)
     off, pass_off = lower(model, state_in_place=False)
     assert state_copies(off) == (4, 4 * 1 * 1 * 8 * 16 * 4)
@@ -66,6 +68,10 @@ def test_tiny_llama_decode_writes_its_kv_caches_in_place_over_five_calls():
     assert len(index_puts) == 4 and all(args[0] == args[-1] for args in index_puts)
     assert all(args[0] != args[-1] for name, args in calls(off) if name == "aten::index_put")
     assert "aten::copy_" not in [name for name, _ in calls(on)]
+    # The sweep's columns say the same.
+    [row_on], [row_off] = Lowered(on, pass_on, 1.0).rows(), Lowered(off, pass_off, 1.0).rows()
+    assert (row_on["state_copies_removed"], row_on["state_bytes_removed"]) == (4, 4 * 512)
+    assert (row_off["state_copies_removed"], row_off["state_bytes_removed"]) == (0, 0)
 
 
 def calls(program) -> list[tuple[str, list[int]]]:
@@ -331,7 +337,7 @@ def test_shared_state_one_method_updates_in_place_the_other_out_of_place(form):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "build", [state_models.llama_kv, state_models.qwen35_hybrid, state_models.lfm2_hybrid, multi_method_cache]
+    "build", [hybrid.llama_kv, hybrid.qwen35_hybrid, hybrid.lfm2_hybrid, multi_method_cache]
 )
 def test_benchmark_programs_match_eager_over_consecutive_calls_with_every_copy_removed(build):
     model = build()

@@ -179,7 +179,7 @@ class _Analyzer:
         if why is not None:
             reasons.append(why)
         reasons += _layout_mismatches(value.meta["spec"], spec)
-        value_aliases = self._aliases(value, stop=copy)
+        value_aliases = self._aliases(_storage_root(value), stop=copy)
         reasons += self._value_escapes(copy, value, value_aliases)
         for writer in self._writers(value_aliases, exclude=None):
             reasons.append(
@@ -316,7 +316,7 @@ class _Analyzer:
         last = value
         for node in self._readers(self._aliases(state, stop=copy), exclude=copy):
             last = max(last, node, key=self.index.__getitem__)
-        for node in self._writers(self._aliases(value, stop=copy), exclude=None):
+        for node in self._writers(self._aliases(_storage_root(value), stop=copy), exclude=None):
             last = max(last, node, key=self.index.__getitem__)
         if self.index[last] >= self.index[copy] - 1:
             return None
@@ -404,6 +404,15 @@ def _layout_mismatches(value: TensorSpec, state: TensorSpec) -> list[tuple[State
     ):
         found.append((StateRefusal.DYNAMIC_SHAPE, "dynamic shape"))
     return found
+
+
+def _storage_root(node: torch.fx.Node) -> torch.fx.Node:
+    """The node owning `node`'s bytes: through views and in-place results to their base."""
+    while node.op == "call_function" and node.args and isinstance(node.args[0], torch.fx.Node):
+        if node.target is not memory.view and not is_inplace_node(node):
+            break
+        node = node.args[0]
+    return node
 
 
 def _node_args(node: torch.fx.Node) -> list[torch.fx.Node]:

@@ -19,7 +19,8 @@ import dataclasses
 
 import torch
 
-from memplan.experiments.zoo import ZooModel, _build_transformer, _seeded, llama_args
+from memplan.experiments.models.common import ZooModel, seeded
+from memplan.experiments.models.llama import build_transformer, llama_args
 
 VOCAB = 128
 
@@ -41,10 +42,10 @@ def decode_model(
     """One-token decode calls at positions 0..n_calls-1 of a `construct_transformer` model."""
     if n_calls > seq_len:
         raise ValueError(f"{name}: {n_calls} decode calls do not fit a context of {seq_len}")
-    with _seeded():
+    with seeded():
         args = llama_args(n_layers, dim, n_heads, seq_len, True, vocab_size, n_kv_heads)
         args = dataclasses.replace(args, layer_types=layer_types, hidden_dim=hidden_dim)
-        model = _build_transformer(args)
+        model = build_transformer(args)
         calls = [
             ("forward", (torch.randint(0, vocab_size, (1, 1)), {"input_pos": torch.tensor([pos])}))
             for pos in range(n_calls)
