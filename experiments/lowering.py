@@ -63,7 +63,7 @@ class Lowered:
                     "cats_fused": fused,
                     "copy_bytes_removed": removed,
                     "state_copies_removed": 0 if state is None else len(state.removed),
-                    "state_bytes_removed": 0 if state is None else state.copy_bytes_removed,
+                    "state_copy_removed_bytes": 0 if state is None else state.copy_bytes_removed,
                 }
             )
         return rows

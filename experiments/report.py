@@ -73,7 +73,7 @@ def summary_markdown(df: pd.DataFrame) -> str:
         " (cat fusion, kept only where it pays for a solver, lowers it), so it bounds every column.",
     ]
     for (alignment, fusion, limit), group in df.groupby(
-        ["alignment", "cat_fusion", "time_limit_s"], dropna=False
+        ["alignment", "cat_fusion", "time_limit_seconds"], dropna=False
     ):
         lines += [
             "",
@@ -92,9 +92,7 @@ def summary_markdown(df: pd.DataFrame) -> str:
         for row in failed.itertuples():
             error = str(row.error).replace("|", "\\|")
             error = error if len(error) <= 160 else error[:157] + "..."
-            settings = (
-                f"align {row.alignment}, fusion {'on' if row.cat_fusion else 'off'}, {row.time_limit_s:g} s"
-            )
+            settings = f"align {row.alignment}, fusion {'on' if row.cat_fusion else 'off'}, {row.time_limit_seconds:g} s"
             lines.append(f"| {row.model} | {row.method} | {row.solver} | {settings} | {error} |")
     return "\n".join(lines) + "\n"
 
@@ -115,12 +113,12 @@ def _settings_table(group: pd.DataFrame, solvers: list[str]) -> list[str]:
     lowest bound of a case bounds every solver's arena and makes the columns
     comparable.
     """
-    group = group.assign(best_lb=group.groupby(["model", "method"])["lower_bound"].transform("min"))
+    group = group.assign(best_lb=group.groupby(["model", "method"])["lower_bound_bytes"].transform("min"))
     group = group.assign(ratio=group["arena_bytes"] / group["best_lb"])
     header = "| model | buffers | lower bound | stock | " + " | ".join(solvers) + " |"
     lines = [header, "|---|---:|---:|---:|" + "---:|" * len(solvers)]
     for (model, method), rows in group.groupby(["model", "method"], sort=True):
-        label = model if method in ("", "forward") else f"{model}.{method}"
+        label = model if method in ("", "forward") else f"{model}/{method}"
         ok = rows[rows["arena_bytes"].notna()]
         cells = [
             label,

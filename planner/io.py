@@ -20,6 +20,7 @@ from typing import Any
 
 from memplan.planner.problem import (
     MAX_COORDINATE,
+    Bank,
     Buffer,
     BufferKind,
     ContiguousGroup,
@@ -264,6 +265,11 @@ def _check_csv_representable(problem: Problem, path: Path) -> None:
             f"{path}: MiniMalloc CSV cannot hold same-offset sets ({list(problem.same_offsets[0].buffers)});"
             " use save_json"
         )
+    if problem.banks:
+        raise ProblemError(
+            f"{path}: MiniMalloc CSV has one pool and no banks, but the problem declares banks"
+            f" {[b.name for b in problem.banks]}; the bank choices and capacities would be lost. Use save_json"
+        )
     if len(problem.pools) > 1:
         raise ProblemError(
             f"{path}: MiniMalloc CSV has one pool, the problem has pools {problem.pools}; use save_json"
@@ -348,9 +354,27 @@ def _problem_to_dict(problem: Problem) -> dict[str, Any]:
                     if b.gaps
                     else {}
                 ),
+                **({"banks": list(b.banks)} if b.banks else {}),
+                **({"accesses": b.accesses} if b.accesses != 1 else {}),
             }
             for b in problem.buffers
         ],
+        **(
+            {
+                "banks": [
+                    {
+                        "name": k.name,
+                        "pool": k.pool,
+                        "capacity": k.capacity,
+                        "cost": k.cost,
+                        "alignment": k.alignment,
+                    }
+                    for k in problem.banks
+                ]
+            }
+            if problem.banks
+            else {}
+        ),
         "groups": [{"parent": g.parent, "members": [list(m) for m in g.members]} for g in problem.groups],
         "same_offsets": [list(s.buffers) for s in problem.same_offsets],
     }
@@ -371,14 +395,20 @@ def _problem_from_dict(data: dict[str, Any]) -> Problem:
             gaps=tuple(
                 Gap(start, end, None if w is None else tuple(w)) for start, end, w in b.get("gaps", ())
             ),
+            banks=tuple(b.get("banks", ())),
+            accesses=b.get("accesses", 1),
         )
         for b in data["buffers"]
+    )
+    banks = tuple(
+        Bank(k["name"], k["pool"], k["capacity"], cost=k.get("cost"), alignment=k.get("alignment", 1))
+        for k in data.get("banks", ())
     )
     groups = tuple(
         ContiguousGroup(g["parent"], tuple((m, rel) for m, rel in g["members"])) for g in data["groups"]
     )
     same = tuple(SameOffset(tuple(s)) for s in data["same_offsets"])
-    return Problem(buffers, groups, same, capacity=data["capacity"], name=data["name"])
+    return Problem(buffers, groups, same, capacity=data["capacity"], name=data["name"], banks=banks)
 
 
 def _plan_to_dict(plan: Plan) -> dict[str, Any]:
@@ -392,6 +422,7 @@ def _plan_to_dict(plan: Plan) -> dict[str, Any]:
         "status": plan.status,
         "arena_sizes": {str(pool): size for pool, size in plan.arena_sizes.items()},
         "offsets": dict(plan.offsets),
+        **({"pools": dict(plan.pools)} if plan.pools else {}),
     }
 
 
@@ -408,4 +439,5 @@ def _plan_from_dict(data: dict[str, Any]) -> Plan:
         proven_optimal=data["proven_optimal"],
         lower_bound=data["lower_bound"],
         status=data["status"],
+        pools=dict(data.get("pools", {})),
     )

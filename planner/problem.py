@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from sortedcontainers import SortedList
@@ -33,6 +33,18 @@ class InfeasibleError(ProblemError):
     def __init__(self, message: str, buffers: Iterable[str] = ()) -> None:
         super().__init__(message)
         self.buffers = tuple(buffers)
+
+
+class BankCapacityError(InfeasibleError):
+    """A bank cannot hold what must go into it (or the banks cannot hold the program).
+
+    `bank` names the bank and `missing` says how many bytes it lacks.
+    """
+
+    def __init__(self, message: str, bank: str, missing: int, buffers: Iterable[str] = ()) -> None:
+        super().__init__(message, buffers)
+        self.bank = bank
+        self.missing = missing
 
 
 class UnsupportedProblemError(ProblemError):
@@ -111,6 +123,10 @@ class Buffer:
     kind: BufferKind = BufferKind.ACTIVATION
     label: str = ""
     gaps: tuple[Gap, ...] = ()
+    # The bank pools the buffer may go to (a choice for the solver); () means it stays in `pool`.
+    banks: tuple[int, ...] = ()
+    # How often the program reads or writes the buffer: its traffic is size x accesses.
+    accesses: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -138,7 +154,23 @@ class Buffer:
                 )
         if not isinstance(self.kind, BufferKind):
             object.__setattr__(self, "kind", BufferKind(self.kind))
+        object.__setattr__(self, "banks", tuple(_integer(f"buffer {self.id!r}: bank", p) for p in self.banks))
+        object.__setattr__(self, "accesses", _integer(f"buffer {self.id!r}: accesses", self.accesses))
+        if self.banks and self.pool not in self.banks:
+            raise ProblemError(
+                f"buffer {self.id!r}: pool {self.pool} is not one of its banks {list(self.banks)}"
+                " (give the first bank it may go to as its pool)"
+            )
+        if len(set(self.banks)) != len(self.banks):
+            raise ProblemError(f"buffer {self.id!r}: banks {list(self.banks)} repeat a pool")
+        if self.accesses < 0:
+            raise ProblemError(f"buffer {self.id!r}: accesses must be >= 0, got {self.accesses}")
         self._check_gaps()
+
+    @property
+    def choices(self) -> tuple[int, ...]:
+        """The pools this buffer may be placed in (just its pool unless it has banks)."""
+        return self.banks or (self.pool,)
 
     def _check_gaps(self) -> None:
         gaps = tuple(g if isinstance(g, Gap) else Gap(*g) for g in self.gaps)
@@ -224,14 +256,49 @@ class SameOffset:
 
 
 @dataclass(frozen=True)
+class Bank:
+    """A memory the planner may fill: pool `pool` (ExecuTorch's mem_id) of at most `capacity` bytes.
+
+    `cost` weighs a byte accessed in this bank against the others (None: its
+    position in the problem's preference order, fastest first = 0).
+    `alignment` tightens the alignment of every buffer placed in it, and rounds
+    its size up to a multiple of it, as ExecuTorch's `Bank.alignment` does.
+    """
+
+    name: str
+    pool: int
+    capacity: int
+    cost: float | None = None
+    alignment: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ProblemError(f"bank of pool {self.pool}: name must be a non-empty string")
+        for name in ("pool", "capacity", "alignment"):
+            object.__setattr__(self, name, _integer(f"bank {self.name!r}: {name}", getattr(self, name)))
+        if self.capacity < 0:
+            raise ProblemError(f"bank {self.name!r}: capacity must be >= 0, got {self.capacity}")
+        if self.alignment < 1:
+            raise ProblemError(f"bank {self.name!r}: alignment must be >= 1, got {self.alignment}")
+        if self.cost is not None and self.cost < 0:
+            raise ProblemError(f"bank {self.name!r}: cost must be >= 0, got {self.cost}")
+
+
+@dataclass(frozen=True)
 class Problem:
-    """Buffers plus constraints. `capacity` bounds every pool's arena, if set."""
+    """Buffers plus constraints. `capacity` bounds every pool's arena, if set.
+
+    `banks` (in preference order, fastest first) declares capacity-bounded pools
+    and their cost per byte accessed; a buffer whose `banks` lists several of
+    them leaves the choice to the solver (see `place_in_banks`).
+    """
 
     buffers: tuple[Buffer, ...]
     groups: tuple[ContiguousGroup, ...] = ()
     same_offsets: tuple[SameOffset, ...] = ()
     capacity: int | None = None
     name: str = ""
+    banks: tuple[Bank, ...] = ()
     _by_id: dict[str, Buffer] = field(init=False, repr=False, compare=False)
     _parent_of: dict[str, tuple[str, int]] = field(init=False, repr=False, compare=False)
 
@@ -239,6 +306,7 @@ class Problem:
         object.__setattr__(self, "buffers", tuple(self.buffers))
         object.__setattr__(self, "groups", tuple(self.groups))
         object.__setattr__(self, "same_offsets", tuple(self.same_offsets))
+        self._check_banks()
         by_id: dict[str, Buffer] = {}
         for buf in self.buffers:
             if buf.id in by_id:
@@ -253,6 +321,7 @@ class Problem:
         self._check_nested_alignment()
         self._check_same_offsets()
         self._check_magnitude()
+        self._check_bank_choices()
 
     # -- lookups -----------------------------------------------------------
     def buffer(self, buffer_id: str) -> Buffer:
@@ -284,7 +353,49 @@ class Problem:
     def pools(self) -> list[int]:
         return sorted({b.pool for b in self.buffers})
 
+    def bank(self, pool: int) -> Bank | None:
+        """The declared bank of `pool`, or None if the pool is not a bank."""
+        return next((bank for bank in self.banks if bank.pool == pool), None)
+
+    @property
+    def has_bank_choice(self) -> bool:
+        """True if some buffer may go to more than one bank: the solver must choose."""
+        return any(len(b.banks) > 1 for b in self.buffers)
+
     # -- checks ----------------------------------------------------------------
+    def _check_banks(self) -> None:
+        """Unique names and pools; a missing cost becomes the bank's preference position."""
+        banks = tuple(self.banks)
+        for kind, values in (("name", [b.name for b in banks]), ("pool", [b.pool for b in banks])):
+            twice = sorted({v for v in values if values.count(v) > 1})
+            if twice:
+                raise ProblemError(f"banks share the {kind} {twice}; each bank needs its own")
+        banks = tuple(b if b.cost is not None else replace(b, cost=float(i)) for i, b in enumerate(banks))
+        object.__setattr__(self, "banks", banks)
+
+    def _check_bank_choices(self) -> None:
+        declared = {b.pool for b in self.banks}
+        for buf in self.buffers:
+            unknown = [p for p in buf.banks if p not in declared]
+            if unknown:
+                raise ProblemError(
+                    f"buffer {buf.id!r}: banks {unknown} are not declared banks of the problem"
+                    f" (declared: {sorted(declared)})"
+                )
+        for member, (parent, _) in self._parent_of.items():
+            if self._by_id[member].banks != self._by_id[parent].banks:
+                raise ProblemError(
+                    f"group member {member!r} may go to banks {list(self._by_id[member].banks)} but its"
+                    f" parent {parent!r} to {list(self._by_id[parent].banks)}; a group moves as one"
+                )
+        for sset in self.same_offsets:
+            choices = {self._by_id[b].banks for b in sset.buffers}
+            if len(choices) > 1:
+                raise ProblemError(
+                    f"same-offset set {sset.buffers}: members may go to different banks"
+                    f" {sorted(list(c) for c in choices)}; buffers sharing an offset share a bank"
+                )
+
     def _check_groups(self) -> dict[str, tuple[str, int]]:
         parent_of: dict[str, tuple[str, int]] = {}
         for group in self.groups:
@@ -403,6 +514,8 @@ class Plan:
     proven_optimal: bool = False
     lower_bound: int = 0
     status: str = ""
+    # The bank chosen for each buffer that had a choice (problem with banks); others stay in their pool.
+    pools: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def arena_size(self) -> int:
@@ -416,6 +529,122 @@ def arena_sizes_of(problem: Problem, offsets: Mapping[str, int]) -> dict[int, in
     for buf in problem.buffers:
         sizes[buf.pool] = max(sizes[buf.pool], offsets[buf.id] + buf.size)
     return sizes
+
+
+# -- banks -----------------------------------------------------------------------
+
+
+def place_in_banks(problem: Problem, pools: Mapping[str, int]) -> Problem:
+    """The problem with every bank choice made: an ordinary multi-pool problem.
+
+    `pools` gives the chosen pool of each group root or same-offset set member
+    with a choice (members follow their root; a buffer absent from `pools`
+    stays in its `pool`). Every root placed in a declared bank takes the bank's
+    alignment and is rounded up to it. The banks stay declared (capacities,
+    costs); no buffer has a choice left. Raises `ProblemError` naming the
+    buffer if a choice is not one of its banks.
+    """
+    if not problem.banks:
+        return problem
+    bank_of = {b.pool: b for b in problem.banks}
+    buffers = []
+    for buf in problem.buffers:
+        root, _ = problem.root_of(buf.id)
+        pool = pools.get(root, problem.buffer(root).pool)
+        if pool not in buf.choices:
+            raise ProblemError(
+                f"buffer {buf.id!r} is placed in pool {pool}, not one of its banks {list(buf.choices)}"
+            )
+        alignment, size = buf.alignment, buf.size
+        bank = bank_of.get(pool)
+        if bank is not None and root == buf.id:
+            alignment = math.lcm(alignment, bank.alignment)
+            size = align_up(size, alignment)
+        buffers.append(replace(buf, pool=pool, banks=(), alignment=alignment, size=size))
+    return replace(problem, buffers=tuple(buffers))
+
+
+def chosen_pools(problem: Problem, plan: Plan) -> dict[str, int]:
+    """Every buffer's pool under `plan` (its chosen bank, members following their root)."""
+    out = {}
+    for buf in problem.buffers:
+        root, _ = problem.root_of(buf.id)
+        out[buf.id] = plan.pools.get(root, problem.buffer(root).pool)
+    return out
+
+
+def traffic(problem: Problem, pools: Mapping[str, int] | None = None) -> dict[int, int]:
+    """Bytes accessed per pool: every buffer's size x accesses, in the pool it is placed in."""
+    out: dict[int, int] = defaultdict(int)
+    for buf in problem.buffers:
+        root, _ = problem.root_of(buf.id)
+        pool = buf.pool if pools is None else pools.get(root, problem.buffer(root).pool)
+        out[pool] += buf.size * buf.accesses
+    return dict(out)
+
+
+def traffic_cost(problem: Problem, pools: Mapping[str, int] | None = None) -> float:
+    """The objective after fitting: traffic weighted by each bank's cost (pools that are not banks cost 0)."""
+    cost = {b.pool: b.cost or 0.0 for b in problem.banks}
+    return sum(bytes_ * cost.get(pool, 0.0) for pool, bytes_ in traffic(problem, pools).items())
+
+
+@dataclass(frozen=True)
+class BankUsage:
+    """What a plan puts in one bank (or undeclared pool): arena bytes, peak live bytes, traffic."""
+
+    name: str
+    pool: int
+    capacity: int | None
+    bytes: int
+    peak: int
+    traffic: int
+    buffers: int
+
+    @property
+    def missing(self) -> int:
+        """Bytes over capacity (0 when it fits)."""
+        return 0 if self.capacity is None else max(0, self.bytes - self.capacity)
+
+
+def bank_report(problem: Problem, plan: Plan) -> list[BankUsage]:
+    """Per bank (preference order), then per other pool: bytes, peak live bytes and traffic."""
+    placed = place_in_banks(problem, plan.pools)
+    peaks = lower_bounds(placed)
+    moved = traffic(placed)
+    counts: dict[int, int] = defaultdict(int)
+    for buf in placed.buffers:
+        counts[buf.pool] += 1
+    declared = [b.pool for b in problem.banks]
+    others = sorted((set(plan.arena_sizes) | set(placed.pools)) - set(declared))
+    rows = []
+    for pool in declared + others:
+        bank = problem.bank(pool)
+        rows.append(
+            BankUsage(
+                name=bank.name if bank else f"mem_id {pool}",
+                pool=pool,
+                capacity=bank.capacity if bank else problem.capacity,
+                bytes=plan.arena_sizes.get(pool, 0),
+                peak=peaks.get(pool, 0),
+                traffic=moved.get(pool, 0),
+                buffers=counts.get(pool, 0),
+            )
+        )
+    return rows
+
+
+def format_bank_report(rows: Iterable[BankUsage]) -> str:
+    """The per-bank report as a small text table."""
+    rows = list(rows)
+    total = sum(r.traffic for r in rows) or 1
+    lines = [f"{'bank':<12}{'mem_id':>7}{'bytes':>12}{'capacity':>12}{'peak':>12}{'traffic':>14}{'share':>8}"]
+    for r in rows:
+        cap = "-" if r.capacity is None else str(r.capacity)
+        lines.append(
+            f"{r.name:<12}{r.pool:>7}{r.bytes:>12}{cap:>12}{r.peak:>12}{r.traffic:>14}{r.traffic / total:>8.1%}"
+        )
+    return "\n".join(lines)
 
 
 # -- lower bound ---------------------------------------------------------------
@@ -464,6 +693,8 @@ class ViolationKind(str, Enum):
     OVERLAP = "overlap"
     WRONG_ARENA_SIZE = "wrong_arena_size"
     OVER_CAPACITY = "over_capacity"
+    WRONG_BANK = "wrong_bank"
+    OVER_BANK_CAPACITY = "over_bank_capacity"
 
 
 @dataclass(frozen=True)
@@ -487,6 +718,19 @@ def validate(problem: Problem, plan: Plan) -> list[Violation]:
 
     def add(kind: ViolationKind, buffers: Iterable[str], message: str) -> None:
         found.append(Violation(kind, tuple(buffers), message))
+
+    if problem.banks:
+        found.extend(_bank_choice_violations(problem, plan))
+        if found:
+            return found
+        problem = place_in_banks(problem, plan.pools)
+    elif plan.pools:
+        add(
+            ViolationKind.WRONG_BANK,
+            list(plan.pools)[:10],
+            "plan chooses banks but the problem declares none",
+        )
+        return found
 
     offsets = plan.offsets
     for buffer_id in offsets:
@@ -557,6 +801,55 @@ def validate(problem: Problem, plan: Plan) -> list[Violation]:
                 ViolationKind.OVER_CAPACITY,
                 top,
                 f"pool {pool} needs {need} bytes, over the capacity {problem.capacity}",
+            )
+        bank = problem.bank(pool)
+        if bank is not None and need > bank.capacity:
+            top = [b.id for b in problem.buffers if b.pool == pool and offsets[b.id] + b.size > bank.capacity]
+            add(
+                ViolationKind.OVER_BANK_CAPACITY,
+                top,
+                f"bank {bank.name!r} (pool {pool}) needs {need} bytes, {need - bank.capacity} over its"
+                f" capacity {bank.capacity}",
+            )
+    return found
+
+
+def _bank_choice_violations(problem: Problem, plan: Plan) -> list[Violation]:
+    """Buffers the plan puts in a pool they may not go to (or a member apart from its root)."""
+    found = []
+    for bid in plan.pools:
+        if bid not in problem:
+            found.append(
+                Violation(ViolationKind.UNKNOWN_BUFFER, (bid,), f"plan chooses a bank for unknown {bid!r}")
+            )
+    for buf in problem.buffers:
+        root, _ = problem.root_of(buf.id)
+        pool = plan.pools.get(root, problem.buffer(root).pool)
+        if pool not in buf.choices:
+            found.append(
+                Violation(
+                    ViolationKind.WRONG_BANK,
+                    (buf.id,),
+                    f"{buf.id!r} is placed in pool {pool}, which is not one of its banks {list(buf.choices)}",
+                )
+            )
+        elif root != buf.id and plan.pools.get(buf.id, pool) != pool:
+            found.append(
+                Violation(
+                    ViolationKind.WRONG_BANK,
+                    (buf.id, root),
+                    f"group member {buf.id!r} is given pool {plan.pools[buf.id]} but its root {root!r} is in {pool}",
+                )
+            )
+    for sset in problem.same_offsets:
+        placed = {plan.pools.get(b, problem.buffer(b).pool) for b in sset.buffers}
+        if len(placed) > 1:
+            found.append(
+                Violation(
+                    ViolationKind.WRONG_BANK,
+                    sset.buffers,
+                    f"buffers {list(sset.buffers)} share an offset but are placed in pools {sorted(placed)}",
+                )
             )
     return found
 

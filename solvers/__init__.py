@@ -14,13 +14,16 @@ from collections.abc import Callable
 from typing import Any
 
 from memplan.planner.problem import (
+    BankCapacityError,
     InfeasibleError,
     Plan,
     Problem,
     ProblemError,
     SolverOptionError,
+    UnsupportedProblemError,
     check_plan,
     lower_bound,
+    place_in_banks,
 )
 from memplan.solvers.units import planned_exactly
 
@@ -32,6 +35,16 @@ _REGISTRY: dict[str, str] = {
     "cpsat": "memplan.solvers.cpsat:solve_cpsat",
     "milp": "memplan.solvers.milp:solve_milp",
 }
+
+# Solvers for problems with banks only (a memory map); `available(banks=True)` lists them.
+_BANK_ONLY: dict[str, str] = {
+    "banked_greedy": "memplan.solvers.banked_greedy:solve_banked_greedy",
+    "banked_bestfit": "memplan.solvers.banked_bestfit:solve_banked_bestfit",
+}
+
+# Solvers that choose a bank for each buffer themselves. The others plan a problem with banks
+# only when no buffer has a choice (every buffer in its pool, capacities checked afterwards).
+BANK_SOLVERS: tuple[str, ...] = ("banked_greedy", "banked_bestfit", "cpsat")
 
 
 class UnknownSolverError(ProblemError):
@@ -56,18 +69,19 @@ def checked_time_limit(solver: str, time_limit_s: float | None) -> float | None:
     return float(time_limit_s)
 
 
-def available() -> list[str]:
-    """Names accepted by `solve`."""
-    return list(_REGISTRY)
+def available(banks: bool = False) -> list[str]:
+    """Names accepted by `solve`; with `banks`, the solvers that choose banks (for memory maps)."""
+    return list(BANK_SOLVERS) if banks else list(_REGISTRY)
 
 
 def get_solver(name: str) -> Callable[..., Plan]:
     """The solve function registered under `name`."""
     try:
-        target = _REGISTRY[name]
+        target = _REGISTRY.get(name) or _BANK_ONLY[name]
     except KeyError:
         raise UnknownSolverError(
             f"unknown solver {name!r}; choose one of: {', '.join(available())}"
+            f" (for memory maps also {', '.join(_BANK_ONLY)})"
         ) from None
     module_name, func_name = target.split(":")
     return getattr(importlib.import_module(module_name), func_name)
@@ -83,14 +97,24 @@ def solve(
     """Plan `problem` with the named solver and return a plan that passes `validate`.
 
     `capacity` (bytes per pool) turns the run into a decision problem: the plan
-    must fit, or `InfeasibleError` is raised.
+    must fit, or `InfeasibleError` is raised. A problem with banks must fit
+    every bank, or `BankCapacityError` names the bank and the missing bytes;
+    solvers outside `BANK_SOLVERS` plan it only if no buffer has a bank choice.
     """
     fn = get_solver(solver)
     time_limit_s = checked_time_limit(solver, time_limit_s)
     if capacity is not None:
         problem = dataclasses.replace(problem, capacity=capacity)
+    target = problem
+    if problem.banks and solver not in BANK_SOLVERS:
+        if problem.has_bank_choice:
+            raise UnsupportedProblemError(
+                f"{solver} cannot choose banks, but buffers of this problem may go to several;"
+                f" use one of {', '.join(sorted(BANK_SOLVERS))}"
+            )
+        target = place_in_banks(problem, {})
     try:
-        plan = fn(problem, time_limit_s=time_limit_s, **options)
+        plan = fn(target, time_limit_s=time_limit_s, **options)
     except InfeasibleError as err:
         if planned_exactly(problem) or "not proven" in str(err):
             raise
@@ -99,6 +123,8 @@ def solve(
             " with the bytes below the window in use)",
             err.buffers,
         ) from None
+    placed = place_in_banks(problem, plan.pools)
+    _check_banks_fit(solver, placed, plan)
     if plan.proven_optimal and plan.arena_size > lower_bound(problem) and not planned_exactly(problem):
         plan = dataclasses.replace(
             plan,
@@ -111,7 +137,7 @@ def solve(
         if over:
             top = sorted(
                 b.id
-                for b in problem.buffers
+                for b in placed.buffers
                 if b.pool in over and plan.offsets[b.id] + b.size > problem.capacity
             )
             raise InfeasibleError(
@@ -122,6 +148,26 @@ def solve(
             )
     check_plan(problem, plan)
     return plan
+
+
+def _check_banks_fit(solver: str, placed: Problem, plan: Plan) -> None:
+    """Raise `BankCapacityError` for the first bank the plan overfills."""
+    for bank in placed.banks:
+        need = plan.arena_sizes.get(bank.pool, 0)
+        if need > bank.capacity:
+            top = sorted(
+                b.id
+                for b in placed.buffers
+                if b.pool == bank.pool and plan.offsets.get(b.id, 0) + b.size > bank.capacity
+            )
+            raise BankCapacityError(
+                f"{solver}: bank {bank.name!r} (pool {bank.pool}) needs {need} bytes but holds"
+                f" {bank.capacity}: {need - bank.capacity} bytes missing; buffers above its capacity:"
+                f" {', '.join(top[:10])}" + (" ..." if len(top) > 10 else ""),
+                bank.name,
+                need - bank.capacity,
+                top,
+            )
 
 
 if __name__ != "memplan.solvers":  # pragma: no cover - only a wrong sys.path gets here

@@ -70,8 +70,8 @@ def test_tiny_llama_decode_writes_its_kv_caches_in_place_over_five_calls():
     assert "aten::copy_" not in [name for name, _ in calls(on)]
     # The sweep's columns say the same.
     [row_on], [row_off] = Lowered(on, pass_on, 1.0).rows(), Lowered(off, pass_off, 1.0).rows()
-    assert (row_on["state_copies_removed"], row_on["state_bytes_removed"]) == (4, 4 * 512)
-    assert (row_off["state_copies_removed"], row_off["state_bytes_removed"]) == (0, 0)
+    assert (row_on["state_copies_removed"], row_on["state_copy_removed_bytes"]) == (4, 4 * 512)
+    assert (row_off["state_copies_removed"], row_off["state_copy_removed_bytes"]) == (0, 0)
 
 
 def calls(program) -> list[tuple[str, list[int]]]:

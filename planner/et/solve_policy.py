@@ -28,12 +28,23 @@ from memplan.planner.problem import (
     arena_sizes_of,
     check_plan,
     lower_bound,
+    traffic_cost,
 )
 
 FALLBACKS: dict[str, tuple[str, ...]] = {
     "bestfit": ("greedy",),
     "cpsat": ("bestfit", "greedy"),
     "milp": ("bestfit", "greedy"),
+}
+
+# Under a memory map: the bank-choosing counterpart of a single-arena solver, and the fallbacks
+# of each (compared by traffic cost, then arena). `banked_greedy` (ExecuTorch's BankedGreedy)
+# has none: asking for it reproduces the stock plan, or its error.
+BANKED: dict[str, str] = {"greedy": "banked_greedy", "bestfit": "banked_bestfit"}
+BANK_FALLBACKS: dict[str, tuple[str, ...]] = {
+    "cpsat": ("banked_bestfit",),
+    "banked_bestfit": (),
+    "banked_greedy": (),
 }
 
 
@@ -47,6 +58,8 @@ def choose_plan(
     """The smallest valid plan of `solver` and its fallbacks; raises `ProblemError` if none."""
     if capacity is not None:
         problem = dataclasses.replace(problem, capacity=capacity)
+    if problem.banks:
+        return choose_banked_plan(problem, solver, time_limit_s, options or {})
     plan = run_solver(problem, solver, time_limit_s, options or {})
     if not plan.proven_optimal:
         for other in FALLBACKS.get(solver, ()):
@@ -58,6 +71,42 @@ def choose_plan(
                 plan = alt
     check_plan(problem, plan)
     return plan
+
+
+def choose_banked_plan(problem: Problem, solver: str, time_limit_s: float | None, options: dict) -> Plan:
+    """The plan of `solver` (or its bank-choosing counterpart) and its fallbacks with the least traffic cost.
+
+    Fitting comes first: a fallback that fits replaces a solver that does not.
+    """
+    name = BANKED.get(solver, solver)
+    if name not in BANK_FALLBACKS:
+        raise UnsupportedProblemError(
+            f"{solver} cannot plan across the banks of a memory map; use one of {', '.join(BANK_FALLBACKS)}"
+            " (greedy and bestfit stand for banked_greedy and banked_bestfit)"
+        )
+    plan: Plan | None = None
+    error: InfeasibleError | None = None
+    try:
+        plan = solvers.solve(problem, name, time_limit_s, **options)
+    except InfeasibleError as e:
+        error = e
+    if plan is None or not plan.proven_optimal:
+        for other in BANK_FALLBACKS[name]:
+            try:
+                alt = solvers.solve(problem, other)
+            except InfeasibleError:
+                continue
+            if plan is None or _banked_key(problem, alt) < _banked_key(problem, plan):
+                plan = alt
+    if plan is None:
+        assert error is not None
+        raise error
+    check_plan(problem, plan)
+    return plan
+
+
+def _banked_key(problem: Problem, plan: Plan) -> tuple[float, int]:
+    return traffic_cost(problem, plan.pools), plan.arena_size
 
 
 def run_solver(
