@@ -62,6 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds per solve for time-limited solvers (default: %(default)s)",
     )
     p.add_argument("--check", action="store_true", help="run every program and compare with eager PyTorch")
+    p.add_argument(
+        "--reproducible",
+        action="store_true",
+        help="solvers in their reproducible mode: the same plans on any machine load (milp has none)",
+    )
     p.add_argument("--jobs", type=int, help="parallel workers (default: one per core)")
     p.add_argument(
         "--executor", choices=EXECUTORS, default="local", help="where runs execute (default: local)"
@@ -183,6 +188,7 @@ def _sweep(args: argparse.Namespace) -> int:
         retry_errors=args.retry_errors,
         progress=not args.quiet,
         isolate=True,
+        reproducible=args.reproducible,
         fmt=args.format,
     )
     if not args.quiet:

@@ -70,7 +70,13 @@ class Lowered:
 
 
 def lower_planned(
-    model, solver: str, alignment: int, cat_fusion: bool, time_limit_s: float, state_in_place: bool = True
+    model,
+    solver: str,
+    alignment: int,
+    cat_fusion: bool,
+    time_limit_s: float,
+    reproducible: bool = False,
+    state_in_place: bool = True,
 ) -> Lowered:
     """Lower `model` to ExecuTorch with PlannerPass(solver, settings)."""
     from memplan import PlannerPass
@@ -81,6 +87,7 @@ def lower_planned(
         time_limit_s=time_limit_s,
         alignment=alignment,
         cat_fusion=cat_fusion,
+        solver_options={"reproducible": True} if reproducible else None,
         state_in_place=state_in_place,
     )
     began = time.perf_counter()

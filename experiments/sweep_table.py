@@ -53,6 +53,7 @@ DTYPES = {
     "state_copies_removed": "Int64",
     "state_copy_removed_bytes": "Int64",
     "cat_fusion": "boolean",
+    "reproducible": "boolean",
     "proven_optimal": "boolean",
     "ran_ok": "boolean",
     "matches_eager": "boolean",
