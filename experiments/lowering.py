@@ -49,6 +49,7 @@ class Lowered:
         rows = []
         for method, result in sorted(self.planner_pass.results.items()):
             fused, removed = _cat_numbers(getattr(result, "cat_report", None))
+            state = getattr(result, "state_report", None)
             rows.append(
                 {
                     "method": method,
@@ -61,18 +62,33 @@ class Lowered:
                     "export_seconds": self.export_seconds,
                     "cats_fused": fused,
                     "copy_bytes_removed": removed,
+                    "state_copies_removed": 0 if state is None else len(state.removed),
+                    "state_copy_removed_bytes": 0 if state is None else state.copy_bytes_removed,
                 }
             )
         return rows
 
 
-def lower_planned(model, solver: str, alignment: int, cat_fusion: bool, time_limit_s: float) -> Lowered:
+def lower_planned(
+    model,
+    solver: str,
+    alignment: int,
+    cat_fusion: bool,
+    time_limit_s: float,
+    reproducible: bool = False,
+    state_in_place: bool = True,
+) -> Lowered:
     """Lower `model` to ExecuTorch with PlannerPass(solver, settings)."""
     from memplan import PlannerPass
     from memplan.experiments import runtime
 
     planner_pass = PlannerPass(
-        solver=solver, time_limit_s=time_limit_s, alignment=alignment, cat_fusion=cat_fusion
+        solver=solver,
+        time_limit_s=time_limit_s,
+        alignment=alignment,
+        cat_fusion=cat_fusion,
+        solver_options={"reproducible": True} if reproducible else None,
+        state_in_place=state_in_place,
     )
     began = time.perf_counter()
     program = runtime.lower(model, memory_planning_pass=planner_pass)

@@ -57,6 +57,7 @@ def sweep(
     retry_errors: bool = False,
     progress: bool = True,
     isolate: bool = False,
+    reproducible: bool = False,
     fmt: str = "csv",
 ) -> pd.DataFrame:
     """Run every missing unit of the grid and write the folder's table, summary and plot.
@@ -66,7 +67,9 @@ def sweep(
     parquet). Returns the folder's table.
     With `isolate`, runs go to worker processes even with `jobs=1`, so a
     solver that crashes the interpreter (a segfault in native code) becomes an
-    error row; the `memplan sweep` command always isolates.
+    error row; the `memplan sweep` command always isolates. `reproducible`
+    runs every solver in its reproducible mode (solvers.solve): the same grid
+    gives the same plans on any load; milp has none, so its runs are error rows.
     """
     from memplan.experiments import report, results, zoo
 
@@ -79,7 +82,7 @@ def sweep(
     log = RunLog(folder)
     todo = [
         run
-        for run in grid(models, solvers, alignments, cat_fusion, time_limit_s, check)
+        for run in grid(models, solvers, alignments, cat_fusion, time_limit_s, check, reproducible)
         if not log.is_done(run, retry_errors)
     ]
     _run(todo, log, executor, jobs, address, progress, isolate)
@@ -150,7 +153,9 @@ def _stock(run: StockRun) -> dict[str, Any]:
 
 def _plan(run: PlanRun) -> dict[str, Any]:
     model = _exported(run.model)
-    lowered = lower_planned(model, run.solver, run.alignment, run.cat_fusion, run.time_limit_s)
+    lowered = lower_planned(
+        model, run.solver, run.alignment, run.cat_fusion, run.time_limit_s, run.reproducible
+    )
     verdict = _check(model, lowered.program) if run.check else {}
     return {"error": None, "rows": [{**row, **verdict} for row in lowered.rows()]}
 

@@ -19,7 +19,7 @@ DEFAULT_CAT_FUSION = (True,)
 DEFAULT_TIME_LIMIT_S = 5.0
 
 # Settings that, with model and solver, identify a run (and so a resumable unit).
-SETTINGS = ("alignment", "cat_fusion", "time_limit_s")
+SETTINGS = ("alignment", "cat_fusion", "time_limit_s", "reproducible")
 KEY = ("model", "solver", *SETTINGS)
 
 
@@ -49,10 +49,19 @@ class PlanRun:
     cat_fusion: bool
     time_limit_s: float
     check: bool = False
+    reproducible: bool = False  # the solver's reproducible mode (solvers.solve)
 
     @property
     def key(self) -> tuple:
-        return ("plan", self.model, self.solver, self.alignment, self.cat_fusion, self.time_limit_s)
+        return (
+            "plan",
+            self.model,
+            self.solver,
+            self.alignment,
+            self.cat_fusion,
+            self.time_limit_s,
+            self.reproducible,
+        )
 
 
 Run = StockRun | PlanRun
@@ -65,6 +74,7 @@ def grid(
     cat_fusion: Sequence[bool] = DEFAULT_CAT_FUSION,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     check: bool = False,
+    reproducible: bool = False,
 ) -> list[Run]:
     """Every run of the sweep, model by model, each model's stock runs first.
 
@@ -76,7 +86,7 @@ def grid(
     for model in dict.fromkeys(models):
         runs += [StockRun(model, a) for a in dict.fromkeys(alignments)]
         runs += [
-            PlanRun(model, solver, a, fuse, float(time_limit_s), check)
+            PlanRun(model, solver, a, fuse, float(time_limit_s), check, reproducible)
             for a in dict.fromkeys(alignments)
             for fuse in dict.fromkeys(cat_fusion)
             for solver in dict.fromkeys(solvers)
