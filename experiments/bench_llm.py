@@ -55,6 +55,7 @@ MODES = ("prefill", "decode", "two-method")
 
 # Timed phases of memplan's pass: (module, attribute, label).
 PHASES = (
+    ("memplan.planner.et.pass_", "update_state_in_place", "state in place"),
     ("memplan.planner.et.pass_", "extract", "extract"),
     ("memplan.planner.et.pass_", "greedy", "stock greedy (comparison)"),
     ("memplan.planner.et.pass_", "plan_with_cat_fusion", "cat fusion analysis + solve"),
