@@ -14,6 +14,7 @@ from memplan.experiments.models.common import ZooModel
 from memplan.experiments.models.concat import concat_model
 from memplan.experiments.models.llama import llama
 from memplan.experiments.models.mlperf import mlperf
+from memplan.experiments.models.recurrent import lstm
 from memplan.experiments.models.stateful import encoder_decoder_cache, multi_method_cache
 
 __all__ = ["UnknownModelError", "ZooModel", "get", "names"]
@@ -32,6 +33,7 @@ _REGISTRY: dict[str, Callable[[], ZooModel]] = {
     "cat_seed": lambda: concat_model("cat_seed"),
     "unet": lambda: concat_model("unet"),
     "densenet_block": lambda: concat_model("densenet_block"),
+    "lstm": lstm,
     "multi_method_cache": multi_method_cache,
     "encoder_decoder_cache": encoder_decoder_cache,
     "ds_cnn_xnnpack": lambda: mlperf("ds_cnn", partitioner="xnnpack"),
