@@ -23,7 +23,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 
-from memplan.planner.problem import Bank, InfeasibleError, Plan, Problem, lower_bound, traffic
+from memplan.planner.problem import InfeasibleError, Plan, Problem, lower_bound, traffic
 
 MODELS = ("llama_decode", "unet", "densenet_block", "lstm", "mobilenet_v1_025")
 FRACTIONS = (0.25, 0.5, 0.75)
