@@ -62,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds per solve for time-limited solvers (default: %(default)s)",
     )
     p.add_argument("--check", action="store_true", help="run every program and compare with eager PyTorch")
+    p.add_argument(
+        "--memory-map",
+        default="",
+        help="plan across banks, fastest first, e.g. sram:64KiB,dram:16MiB (mem_ids 1, 2, ...); adds"
+        " per-bank columns (default solvers then: greedy = ExecuTorch's BankedGreedy, bestfit, cpsat)",
+    )
     p.add_argument("--jobs", type=int, help="parallel workers (default: one per core)")
     p.add_argument(
         "--executor", choices=EXECUTORS, default="local", help="where runs execute (default: local)"
@@ -184,6 +190,7 @@ def _sweep(args: argparse.Namespace) -> int:
         progress=not args.quiet,
         isolate=True,
         fmt=args.format,
+        memory_map=args.memory_map,
     )
     if not args.quiet:
         print(report.summary_markdown(df))
