@@ -68,6 +68,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="plan across banks, fastest first, e.g. sram:64KiB,dram:16MiB (mem_ids 1, 2, ...); adds"
         " per-bank columns (default solvers then: greedy = ExecuTorch's BankedGreedy, bestfit, cpsat)",
     )
+    p.add_argument(
+        "--reproducible",
+        action="store_true",
+        help="solvers in their reproducible mode: the same plans on any machine load (milp has none)",
+    )
     p.add_argument("--jobs", type=int, help="parallel workers (default: one per core)")
     p.add_argument(
         "--executor", choices=EXECUTORS, default="local", help="where runs execute (default: local)"
@@ -189,6 +194,7 @@ def _sweep(args: argparse.Namespace) -> int:
         retry_errors=args.retry_errors,
         progress=not args.quiet,
         isolate=True,
+        reproducible=args.reproducible,
         fmt=args.format,
         memory_map=args.memory_map,
     )

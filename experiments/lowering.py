@@ -80,7 +80,13 @@ class Lowered:
 
 
 def lower_planned(
-    model, solver: str, alignment: int, cat_fusion: bool, time_limit_s: float, memory_map: str = ""
+    model,
+    solver: str,
+    alignment: int,
+    cat_fusion: bool,
+    time_limit_s: float,
+    reproducible: bool = False,
+    memory_map: str = "",
 ) -> Lowered:
     """Lower `model` to ExecuTorch with PlannerPass(solver, settings), across `memory_map`'s banks if given."""
     from memplan import PlannerPass
@@ -93,6 +99,7 @@ def lower_planned(
         alignment=alignment,
         cat_fusion=cat_fusion,
         memory_map=parse_memory_map(memory_map) if memory_map else None,
+        solver_options={"reproducible": True} if reproducible else None,
     )
     began = time.perf_counter()
     program = runtime.lower(model, memory_planning_pass=planner_pass)

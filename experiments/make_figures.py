@@ -18,7 +18,8 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from memplan import viz
-from memplan.planner.problem import Plan, Problem, lower_bound
+from memplan.planner.problem import lower_bound
+from memplan.viz.captions import describe
 from memplan.viz.style import format_bytes
 
 ALIGNMENT = 16  # ExecuTorch's default
@@ -46,15 +47,6 @@ def planned(model: str, solver: str, cat_fusion: bool = True, time_limit_s: floa
 
     lowered = lower_planned(zoo_model(model), solver, ALIGNMENT, cat_fusion, time_limit_s)
     return lowered.planner_pass.results
-
-
-def describe(problem: Problem, plan: Plan) -> str:
-    """'arena 96.9 KiB, +9.4% over the lower bound' or 'arena 88.6 KiB = lower bound'."""
-    bound = lower_bound(problem)
-    arena = f"arena {format_bytes(plan.arena_size)}"
-    if plan.arena_size == bound:
-        return f"{arena} = lower bound"
-    return f"{arena}, {plan.arena_size / bound - 1:+.1%} over the lower bound"
 
 
 def _caption(fig: Figure, text: str) -> None:
@@ -139,47 +131,18 @@ def profile_figure(
     problem = next(iter(results.values())).problem
     plans = {s: r.plan for s, r in results.items()}
     title = f"{model} ({method}): live bytes vs. arenas; lower bound {format_bytes(lower_bound(problem))}"
-    window = _peak_window(problem, plans)
-    if window is None:
+    if viz.peak_window(problem, plans) is None:
         fig, ax = plt.subplots(figsize=(10, 4))
         viz.profile(problem, plans, ax=ax)
         ax.set_title(title)
         fig.tight_layout()
         return fig
     fig, (ax, zoom) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 1]})
-    viz.profile(problem, plans, ax=ax)
+    viz.profile(problem, plans, ax=ax, zoom=zoom)
     ax.set_title(title)
     ax.legend(loc="lower center", ncol=3, fontsize=8)  # the zoom panel takes the space on the right
-    viz.profile(problem, plans, ax=zoom)
-    zoom.get_legend().remove()
-    (x0, x1), (y0, y1) = window
-    zoom.set_xlim(x0, x1)
-    zoom.set_ylim(y0, y1)
-    zoom.set_ylabel("")
-    zoom.set_title("around the peak", fontsize=10)
-    ax.indicate_inset((x0, y0, x1 - x0, y1 - y0), edgecolor="0.3")
     fig.tight_layout()
     return fig
-
-
-def _peak_window(
-    problem: Problem, plans: dict[str, Plan], near: float = 0.02
-) -> tuple[tuple[float, float], tuple[float, float]] | None:
-    """(x range, y range) around the peak and the lowest two arenas within `near` of
-    each other (a few hundred bytes apart they share a pixel row on the full scale);
-    None when no two arenas are that close."""
-    from memplan.viz.profile import live_bytes
-
-    times, levels = live_bytes(problem)
-    arenas = sorted(p.arena_size for p in plans.values())
-    pairs = [(a, b) for a, b in zip(arenas, arenas[1:]) if b - a <= near * b]
-    if not levels or not pairs:
-        return None
-    low, high = pairs[0]
-    at = times[levels.index(max(levels))]
-    margin = max(high - low, high // 200, 1)
-    width = max((times[-1] - times[0]) // 20, 2)
-    return (at - width, at + width), (low - 3 * margin, high + 2 * margin)
 
 
 FIGURES = {

@@ -21,12 +21,13 @@ from memplan.experiments.sweep_grid import (
     check_time_limit,
     prepare_out,
 )
+from memplan.experiments.sweep_table import RENAMED
 from memplan.planner.problem import Problem
 
 SUMMARY_COLUMNS = (
     "method",
     "buffers",
-    "lower_bound",
+    "lower_bound_bytes",
     "arena_bytes",
     "stock_arena_bytes",
     "saving_vs_stock",
@@ -89,7 +90,7 @@ def plan_model(
     rows = sorted(
         (r for r in lowered.rows() if r["method"] in methods), key=lambda r: methods.index(r["method"])
     )
-    df = pd.DataFrame.from_records(rows)
+    df = pd.DataFrame.from_records(rows).rename(columns=RENAMED)
     df["stock_arena_bytes"] = [stock.get(m) for m in df["method"]]
     df["saving_vs_stock"] = 1 - df["arena_bytes"] / df["stock_arena_bytes"].astype("float64")
     return ModelPlan(name, solver, methods, lowered, df[list(SUMMARY_COLUMNS)])

@@ -72,12 +72,15 @@ def summary_markdown(df: pd.DataFrame) -> str:
         " for the problem it solved. The lower bound is the lowest over the solvers' problems"
         " (cat fusion, kept only where it pays for a solver, lowers it), so it bounds every column.",
     ]
-    for (alignment, fusion, limit), group in df.groupby(
-        ["alignment", "cat_fusion", "time_limit_s"], dropna=False
+    if "reproducible" not in df:  # a table from before the setting existed
+        df = df.assign(reproducible=False)
+    for (alignment, fusion, limit, reproducible), group in df.groupby(
+        ["alignment", "cat_fusion", "time_limit_seconds", "reproducible"], dropna=False
     ):
+        mode = ", reproducible mode" if reproducible is True else ""
         lines += [
             "",
-            f"## alignment {alignment}, cat fusion {'on' if fusion else 'off'}, time limit {limit:g} s",
+            f"## alignment {alignment}, cat fusion {'on' if fusion else 'off'}, time limit {limit:g} s{mode}",
             "",
         ]
         lines += _settings_table(group, solvers)
@@ -92,9 +95,7 @@ def summary_markdown(df: pd.DataFrame) -> str:
         for row in failed.itertuples():
             error = str(row.error).replace("|", "\\|")
             error = error if len(error) <= 160 else error[:157] + "..."
-            settings = (
-                f"align {row.alignment}, fusion {'on' if row.cat_fusion else 'off'}, {row.time_limit_s:g} s"
-            )
+            settings = f"align {row.alignment}, fusion {'on' if row.cat_fusion else 'off'}, {row.time_limit_seconds:g} s"
             lines.append(f"| {row.model} | {row.method} | {row.solver} | {settings} | {error} |")
     return "\n".join(lines) + "\n"
 
@@ -115,12 +116,12 @@ def _settings_table(group: pd.DataFrame, solvers: list[str]) -> list[str]:
     lowest bound of a case bounds every solver's arena and makes the columns
     comparable.
     """
-    group = group.assign(best_lb=group.groupby(["model", "method"])["lower_bound"].transform("min"))
+    group = group.assign(best_lb=group.groupby(["model", "method"])["lower_bound_bytes"].transform("min"))
     group = group.assign(ratio=group["arena_bytes"] / group["best_lb"])
     header = "| model | buffers | lower bound | stock | " + " | ".join(solvers) + " |"
     lines = [header, "|---|---:|---:|---:|" + "---:|" * len(solvers)]
     for (model, method), rows in group.groupby(["model", "method"], sort=True):
-        label = model if method in ("", "forward") else f"{model}.{method}"
+        label = model if method in ("", "forward") else f"{model}/{method}"
         ok = rows[rows["arena_bytes"].notna()]
         cells = [
             label,

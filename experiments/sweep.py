@@ -58,6 +58,7 @@ def sweep(
     retry_errors: bool = False,
     progress: bool = True,
     isolate: bool = False,
+    reproducible: bool = False,
     fmt: str = "csv",
     memory_map: str = "",
 ) -> pd.DataFrame:
@@ -70,7 +71,9 @@ def sweep(
     BankedGreedy, bestfit, cpsat) and adds per-bank columns.
     With `isolate`, runs go to worker processes even with `jobs=1`, so a
     solver that crashes the interpreter (a segfault in native code) becomes an
-    error row; the `memplan sweep` command always isolates.
+    error row; the `memplan sweep` command always isolates. `reproducible`
+    runs every solver in its reproducible mode (solvers.solve): the same grid
+    gives the same plans on any load; milp has none, so its runs are error rows.
     """
     from memplan.experiments import report, results, zoo
 
@@ -85,7 +88,9 @@ def sweep(
     log = RunLog(folder)
     todo = [
         run
-        for run in grid(models, solvers, alignments, cat_fusion, time_limit_s, check, memory_map)
+        for run in grid(
+            models, solvers, alignments, cat_fusion, time_limit_s, check, reproducible, memory_map
+        )
         if not log.is_done(run, retry_errors)
     ]
     _run(todo, log, executor, jobs, address, progress, isolate)
@@ -157,7 +162,7 @@ def _stock(run: StockRun) -> dict[str, Any]:
 def _plan(run: PlanRun) -> dict[str, Any]:
     model = _exported(run.model)
     lowered = lower_planned(
-        model, run.solver, run.alignment, run.cat_fusion, run.time_limit_s, run.memory_map
+        model, run.solver, run.alignment, run.cat_fusion, run.time_limit_s, run.reproducible, run.memory_map
     )
     verdict = _check(model, lowered.program) if run.check else {}
     return {"error": None, "rows": [{**row, **verdict} for row in lowered.rows()]}

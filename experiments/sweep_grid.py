@@ -19,7 +19,7 @@ DEFAULT_CAT_FUSION = (True,)
 DEFAULT_TIME_LIMIT_S = 5.0
 
 # Settings that, with model and solver, identify a run (and so a resumable unit).
-SETTINGS = ("alignment", "cat_fusion", "time_limit_s")
+SETTINGS = ("alignment", "cat_fusion", "time_limit_s", "reproducible")
 KEY = ("model", "solver", *SETTINGS)
 
 
@@ -50,11 +50,20 @@ class PlanRun:
     cat_fusion: bool
     time_limit_s: float
     check: bool = False
+    reproducible: bool = False  # the solver's reproducible mode (solvers.solve)
     memory_map: str = ""  # as in StockRun; part of the key only when given (older run logs stay valid)
 
     @property
     def key(self) -> tuple:
-        key = ("plan", self.model, self.solver, self.alignment, self.cat_fusion, self.time_limit_s)
+        key = (
+            "plan",
+            self.model,
+            self.solver,
+            self.alignment,
+            self.cat_fusion,
+            self.time_limit_s,
+            self.reproducible,
+        )
         return key + ((self.memory_map,) if self.memory_map else ())
 
 
@@ -68,6 +77,7 @@ def grid(
     cat_fusion: Sequence[bool] = DEFAULT_CAT_FUSION,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     check: bool = False,
+    reproducible: bool = False,
     memory_map: str = "",
 ) -> list[Run]:
     """Every run of the sweep, model by model, each model's stock runs first.
@@ -80,7 +90,7 @@ def grid(
     for model in dict.fromkeys(models):
         runs += [StockRun(model, a, memory_map) for a in dict.fromkeys(alignments)]
         runs += [
-            PlanRun(model, solver, a, fuse, float(time_limit_s), check, memory_map)
+            PlanRun(model, solver, a, fuse, float(time_limit_s), check, reproducible, memory_map)
             for a in dict.fromkeys(alignments)
             for fuse in dict.fromkeys(cat_fusion)
             for solver in dict.fromkeys(solvers)

@@ -4,7 +4,7 @@ The front door: the problem types, `solve`, `PlannerPass` (the drop-in
 `MemoryPlanningPass`), and for notebooks and scripts `plan_model` (any model:
 export, plan, compare with the stock planner, run), `load_program` (a zoo name,
 `.pt2` or `file.py:factory`), `read_program` (a built `.pte`) and
-`load_results` (a sweep folder as a typed DataFrame). Those are loaded on first
+`sweep` and `load_results` (a sweep folder as a typed DataFrame). Those are loaded on first
 use, so that `import memplan` and the solvers never import torch.
 """
 
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from memplan.experiments.programs import load as load_program
     from memplan.experiments.programs import plan_model
     from memplan.experiments.results import load_results
+    from memplan.experiments.sweep import sweep
     from memplan.planner.et.pass_ import PlannerPass
     from memplan.planner.et.pte import read_program
 
@@ -56,6 +57,7 @@ __all__ = [
     "lower_bound",
     "plan_model",
     "read_program",
+    "sweep",
     "solve",
     "validate",
 ]
@@ -67,6 +69,7 @@ _LAZY = {
     "load_program": ("memplan.experiments.programs", "load"),
     "read_program": ("memplan.planner.et.pte", "read_program"),
     "load_results": ("memplan.experiments.results", "load_results"),
+    "sweep": ("memplan.experiments.sweep", "sweep"),
 }
 
 

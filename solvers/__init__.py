@@ -47,6 +47,19 @@ _BANK_ONLY: dict[str, str] = {
 BANK_SOLVERS: tuple[str, ...] = ("banked_greedy", "banked_bestfit", "cpsat")
 
 
+# How each solver is made reproducible (same problem and options -> same plan):
+# "deterministic": it is already; "untimed": it runs every ordering, without a time cut;
+# "option": it takes reproducible=True (a deterministic-time budget). Absent: it cannot be.
+_REPRODUCIBLE: dict[str, str] = {
+    "greedy": "deterministic",
+    "bestfit": "untimed",
+    "skyline": "untimed",
+    "cpsat": "option",
+    "banked_greedy": "deterministic",
+    "banked_bestfit": "untimed",
+}
+
+
 class UnknownSolverError(ProblemError):
     """The solver name is not registered."""
 
@@ -92,6 +105,7 @@ def solve(
     solver: str = "bestfit",
     time_limit_s: float | None = None,
     capacity: int | None = None,
+    reproducible: bool = False,
     **options: Any,
 ) -> Plan:
     """Plan `problem` with the named solver and return a plan that passes `validate`.
@@ -100,9 +114,24 @@ def solve(
     must fit, or `InfeasibleError` is raised. A problem with banks must fit
     every bank, or `BankCapacityError` names the bank and the missing bytes;
     solvers outside `BANK_SOLVERS` plan it only if no buffer has a bank choice.
+    `reproducible` asks for the same plan on every run of the same input and
+    options, whatever the machine's load: heuristics then run every ordering,
+    cpsat spends its time limit as deterministic time; milp (CBC and HiGHS
+    have only wall-clock limits) refuses.
     """
     fn = get_solver(solver)
     time_limit_s = checked_time_limit(solver, time_limit_s)
+    if reproducible:
+        how = _REPRODUCIBLE.get(solver)
+        if how is None:
+            raise SolverOptionError(
+                f"{solver}: no reproducible mode (its time limit is wall-clock time, so what it finds"
+                f" depends on the machine's load); reproducible solvers: {', '.join(_REPRODUCIBLE)}"
+            )
+        if how == "untimed":
+            time_limit_s = None
+        elif how == "option":
+            options["reproducible"] = True
     if capacity is not None:
         problem = dataclasses.replace(problem, capacity=capacity)
     target = problem
@@ -125,7 +154,7 @@ def solve(
         ) from None
     placed = place_in_banks(problem, plan.pools)
     _check_banks_fit(solver, placed, plan)
-    if plan.proven_optimal and plan.arena_size > lower_bound(problem) and not planned_exactly(problem):
+    if plan.proven_optimal and plan.arena_size > lower_bound(placed) and not planned_exactly(problem):
         plan = dataclasses.replace(
             plan,
             proven_optimal=False,

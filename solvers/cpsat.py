@@ -96,13 +96,16 @@ def solve_cpsat(
     skyline_presolve: bool | None = None,
     minimise: bool | None = None,
     log: bool = False,
+    reproducible: bool = False,
 ) -> Plan:
     """Minimise the summed arena, or find a plan within `problem.capacity`.
 
     `minimise` defaults to True without a capacity and False with one. On a
     time-out the best plan found is returned (never worse than the heuristic's) and
     `status` says it is not proven; `proven_optimal` is set only when CP-SAT
-    proves optimality or the arena equals the lower bound.
+    proves optimality or the arena equals the lower bound. `reproducible`
+    makes the time limit a deterministic-time budget and the search free of
+    races, so the same input gives the same plan (solvers.cpsat_reproducible).
     """
     from memplan.solvers import checked_time_limit
 
@@ -110,7 +113,9 @@ def solve_cpsat(
     if problem.banks:  # bank choice and offsets together: a model of its own
         from memplan.solvers.cpsat_banks import solve_cpsat_banks
 
-        return solve_cpsat_banks(problem, time_limit_s=time_limit_s, num_workers=num_workers, log=log)
+        return solve_cpsat_banks(
+            problem, time_limit_s=time_limit_s, num_workers=num_workers, log=log, reproducible=reproducible
+        )
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     if num_workers < 1:
         raise ValueError(f"cpsat: num_workers must be >= 1, got {num_workers}")
@@ -136,16 +141,24 @@ def solve_cpsat(
         minimise=minimise,
         log=log,
     )
+    solve_part = _solve
+    if reproducible:
+        from memplan.solvers.cpsat_reproducible import solve_reproducibly
+
+        solve_part = solve_reproducibly
+        for unused in ("skyline_heuristic", "ladder"):
+            del settings[unused]
     if decompose:
         from memplan.solvers.decompose import solve_in_parts
 
         return solve_in_parts(
             problem,
-            lambda part, seconds: _solve(part, seconds, **settings),
+            lambda part, seconds: solve_part(part, seconds, **settings),
             time_limit_s=limit,
             solver="cpsat",
+            fixed_shares=reproducible,
         )
-    return _solve(problem, limit, **settings)
+    return solve_part(problem, limit, **settings)
 
 
 def _solve(

@@ -212,3 +212,12 @@ def test_gantt_and_profile_draw_one_panel_per_bank_with_its_capacity() -> None:
         lines = [[a for a in ax.get_children() if a.get_gid() == "capacity"] for ax in axes]
         assert [bool(found) for found in lines] == [True, True, False]  # 4 x the bound is out of sight
         assert all(ax.get_ylim()[1] >= bound // 2 for ax in axes[:2])
+
+
+def test_reproducible_bank_solvers_give_the_same_plan_twice() -> None:
+    base = layered_problem(80, 3)
+    bound = lower_bound(base)
+    problem = with_banks(base, [bound // 3, 2 * bound], seed=3)
+    for name in ("banked_greedy", "banked_bestfit", "cpsat"):
+        first, second = (solve(problem, name, time_limit_s=1, reproducible=True) for _ in range(2))
+        assert (dict(first.offsets), dict(first.pools)) == (dict(second.offsets), dict(second.pools)), name

@@ -140,7 +140,7 @@ def test_plan_prints_one_line_per_method_and_writes_the_gantt(capsys, tmp_path):
     assert cells[0] == [
         "method",
         "buffers",
-        "lower_bound",
+        "lower_bound_bytes",
         "arena_bytes",
         "stock_arena_bytes",
         "saving_vs_stock",

@@ -47,7 +47,7 @@ EXPECTED = {
     "solver": "string",
     "alignment": "Int64",
     "cat_fusion": "boolean",
-    "lower_bound": "Int64",
+    "lower_bound_bytes": "Int64",
     "arena_bytes": "Int64",
     "stock_arena_bytes": "Int64",
     "proven_optimal": "boolean",
