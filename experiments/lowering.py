@@ -61,6 +61,7 @@ class Lowered:
         rows = []
         for method, result in sorted(self.planner_pass.results.items()):
             fused, removed = _cat_numbers(getattr(result, "cat_report", None))
+            state = getattr(result, "state_report", None)
             rows.append(
                 {
                     "method": method,
@@ -73,6 +74,8 @@ class Lowered:
                     "export_seconds": self.export_seconds,
                     "cats_fused": fused,
                     "copy_bytes_removed": removed,
+                    "state_copies_removed": 0 if state is None else len(state.removed),
+                    "state_copy_removed_bytes": 0 if state is None else state.copy_bytes_removed,
                     **_bank_columns(result),
                 }
             )
@@ -86,6 +89,7 @@ def lower_planned(
     cat_fusion: bool,
     time_limit_s: float,
     reproducible: bool = False,
+    state_in_place: bool = True,
     memory_map: str = "",
 ) -> Lowered:
     """Lower `model` to ExecuTorch with PlannerPass(solver, settings), across `memory_map`'s banks if given."""
@@ -100,6 +104,7 @@ def lower_planned(
         cat_fusion=cat_fusion,
         memory_map=parse_memory_map(memory_map) if memory_map else None,
         solver_options={"reproducible": True} if reproducible else None,
+        state_in_place=state_in_place,
     )
     began = time.perf_counter()
     program = runtime.lower(model, memory_planning_pass=planner_pass)

@@ -162,7 +162,13 @@ def _stock(run: StockRun) -> dict[str, Any]:
 def _plan(run: PlanRun) -> dict[str, Any]:
     model = _exported(run.model)
     lowered = lower_planned(
-        model, run.solver, run.alignment, run.cat_fusion, run.time_limit_s, run.reproducible, run.memory_map
+        model,
+        run.solver,
+        run.alignment,
+        run.cat_fusion,
+        run.time_limit_s,
+        run.reproducible,
+        memory_map=run.memory_map,
     )
     verdict = _check(model, lowered.program) if run.check else {}
     return {"error": None, "rows": [{**row, **verdict} for row in lowered.rows()]}
