@@ -91,12 +91,12 @@ def zoo_model(shape: str, layers: int, mode: str):
     from torch import nn
     from torch.export import Dim
 
-    from memplan.experiments.models.llama import _build_transformer
+    from memplan.experiments.models.llama import build_transformer
     from memplan.experiments.zoo import ZooModel
 
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(0)
-        model = _build_transformer(model_args(shape, layers, prefill=mode != "decode"))
+        model = build_transformer(model_args(shape, layers, prefill=mode != "decode"))
     vocab = SHAPES[shape]["vocab_size"]
 
     def inputs(tokens: int) -> tuple:
