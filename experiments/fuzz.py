@@ -182,6 +182,8 @@ def check(problem: Problem, plan: Plan) -> list[str]:
         need = max(offsets[b.id] + b.size for b in problem.buffers if b.pool == pool)
         if plan.arena_sizes.get(pool, -1) < need:
             faults.append(f"pool {pool} declares {plan.arena_sizes.get(pool)} bytes, needs {need}")
+        if problem.capacity is not None and need > problem.capacity:
+            faults.append(f"pool {pool} needs {need} bytes, over the capacity {problem.capacity}")
     return faults
 
 
