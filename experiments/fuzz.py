@@ -86,11 +86,12 @@ def random_case(seed: int) -> Problem:
 
 
 def _huge(rng: random.Random, n: int) -> Problem:
-    """Sizes near 2^40 next to small ones: coordinates that do not scale down."""
+    """Sizes near 2^40 (or 2^56) next to small ones: coordinates that do not scale down."""
+    big = 1 << rng.choice((40, 40, 56))
     buffers = []
     for i in range(n):
         start = rng.randrange(6)
-        size = (1 << 40) + rng.randrange(1 << 20) if rng.random() < 0.5 else rng.randint(1, 1 << 20)
+        size = big + rng.randrange(1 << 20) if rng.random() < 0.5 else rng.randint(1, 1 << 20)
         buffers.append(
             Buffer(f"h{i}", start, start + rng.randint(1, 4), size, alignment=rng.choice((1, 2, 16)))
         )
