@@ -64,6 +64,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--check", action="store_true", help="run every program and compare with eager PyTorch")
     p.add_argument(
+        "--memory-map",
+        default="",
+        help="plan across banks, fastest first, e.g. sram:64KiB,dram:16MiB (mem_ids 1, 2, ...); adds"
+        " per-bank columns (default solvers then: greedy = ExecuTorch's BankedGreedy, bestfit, cpsat)",
+    )
+    p.add_argument(
         "--reproducible",
         action="store_true",
         help="solvers in their reproducible mode: the same plans on any machine load (milp has none)",
@@ -193,6 +199,7 @@ def _sweep(args: argparse.Namespace) -> int:
         isolate=True,
         reproducible=args.reproducible,
         fmt=args.format,
+        memory_map=args.memory_map,
     )
     if not args.quiet:
         print(report.summary_markdown(df))

@@ -38,14 +38,22 @@ def zoo_model(name: str):
 
 
 @functools.lru_cache(maxsize=32)
-def planned(model: str, solver: str, cat_fusion: bool = True, time_limit_s: float = TIME_LIMIT_S) -> dict:
-    """Method name -> `MethodResult` (problem, plan, cat_report) of `model` lowered with `solver`.
+def planned(
+    model: str,
+    solver: str,
+    cat_fusion: bool = True,
+    time_limit_s: float = TIME_LIMIT_S,
+    state_in_place: bool = True,
+) -> dict:
+    """Method name -> `MethodResult` (problem, plan, cat_report, state_report) of `model` lowered with `solver`.
 
     Cached: a figure and the numbers printed for it come from one lowering.
     """
     from memplan.experiments.lowering import lower_planned
 
-    lowered = lower_planned(zoo_model(model), solver, ALIGNMENT, cat_fusion, time_limit_s)
+    lowered = lower_planned(
+        zoo_model(model), solver, ALIGNMENT, cat_fusion, time_limit_s, state_in_place=state_in_place
+    )
     return lowered.planner_pass.results
 
 
@@ -93,6 +101,30 @@ def cat_fusion_figure(
     _caption(
         fig, f"{model} ({method}), {solver}: cat inputs placed inside the cat output, cat copies removed"
     )
+    return fig
+
+
+def state_figure(
+    model: str, solver: str = "cpsat", method: str = "forward", time_limit_s: float = TIME_LIMIT_S
+) -> Figure:
+    """The same solver with ExecuTorch's write-back copies and with the state updated where it lives."""
+    off = planned(model, solver, True, time_limit_s, state_in_place=False)[method]
+    on = planned(model, solver, True, time_limit_s, state_in_place=True)[method]
+    report = on.state_report
+    removed = len(report.removed) if report else 0
+    saved = format_bytes(report.copy_bytes_removed) if report else "0 B"
+    fig = viz.side_by_side(
+        off.problem,
+        off.plan,
+        on.problem,
+        on.plan,
+        (
+            f"write-back copies (stock ExecuTorch): {describe(off.problem, off.plan)}",
+            f"state in place ({removed} copies, {saved} per call removed): {describe(on.problem, on.plan)}",
+        ),
+        label_top=6,
+    )
+    _caption(fig, f"{model} ({method}), {solver}: new state values written where the state lives")
     return fig
 
 
@@ -148,6 +180,7 @@ def profile_figure(
 FIGURES = {
     "llama_decode_cpsat_vs_greedy.png": lambda: solver_figure("llama_decode", ["cpsat", "greedy"]),
     "unet_cat_fusion.png": lambda: cat_fusion_figure("unet"),
+    "llama_decode_state_in_place.png": lambda: state_figure("llama_decode"),
     "multi_method_state.png": lambda: shared_state_figure("multi_method_cache"),
     "profile_llama_decode.png": lambda: profile_figure("llama_decode", ["greedy", "bestfit", "cpsat"]),
 }
