@@ -356,3 +356,22 @@ def test_report_script_prints_one_row_per_program(capsys):
     out = capsys.readouterr().out
     for name in ("llama_kv", "qwen35_hybrid", "lfm2_hybrid", "multi_method_cache"):
         assert f"| {name} |" in out
+
+
+class MutatesItsInput(nn.Module):
+    def forward(self, x):
+        x.mul_(2)
+        return x + 1
+
+
+def test_a_mutated_user_input_keeps_its_copy():
+    """ExecuTorch also returns the mutated input, so eager is compared with the program's first output."""
+    model = make("user_input", MutatesItsInput(), inputs_4x8)
+    pass_ = PlannerPass(solver="bestfit")
+    program = runtime.lower(model, memory_planning_pass=pass_)
+    [d] = decisions(pass_)
+    assert d.status is StateStatus.KEPT and d.reasons == (StateRefusal.USER_INPUT_MUTATION,)
+    assert state_copies(program) == (1, 128)
+    got = runtime.run_pte(program.buffer, model.calls)
+    want = runtime.eager_outputs(model)
+    assert all(torch.allclose(g[-1], w[0]) for g, w in zip(got, want))
