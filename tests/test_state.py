@@ -147,6 +147,19 @@ class StateFromInput(nn.Module):
         return y
 
 
+class CondState(nn.Module):
+    """A submodule (planned on its own) computes the new value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("state", torch.zeros(4, 8))
+
+    def forward(self, x):
+        new = torch.cond(x.sum() > 0, lambda s, x: s + x, lambda s, x: s - x, (self.state, x))
+        self.state.copy_(new)
+        return self.state * 2
+
+
 def inputs_4x8(i: int) -> tuple:
     return (torch.randn(4, 8),)
 
@@ -159,6 +172,7 @@ REFUSED = {
         {StateRefusal.KERNEL_NOT_ALIAS_SAFE},
     ),
     "dtype_change": (DtypeChange(), inputs_4x8, {StateRefusal.DTYPE_MISMATCH}),
+    "control_flow_output": (CondState(), inputs_4x8, {StateRefusal.CONTROL_FLOW_OUTPUT}),
     "graph_output": (ReturnsTheState(), inputs_4x8, {StateRefusal.NEW_VALUE_IS_GRAPH_OUTPUT}),
     "value_is_an_input": (StateFromInput(), inputs_4x8, {StateRefusal.NEW_VALUE_IS_INPUT}),
 }
