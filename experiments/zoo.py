@@ -15,6 +15,7 @@ from memplan.experiments.models.concat import concat_model
 from memplan.experiments.models.hybrid import lfm2_hybrid, qwen35_hybrid
 from memplan.experiments.models.llama import llama
 from memplan.experiments.models.mlperf import mlperf
+from memplan.experiments.models.recurrent import lstm
 from memplan.experiments.models.stateful import encoder_decoder_cache, multi_method_cache
 
 __all__ = ["UnknownModelError", "ZooModel", "get", "names"]
@@ -35,6 +36,7 @@ _REGISTRY: dict[str, Callable[[], ZooModel]] = {
     "cat_seed": lambda: concat_model("cat_seed"),
     "unet": lambda: concat_model("unet"),
     "densenet_block": lambda: concat_model("densenet_block"),
+    "lstm": lstm,
     "qwen35_hybrid_decode": lambda: qwen35_hybrid(
         linear_layers=2, **_HYBRID_SMALL, name="qwen35_hybrid_decode"
     ),

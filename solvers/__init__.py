@@ -55,6 +55,8 @@ _REPRODUCIBLE: dict[str, str] = {
     "bestfit": "untimed",
     "skyline": "untimed",
     "cpsat": "option",
+    "banked_greedy": "deterministic",
+    "banked_bestfit": "untimed",
 }
 
 

@@ -113,7 +113,9 @@ def solve_cpsat(
     if problem.banks:  # bank choice and offsets together: a model of its own
         from memplan.solvers.cpsat_banks import solve_cpsat_banks
 
-        return solve_cpsat_banks(problem, time_limit_s=time_limit_s, num_workers=num_workers, log=log)
+        return solve_cpsat_banks(
+            problem, time_limit_s=time_limit_s, num_workers=num_workers, log=log, reproducible=reproducible
+        )
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     if num_workers < 1:
         raise ValueError(f"cpsat: num_workers must be >= 1, got {num_workers}")

@@ -1,5 +1,6 @@
 """Plots of problems and plans (pure matplotlib; no notebooks or CLI here)."""
 
+from memplan.viz.banks import bank_gantt, bank_profile
 from memplan.viz.breakdown import anytime, fragmentation, kinds
 from memplan.viz.captions import describe
 from memplan.viz.compare import compare
@@ -9,6 +10,8 @@ from memplan.viz.side_by_side import panels, side_by_side
 
 __all__ = [
     "anytime",
+    "bank_gantt",
+    "bank_profile",
     "compare",
     "describe",
     "fragmentation",
