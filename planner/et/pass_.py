@@ -5,7 +5,9 @@
 
 It extracts each method's `Problem` (planner.extract), solves it with a
 memplan solver, validates the plan, writes it into the TensorSpecs the way
-`apply_algo` would, and runs ExecuTorch's own `Verifier` on the result. The
+`apply_algo` would, and checks the result with ExecuTorch's `Verifier`
+semantics (planner.et.verify: its storage-reuse check in O(n log n), its
+graph input/output check as is). The
 per-method dict form of `memory_planning_pass` works too. Problems and plans
 stay available as `pass_.results[method].problem` / `.plan`.
 """
@@ -52,6 +54,7 @@ from memplan.planner.et.shared_state import (
 )
 from memplan.planner.et.solve_policy import BANK_FALLBACKS, BANKED, choose_plan
 from memplan.planner.et.state import StateReport, update_state_in_place
+from memplan.planner.et.verify import verify_storage_reuse
 from memplan.planner.problem import Plan, Problem, ProblemError
 
 DEFAULT_SOLVER = "cpsat"
@@ -187,11 +190,17 @@ class PlannerPass(MemoryPlanningPass):
         )
         result.state_report = state_report
         self.results[method] = result
-        verifier = Verifier(
-            graph_module, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable, graph_signature
+        verify_storage_reuse(
+            graph_module,
+            graph_signature,
+            alloc_graph_input=self.alloc_graph_input,
+            alloc_graph_output=self.alloc_graph_output,
+            alloc_mutable_buffers=alloc_mutable,
+            allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap,
         )
-        verifier.verify_storage_reuse(self.allow_lifetime_and_storage_overlap)
-        verifier.verify_graph_input_output()
+        Verifier(
+            graph_module, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable, graph_signature
+        ).verify_graph_input_output()
         if graph_signature is not None:
             self._register(context, method, graph_module, graph_signature, share)
         return PassResult(graph_module, True)
