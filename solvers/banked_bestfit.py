@@ -45,8 +45,9 @@ from memplan.planner.problem import (
     place_in_banks,
     traffic_cost,
 )
+from memplan.solvers.banked_greedy import solve_banked_greedy
 from memplan.solvers.bestfit import solve_bestfit
-from memplan.solvers.units import Unit, units_of
+from memplan.solvers.units import Rect, Unit, units_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +65,10 @@ PRIORITIES: dict[str, Callable[[_Candidate], tuple]] = {
     "traffic_per_area": lambda c: (c.traffic / max(1, c.unit.area), c.traffic, -c.unit.index),
     "area": lambda c: (c.unit.area, c.unit.size, -c.unit.index),
 }
+
+
+# Best-fit orderings tried while repairing a bank's choice (the final packing tries all of them).
+REPAIR_ORDERINGS = ("size", "area")
 
 
 def solve_banked_bestfit(
@@ -94,8 +99,6 @@ def solve_banked_bestfit(
         pools = _sliced(problem, candidates)
         attempts.append(("slice", *_packed(problem, pools, "heuristic (slices of one best-fit arena)")))
     try:
-        from memplan.solvers.banked_greedy import solve_banked_greedy
-
         attempts.append(("banked_greedy", solve_banked_greedy(problem), None))
     except (InfeasibleError, UnsupportedProblemError):
         pass
@@ -291,7 +294,7 @@ def _sliced(problem: Problem, candidates: list[_Candidate]) -> dict[str, int]:
     return pools
 
 
-def _lives_with(rect, spans: list[tuple[int, int]]) -> bool:
+def _lives_with(rect: Rect, spans: list[tuple[int, int]]) -> bool:
     return any(rect.start < end and start < rect.end for start, end in spans)
 
 
@@ -300,7 +303,7 @@ def _over_capacity(problem: Problem, pools: dict[str, int], bank: Bank) -> list[
     sub = _bank_problem(problem, pools, bank.pool)
     if sub is None:
         return None
-    plan = solve_bestfit(sub)
+    plan = solve_bestfit(sub, orderings=REPAIR_ORDERINGS)
     if plan.arena_size <= bank.capacity:
         return None
     return [(b.start, b.end) for b in sub.buffers if plan.offsets[b.id] + b.size > bank.capacity]
