@@ -283,8 +283,14 @@ def _solve(
             f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
             f" (lower bound per pool: {bounds})"
         )
-    if status == cp_model.MODEL_INVALID:
-        raise RuntimeError(f"cpsat: invalid model ({model.model.Validate()}); this is a bug")
+    if status == cp_model.MODEL_INVALID:  # e.g. domains summing past int64: coordinates near 2^62
+        reason = model.model.Validate()
+        if best is None:
+            raise InfeasibleError(
+                f"cpsat: no plan within capacity {capacity} found (not proven infeasible: CP-SAT refuses"
+                f" the model: {reason})"
+            )
+        return finish(best, False, f"not proven: CP-SAT refuses the model ({reason}); {how} kept")
     found = model.offsets(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
     if found is None and best is None:
         raise InfeasibleError(

@@ -147,6 +147,19 @@ class StateFromInput(nn.Module):
         return y
 
 
+class CondState(nn.Module):
+    """A submodule (planned on its own) computes the new value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("state", torch.zeros(4, 8))
+
+    def forward(self, x):
+        new = torch.cond(x.sum() > 0, lambda s, x: s + x, lambda s, x: s - x, (self.state, x))
+        self.state.copy_(new)
+        return self.state * 2
+
+
 def inputs_4x8(i: int) -> tuple:
     return (torch.randn(4, 8),)
 
@@ -159,6 +172,7 @@ REFUSED = {
         {StateRefusal.KERNEL_NOT_ALIAS_SAFE},
     ),
     "dtype_change": (DtypeChange(), inputs_4x8, {StateRefusal.DTYPE_MISMATCH}),
+    "control_flow_output": (CondState(), inputs_4x8, {StateRefusal.CONTROL_FLOW_OUTPUT}),
     "graph_output": (ReturnsTheState(), inputs_4x8, {StateRefusal.NEW_VALUE_IS_GRAPH_OUTPUT}),
     "value_is_an_input": (StateFromInput(), inputs_4x8, {StateRefusal.NEW_VALUE_IS_INPUT}),
 }
@@ -356,3 +370,22 @@ def test_report_script_prints_one_row_per_program(capsys):
     out = capsys.readouterr().out
     for name in ("llama_kv", "qwen35_hybrid", "lfm2_hybrid", "multi_method_cache"):
         assert f"| {name} |" in out
+
+
+class MutatesItsInput(nn.Module):
+    def forward(self, x):
+        x.mul_(2)
+        return x + 1
+
+
+def test_a_mutated_user_input_keeps_its_copy():
+    """ExecuTorch also returns the mutated input, so eager is compared with the program's first output."""
+    model = make("user_input", MutatesItsInput(), inputs_4x8)
+    pass_ = PlannerPass(solver="bestfit")
+    program = runtime.lower(model, memory_planning_pass=pass_)
+    [d] = decisions(pass_)
+    assert d.status is StateStatus.KEPT and d.reasons == (StateRefusal.USER_INPUT_MUTATION,)
+    assert state_copies(program) == (1, 128)
+    got = runtime.run_pte(program.buffer, model.calls)
+    want = runtime.eager_outputs(model)
+    assert all(torch.allclose(g[-1], w[0]) for g, w in zip(got, want))
