@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import functools
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -225,6 +226,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs", help="folder for the PNGs (default: %(default)s)")
     args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")  # torch and ExecuTorch warn on every export, as the CLI silences them
     plt.switch_backend("Agg")  # files only; importing this module leaves a notebook's backend alone
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
