@@ -19,24 +19,30 @@ from enum import Enum
 
 from sortedcontainers import SortedList
 
+from memplan.planner.errors import InfeasibleError, InvalidPlanError, ProblemError, UnsupportedProblemError
 
-class ProblemError(ValueError):
-    """A problem is malformed; the message names the buffer or constraint."""
-
-
-class InfeasibleError(ProblemError):
-    """No plan fits the requested capacity.
-
-    `buffers` names the buffers that could not be placed, when the solver can tell.
-    """
-
-    def __init__(self, message: str, buffers: Iterable[str] = ()) -> None:
-        super().__init__(message)
-        self.buffers = tuple(buffers)
-
-
-class UnsupportedProblemError(ProblemError):
-    """A solver was asked to honour a constraint it cannot honour."""
+__all__ = [  # the error types are re-exported: most callers know them from here
+    "Buffer",
+    "BufferKind",
+    "ContiguousGroup",
+    "InfeasibleError",
+    "InvalidPlanError",
+    "Outcome",
+    "Plan",
+    "Problem",
+    "ProblemError",
+    "SameOffset",
+    "UnsupportedProblemError",
+    "Violation",
+    "ViolationKind",
+    "align_up",
+    "arena_sizes_of",
+    "check_plan",
+    "common_divisor",
+    "lower_bound",
+    "lower_bounds",
+    "validate",
+]
 
 
 class BufferKind(str, Enum):
@@ -266,13 +272,29 @@ class Problem:
         return self._by_id[buffer_id]
 
 
+class Outcome(str, Enum):
+    """How a plan came about: what a caller may conclude from it (`Plan.status` adds the detail)."""
+
+    OPTIMAL = "optimal"  # proven: no plan with a smaller arena exists
+    FEASIBLE = "feasible"  # fits the capacity of a decision run; smaller plans were not looked for
+    TIME_LIMIT = "time_limit"  # an exact search stopped at its time limit: best plan found, not proven
+    GAP_LIMIT = "gap_limit"  # an exact search stopped within the optimality gap the caller allowed
+    NOT_PROVEN = "not_proven"  # an exact search ended without a proof for this plan (e.g. rounding)
+    SOLVER_FAILED = "solver_failed"  # the exact backend failed; the heuristic plan it started from
+    HEURISTIC = "heuristic"  # a heuristic's plan, with no claim of optimality
+
+
 @dataclass(frozen=True)
 class Plan:
     """Offsets for every buffer and the arena each pool needs.
 
-    `proven_optimal` is True only when the solver proved no smaller arena
-    exists (for a capacity/decision run: that the plan is feasible and minimal
-    is not claimed). `lower_bound` is the bound it was compared against.
+    `outcome` says what the plan is (proven optimal, feasible, cut short by a
+    time limit, a heuristic's ...), `status` says it in words with the detail.
+    `proven_optimal` is `outcome is Outcome.OPTIMAL`: True only when the solver
+    proved no smaller arena exists (for a capacity/decision run: that the plan
+    is feasible and minimal is not claimed). Left out, `outcome` follows from
+    `proven_optimal` (OPTIMAL or HEURISTIC). `lower_bound` is the bound it was
+    compared against.
     """
 
     offsets: Mapping[str, int]
@@ -282,6 +304,16 @@ class Plan:
     proven_optimal: bool = False
     lower_bound: int = 0
     status: str = ""
+    outcome: Outcome | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome is None:
+            object.__setattr__(self, "outcome", Outcome.OPTIMAL if self.proven_optimal else Outcome.HEURISTIC)
+        elif self.proven_optimal != (self.outcome is Outcome.OPTIMAL):
+            raise ProblemError(
+                f"plan from {self.solver!r}: outcome {self.outcome.value} contradicts"
+                f" proven_optimal={self.proven_optimal}"
+            )
 
     @property
     def arena_size(self) -> int:
@@ -482,12 +514,12 @@ def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
 
 
 def check_plan(problem: Problem, plan: Plan) -> None:
-    """Raise `ProblemError` listing the violations if `plan` is not valid."""
+    """Raise `InvalidPlanError` listing the violations if `plan` is not valid."""
     violations = validate(problem, plan)
     if violations:
         shown = "\n  ".join(str(v) for v in violations[:20])
         more = f"\n  ... and {len(violations) - 20} more" if len(violations) > 20 else ""
-        raise ProblemError(f"plan from {plan.solver!r} is invalid:\n  {shown}{more}")
+        raise InvalidPlanError(f"plan from {plan.solver!r} is invalid:\n  {shown}{more}", violations)
 
 
 def align_up(value: int, alignment: int) -> int:

@@ -1,48 +1,85 @@
 """Solvers chosen by name: a `Problem` in, a validated `Plan` out. No torch here.
 
-Each solver is a function `solve_x(problem, *, time_limit_s, **options) -> Plan`
-registered under a name. Modules are imported on first use, so asking for
-`bestfit` never imports OR-Tools or PuLP.
+Each registry entry (`solvers.contract.SolverEntry`) names a function
+`solve_x(problem, params, *, time_limit_s) -> Plan`, its frozen parameter
+dataclass, the problem features it honours and its fallbacks. Modules are
+imported on first use, so asking for `bestfit` never imports OR-Tools or PuLP.
+`solve` is the one way in: it refuses what the solver does not support, runs
+it (with its fallbacks if asked), and validates the plan once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable
 from typing import Any
 
-from memplan.planner.problem import InfeasibleError, Plan, Problem, ProblemError, check_plan
+from memplan.planner.errors import SolverOptionError, UnknownSolverError
+from memplan.planner.problem import InfeasibleError, Plan, Problem, check_plan
+from memplan.solvers.contract import Capabilities, SolverEntry
 
-# name -> "module:function"; the order is the order `available()` lists them in.
-_REGISTRY: dict[str, str] = {
-    "greedy": "memplan.solvers.greedy:solve_greedy",
-    "bestfit": "memplan.solvers.bestfit:solve_bestfit",
-    "skyline": "memplan.solvers.skyline:solve_skyline",
-    "cpsat": "memplan.solvers.cpsat:solve_cpsat",
-    "milp": "memplan.solvers.milp:solve_milp",
+_EVERYTHING = Capabilities(fixed_offsets=True, groups=True, same_offsets=True, capacity=True)
+_PLACEMENT = Capabilities(fixed_offsets=True, groups=True, same_offsets=True, capacity=False)
+
+# The order is the order `available()` lists them in.
+REGISTRY: dict[str, SolverEntry] = {
+    entry.name: entry
+    for entry in (
+        SolverEntry(
+            "greedy",
+            "memplan.solvers.greedy:solve_greedy",
+            "memplan.solvers.greedy:GreedyParams",
+            Capabilities(fixed_offsets=False, groups=True, same_offsets=False, capacity=False),
+        ),
+        SolverEntry(
+            "bestfit",
+            "memplan.solvers.bestfit:solve_bestfit",
+            "memplan.solvers.bestfit:BestfitParams",
+            _PLACEMENT,
+            fallback=("greedy",),
+        ),
+        SolverEntry(
+            "skyline",
+            "memplan.solvers.skyline:solve_skyline",
+            "memplan.solvers.skyline:SkylineParams",
+            _PLACEMENT,
+        ),
+        SolverEntry(
+            "cpsat",
+            "memplan.solvers.cpsat:solve_cpsat",
+            "memplan.solvers.cpsat:CpsatParams",
+            _EVERYTHING,
+            fallback=("bestfit", "greedy"),
+        ),
+        SolverEntry(
+            "milp",
+            "memplan.solvers.milp:solve_milp",
+            "memplan.solvers.milp:MilpParams",
+            _EVERYTHING,
+            fallback=("bestfit", "greedy"),
+        ),
+    )
 }
-
-
-class UnknownSolverError(ProblemError):
-    """The solver name is not registered."""
 
 
 def available() -> list[str]:
     """Names accepted by `solve`."""
-    return list(_REGISTRY)
+    return list(REGISTRY)
 
 
-def get_solver(name: str) -> Callable[..., Plan]:
-    """The solve function registered under `name`."""
+def entry(name: str) -> SolverEntry:
+    """The registry entry of `name`; an unknown name raises `UnknownSolverError` listing the valid ones."""
     try:
-        target = _REGISTRY[name]
+        return REGISTRY[name]
     except KeyError:
         raise UnknownSolverError(
             f"unknown solver {name!r}; choose one of: {', '.join(available())}"
         ) from None
-    module_name, func_name = target.split(":")
-    return getattr(importlib.import_module(module_name), func_name)
+
+
+def get_solver(name: str) -> Callable[..., Plan]:
+    """The solve function registered under `name`."""
+    return entry(name).load()
 
 
 def solve(
@@ -50,33 +87,53 @@ def solve(
     solver: str = "bestfit",
     time_limit_s: float | None = None,
     capacity: int | None = None,
+    *,
+    fallback: bool = False,
+    params: Any = None,
     **options: Any,
 ) -> Plan:
     """Plan `problem` with the named solver and return a plan that passes `validate`.
 
-    `capacity` (bytes per pool) turns the run into a decision problem: the plan
-    must fit, or `InfeasibleError` is raised.
+    Options are the fields of the solver's parameter dataclass (or pass
+    `params`, an instance of it). `capacity` (bytes per pool) turns the run
+    into a decision problem: the plan must fit, or `InfeasibleError` is
+    raised. `fallback=True` keeps the smallest of the solver's plan and its
+    fallbacks' plans when the solver's is not proven optimal (`solvers.fallback`).
     """
-    fn = get_solver(solver)
+    spec = entry(solver)
     if capacity is not None:
         problem = dataclasses.replace(problem, capacity=capacity)
-    plan = fn(problem, time_limit_s=time_limit_s, **options)
-    if problem.capacity is not None:
-        over = {p: s for p, s in plan.arena_sizes.items() if s > problem.capacity}
-        if over:
-            top = sorted(
-                b.id
-                for b in problem.buffers
-                if b.pool in over and plan.offsets[b.id] + b.size > problem.capacity
-            )
-            raise InfeasibleError(
-                f"{solver}: no plan within capacity {problem.capacity} found (best needs"
-                f" {max(over.values())} bytes); buffers above the capacity: {', '.join(top[:10])}"
-                + (" ..." if len(top) > 10 else ""),
-                top,
-            )
+    if params is None:
+        params = spec.make_params(options)
+    elif options:
+        raise SolverOptionError(f"{solver}: give either params or options {sorted(options)}, not both")
+    if fallback:
+        from memplan.solvers.fallback import solve_with_fallback
+
+        plan = solve_with_fallback(problem, spec, params, time_limit_s)
+    else:
+        spec.check(problem, REGISTRY.values())
+        plan = get_solver(solver)(problem, params, time_limit_s=time_limit_s)
+    _check_capacity(problem, plan, solver)
     check_plan(problem, plan)
     return plan
+
+
+def _check_capacity(problem: Problem, plan: Plan, solver: str) -> None:
+    """Raise `InfeasibleError` naming the buffers above the capacity, if the plan does not fit."""
+    if problem.capacity is None:
+        return
+    over = {p: s for p, s in plan.arena_sizes.items() if s > problem.capacity}
+    if over:
+        top = sorted(
+            b.id for b in problem.buffers if b.pool in over and plan.offsets[b.id] + b.size > problem.capacity
+        )
+        raise InfeasibleError(
+            f"{solver}: no plan within capacity {problem.capacity} found (best needs"
+            f" {max(over.values())} bytes); buffers above the capacity: {', '.join(top[:10])}"
+            + (" ..." if len(top) > 10 else ""),
+            top,
+        )
 
 
 if __name__ != "memplan.solvers":  # pragma: no cover - only a wrong sys.path gets here

@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from memplan.planner.problem import Plan, Problem, ProblemError, arena_sizes_of, lower_bound
+from memplan.planner.problem import Outcome, Plan, Problem, ProblemError, arena_sizes_of, lower_bound
 
 
 @dataclass(frozen=True)
@@ -132,7 +132,7 @@ def make_plan(
     unit_offsets: Sequence[int],
     solver: str,
     seconds: float,
-    proven_optimal: bool = False,
+    outcome: Outcome = Outcome.HEURISTIC,
     status: str = "",
     bound: int | None = None,
 ) -> Plan:
@@ -143,9 +143,10 @@ def make_plan(
         arena_sizes=arena_sizes_of(problem, offsets),
         solver=solver,
         seconds=seconds,
-        proven_optimal=proven_optimal,
+        proven_optimal=outcome is Outcome.OPTIMAL,
         lower_bound=lower_bound(problem) if bound is None else bound,
         status=status,
+        outcome=outcome,
     )
 
 

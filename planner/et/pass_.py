@@ -29,6 +29,7 @@ from executorch.exir.tensor import ALIGNMENT, TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
+from memplan.planner.errors import PlanningError, ProblemError
 from memplan.planner.et.apply import apply_plan
 from memplan.planner.et.cat.policy import plan_with_cat_fusion
 from memplan.planner.et.cat.report import CatReport
@@ -45,15 +46,10 @@ from memplan.planner.et.shared_state import (
     reject_foreign_planners,
     with_state,
 )
-from memplan.planner.et.solve_policy import choose_plan
-from memplan.planner.problem import Plan, Problem, ProblemError
+from memplan.planner.problem import Outcome, Plan, Problem
 
 DEFAULT_SOLVER = "cpsat"
 DEFAULT_TIME_LIMIT_S = 5.0
-
-
-class PlanningError(ProblemError):
-    """Memory planning failed; the message names the method and the tensors (node names)."""
 
 
 @dataclass
@@ -80,7 +76,7 @@ class PlannerPass(MemoryPlanningPass):
 
     `PlannerPass()` runs CP-SAT for at most 5 s per method, starting from the
     best-fit plan, and never returns a plan larger than best-fit's or than
-    ExecuTorch's own greedy (planner.solve_policy).
+    ExecuTorch's own greedy (solvers.fallback).
     `share_mutable_buffers=None` (the default) shares mutable state across
     methods exactly when the program has more than one method: the runtime
     gives all host-only methods of a program the same arenas, so state in one
@@ -111,7 +107,7 @@ class PlannerPass(MemoryPlanningPass):
         cat_fusion_partial: bool = False,
         cat_fusion_allow_growth: bool = False,
     ) -> None:
-        solvers.get_solver(solver)  # an unknown name fails here, not mid-export
+        solvers.entry(solver).make_params(dict(solver_options or {}))  # bad names fail here, not mid-export
         super().__init__(
             alloc_graph_input=alloc_graph_input,
             alloc_graph_output=alloc_graph_output,
@@ -263,15 +259,22 @@ class PlannerPass(MemoryPlanningPass):
         )
 
     def _solve(self, problem: Problem, where: str) -> Plan:
-        """The plan `planner.solve_policy` chooses, validated; errors name the method and tensors."""
+        """The plan `solve` chooses with fallbacks (solvers.fallback), validated; errors name the method.
+
+        A failure keeps its type (`InfeasibleError`, `InvalidPlanError`, ...) and gets a note
+        naming the method and the solver.
+        """
         if not problem.buffers:
-            return Plan(offsets={}, arena_sizes={}, solver=self.solver, proven_optimal=True)
+            return Plan(
+                offsets={}, arena_sizes={}, solver=self.solver, proven_optimal=True, outcome=Outcome.OPTIMAL
+            )
         try:
-            return choose_plan(problem, self.solver, self.time_limit_s, self.solver_options, self.capacity)
+            return solvers.solve(
+                problem, self.solver, self.time_limit_s, self.capacity, fallback=True, **self.solver_options
+            )
         except ProblemError as e:
-            raise PlanningError(
-                f"memory planning of {where!r} with solver {self.solver!r} failed: {e}"
-            ) from e
+            e.add_note(f"memory planning of {where!r} with solver {self.solver!r} failed")
+            raise
 
     # -- methods and shared state --------------------------------------------------
     def _shares(self, context: ExportContext | None) -> bool:
