@@ -89,12 +89,15 @@ def _bench_file(
         except ProblemError as exc:
             rows.append({**base, "solver": solver, "error": str(exc)})
             continue
+        except Exception as exc:  # noqa: BLE001 - a solver fault is this row's result, not the bench's end
+            rows.append({**base, "solver": solver, "error": f"{type(exc).__name__}: {exc}"})
+            continue
         rows.append(
             {
                 **base,
                 "solver": solver,
                 "arena_bytes": plan.arena_size,
-                "arena_over_lb": plan.arena_size / base["lower_bound"],
+                "arena_over_lb": plan.arena_size / base["lower_bound"] if base["lower_bound"] else None,
                 "fits": None if problem.capacity is None else plan.arena_size <= problem.capacity,
                 "proven_optimal": plan.proven_optimal,
                 "seconds": plan.seconds,

@@ -150,6 +150,7 @@ def _sweep(args: argparse.Namespace) -> int:
         address=args.address,
         retry_errors=args.retry_errors,
         progress=not args.quiet,
+        isolate=True,
     )
     if not args.quiet:
         print(report.summary_markdown(df))

@@ -13,6 +13,8 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import os
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -45,11 +47,14 @@ def run_all(
     address: str | None = None,
     affinity: Callable[[T], Hashable] | None = None,
     crashed: Callable[[T, BaseException], R] | None = None,
+    isolate: bool = False,
 ) -> Iterator[tuple[T, R]]:
     """Yield `(task, fn(task))` for every task, in completion order.
 
     local with jobs == 1 runs in this process (handy for debugging and for
-    tests that monkeypatch); local with more jobs uses worker processes
+    tests that monkeypatch) unless `isolate` asks for a worker process even
+    then, so that a crash in native code becomes `crashed(task, error)` instead
+    of the end of this process; local with more jobs uses worker processes
     started with "spawn" (safe with torch, whose threads do not survive a
     fork), and sends tasks with the same `affinity` key to the same worker
     while it has them, so what a worker caches per key (an exported model) is
@@ -62,7 +67,7 @@ def run_all(
     if not tasks:
         return iter(())
     if executor == "local":
-        if jobs == 1 or len(tasks) == 1:
+        if not isolate and (jobs == 1 or len(tasks) == 1):
             return ((task, fn(task)) for task in tasks)
         return _run_pool(fn, tasks, jobs, affinity or id, crashed)
     if executor == "ray":
@@ -103,7 +108,13 @@ def _run_pool(
 ) -> Iterator[tuple[T, R]]:
     """One single-process pool per worker, so that a task can go to the worker that ran its key."""
     context = multiprocessing.get_context("spawn")
-    new_worker = functools.partial(ProcessPoolExecutor, max_workers=1, mp_context=context)
+    new_worker = functools.partial(
+        ProcessPoolExecutor,
+        max_workers=1,
+        mp_context=context,
+        initializer=watch_parent,
+        initargs=(os.getpid(),),
+    )
     workers = [new_worker() for _ in range(min(jobs, len(tasks)))]
     queue = AffinityQueue(tasks, affinity, len(workers))
     running: dict[Future, tuple[int, T]] = {}
@@ -133,6 +144,26 @@ def _run_pool(
     finally:
         for pool in workers:
             pool.shutdown(cancel_futures=True)
+
+
+PARENT_POLL_S = 0.5
+"""How often a worker checks that the process that started it is still alive."""
+
+
+def watch_parent(parent: int) -> None:
+    """Exit this worker once `parent` is gone (e.g. killed with SIGKILL, which runs no cleanup).
+
+    Runs as the worker's initializer: a daemon thread polls the parent pid.
+    Without it the workers of a killed sweep live on, and with them
+    multiprocessing's resource tracker, which waits for every holder of its pipe.
+    """
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="memplan-watch-parent", daemon=True).start()
 
 
 def import_ray():

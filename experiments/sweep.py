@@ -56,11 +56,15 @@ def sweep(
     address: str | None = None,
     retry_errors: bool = False,
     progress: bool = True,
+    isolate: bool = False,
 ) -> pd.DataFrame:
     """Run every missing unit of the grid and write the folder's table, summary and plot.
 
     Defaults: the default zoo sweep, every registered solver, ExecuTorch's
     alignment (16), cat fusion on, 5 s per solve. Returns the folder's table.
+    With `isolate`, runs go to worker processes even with `jobs=1`, so a
+    solver that crashes the interpreter (a segfault in native code) becomes an
+    error row; the `memplan sweep` command always isolates.
     """
     from memplan.experiments import report, zoo
 
@@ -75,18 +79,20 @@ def sweep(
         for run in grid(models, solvers, alignments, cat_fusion, time_limit_s, check)
         if not log.is_done(run, retry_errors)
     ]
-    _run(todo, log, executor, jobs, address, progress)
+    _run(todo, log, executor, jobs, address, progress, isolate)
     df = table(log)
     report.write_outputs(df, folder)
     return df
 
 
-def _run(todo: list[Run], log: RunLog, executor: str, jobs: int, address: str | None, progress: bool) -> None:
+def _run(
+    todo: list[Run], log: RunLog, executor: str, jobs: int, address: str | None, progress: bool, isolate: bool
+) -> None:
     from tqdm import tqdm
 
     with tqdm(total=len(todo), desc="sweep", unit="run", disable=not progress or None) as bar:
         for run, result in run_all(
-            execute, todo, executor, jobs, address, affinity=_model_of, crashed=_crashed
+            execute, todo, executor, jobs, address, affinity=_model_of, crashed=_crashed, isolate=isolate
         ):
             log.add(run, result)
             bar.set_postfix_str(f"{run.model} {getattr(run, 'solver', 'stock')}", refresh=False)

@@ -12,12 +12,14 @@ Every error names the file, and for CSV the line, and what is wrong.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import re
 from pathlib import Path
 from typing import Any
 
 from memplan.planner.problem import (
+    MAX_COORDINATE,
     Buffer,
     BufferKind,
     ContiguousGroup,
@@ -52,11 +54,7 @@ def read_minimalloc_csv(path: str | Path, capacity_from_name: bool = False) -> P
     """
     path = Path(path)
     capacity = _capacity_from_name(path) if capacity_from_name else None
-    try:
-        with path.open(newline="") as f:
-            rows = list(csv.reader(f))
-    except OSError as e:
-        raise FormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    rows = _csv_rows(path)
     if not rows:
         raise FormatError(f"{path}: empty file; expected a header {','.join(_REQUIRED)}")
     columns, inclusive_end = _columns(path, rows[0])
@@ -94,7 +92,34 @@ def read_minimalloc_csv(path: str | Path, capacity_from_name: bool = False) -> P
             buffers.append(Buffer(buffer_id, lower, upper, size, alignment=alignment, offset=offset))
         except ProblemError as e:
             raise FormatError(f"{where}: {e}") from None
-    return Problem(tuple(buffers), capacity=capacity, name=path.stem)
+    try:
+        return Problem(tuple(buffers), capacity=capacity, name=path.stem)
+    except ProblemError as e:
+        raise FormatError(f"{path}: {e}") from None
+
+
+def _csv_rows(path: Path) -> list[list[str]]:
+    """The rows of a UTF-8 CSV file (a byte-order mark is skipped); any fault names the file and line."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise FormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise FormatError(
+            f"{path}:{line}: not UTF-8 text (byte {data[e.start]:#04x} at offset {e.start}); MiniMalloc CSV"
+            " is plain text"
+        ) from None
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise FormatError(f"{path}:{line}: contains a NUL byte; MiniMalloc CSV is plain text")
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        return list(reader)
+    except csv.Error as e:  # e.g. a field over the csv module's size limit
+        raise FormatError(f"{path}:{reader.line_num}: not readable as CSV: {e}") from None
 
 
 def write_minimalloc_csv(problem: Problem, path: str | Path, plan: Plan | None = None) -> None:
@@ -128,7 +153,7 @@ def write_minimalloc_csv(problem: Problem, path: str | Path, plan: Plan | None =
 
 
 def _capacity_from_name(path: Path) -> int:
-    match = re.fullmatch(r".+\.(\d+)\.csv", path.name)
+    match = re.fullmatch(r".+\.([0-9]+)\.csv", path.name)
     if not match or int(match.group(1)) <= 0:
         raise FormatError(
             f"{path}: capacity_from_name needs a file name like 'A.1048576.csv' (capacity before .csv)"
@@ -157,11 +182,22 @@ def _columns(path: Path, header: list[str]) -> tuple[list[str], int]:
     return columns, inclusive_end
 
 
+_INTEGER = re.compile(r"[+-]?[0-9]+")  # ASCII digits only: int() would also take '١٢' and '1_000'
+
+
 def _int(where: str, fields: dict[str, str], column: str) -> int:
-    try:
-        return int(fields[column])
-    except ValueError:
-        raise FormatError(f"{where}: column {column!r} is not an integer: {fields[column]!r}") from None
+    text = fields[column]
+    if not _INTEGER.fullmatch(text):
+        shown = text if len(text) <= 40 else text[:40] + "..."
+        raise FormatError(f"{where}: column {column!r} is not an integer: {shown!r}")
+    value = int(text)
+    if abs(value) > MAX_COORDINATE:
+        buffer = f"buffer {fields['id']!r}: " if column != "id" else ""
+        raise FormatError(
+            f"{where}: {buffer}{column} {value} is beyond 2^62, more than solvers can represent"
+            " (they compute in 64-bit integers)"
+        )
+    return value
 
 
 def _trim_gaps(
@@ -170,7 +206,7 @@ def _trim_gaps(
     """Apply MiniMalloc gaps ('a-b' items, space-separated) that cut a lifetime at its ends."""
     spans = []
     for gap in gaps.split():
-        match = re.fullmatch(r"(-?\d+)-(-?\d+)", gap)
+        match = re.fullmatch(r"(-?[0-9]+)-(-?[0-9]+)", gap)
         if not match:
             raise FormatError(
                 f"{where}: buffer {buffer_id!r} has gap {gap!r}, which memplan cannot represent"
@@ -229,11 +265,20 @@ def load_json(path: str | Path) -> Problem | Plan:
     """The Problem or Plan saved by `save_json` (its `"type"` says which)."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
+        raw = path.read_bytes()
     except OSError as e:
         raise FormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    try:
+        data = json.loads(raw.decode("utf-8-sig"), parse_constant=_no_constant)
+    except UnicodeDecodeError as e:
+        line = raw.count(b"\n", 0, e.start) + 1
+        raise FormatError(
+            f"{path}:{line}: not UTF-8 text (byte {raw[e.start]:#04x} at offset {e.start})"
+        ) from None
     except json.JSONDecodeError as e:
         raise FormatError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
+    except _ConstantError as e:
+        raise FormatError(f"{path}: {e}") from None
     kind = data.get("type") if isinstance(data, dict) else None
     if kind not in ("problem", "plan"):
         raise FormatError(f'{path}: expected an object with "type": "problem" or "plan", got {kind!r}')
@@ -247,6 +292,15 @@ def load_json(path: str | Path) -> Problem | Plan:
         raise FormatError(f"{path}: a {kind} is missing the field {e.args[0]!r}") from None
     except (TypeError, ValueError) as e:  # ProblemError is a ValueError: keep its buffer name
         raise FormatError(f"{path}: invalid {kind}: {e}") from None
+
+
+class _ConstantError(ValueError):
+    pass
+
+
+def _no_constant(name: str) -> float:
+    """JSON has no NaN or Infinity; Python's reader takes them unless told not to."""
+    raise _ConstantError(f"{name} is not a JSON number (sizes, times and offsets are integers)")
 
 
 def _problem_to_dict(problem: Problem) -> dict[str, Any]:
@@ -312,6 +366,10 @@ def _plan_to_dict(plan: Plan) -> dict[str, Any]:
 
 
 def _plan_from_dict(data: dict[str, Any]) -> Plan:
+    for what, values in (("offset of", data["offsets"]), ("arena size of pool", data["arena_sizes"])):
+        for key, value in values.items():
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise ProblemError(f"{what} {key!r} must be an integer, got {value!r}")
     return Plan(
         offsets=dict(data["offsets"]),
         arena_sizes={int(pool): size for pool, size in data["arena_sizes"].items()},

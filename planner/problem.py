@@ -19,7 +19,13 @@ from enum import Enum
 
 from sortedcontainers import SortedList
 
-from memplan.planner.errors import InfeasibleError, InvalidPlanError, ProblemError, UnsupportedProblemError
+from memplan.planner.errors import (
+    InfeasibleError,
+    InvalidPlanError,
+    ProblemError,
+    SolverOptionError,
+    UnsupportedProblemError,
+)
 
 __all__ = [  # the error types are re-exported: most callers know them from here
     "Buffer",
@@ -32,6 +38,7 @@ __all__ = [  # the error types are re-exported: most callers know them from here
     "Problem",
     "ProblemError",
     "SameOffset",
+    "SolverOptionError",
     "UnsupportedProblemError",
     "Violation",
     "ViolationKind",
@@ -43,6 +50,12 @@ __all__ = [  # the error types are re-exported: most callers know them from here
     "lower_bounds",
     "validate",
 ]
+
+
+MAX_COORDINATE = 1 << 62
+"""Largest magnitude of a time, size, offset or alignment, and of the biggest arena a problem can
+need (all sizes stacked): solvers compute in 64-bit integers (CP-SAT, numpy), and sums of such
+values must not wrap."""
 
 
 class BufferKind(str, Enum):
@@ -78,6 +91,10 @@ class Buffer:
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
             raise ProblemError(f"buffer id must be a non-empty string, got {self.id!r}")
+        for name in ("start", "end", "size", "alignment", "offset", "pool"):
+            value = getattr(self, name)
+            if value is not None or name != "offset":
+                object.__setattr__(self, name, _integer(f"buffer {self.id!r}: {name}", value))
         if self.size <= 0:
             raise ProblemError(f"buffer {self.id!r}: size must be positive, got {self.size}")
         if self.end <= self.start:
@@ -103,6 +120,16 @@ class Buffer:
         return self.start < other.end and other.start < self.end
 
 
+def _integer(what: str, value: object) -> int:
+    """`value` as an int if it is one (numpy integers too, not bools or floats) within MAX_COORDINATE."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ProblemError(f"{what} must be an integer, got {value!r}")
+    number = value.__index__()
+    if abs(number) > MAX_COORDINATE:
+        raise ProblemError(f"{what} is {number}, beyond 2^62, more than solvers can represent")
+    return number
+
+
 @dataclass(frozen=True)
 class ContiguousGroup:
     """Members placed at fixed byte offsets inside a parent buffer.
@@ -116,7 +143,14 @@ class ContiguousGroup:
     members: tuple[tuple[str, int], ...]
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "members", tuple((m, int(o)) for m, o in self.members))
+        object.__setattr__(
+            self,
+            "members",
+            tuple(
+                (m, _integer(f"group member {m!r} inside {self.parent!r}: offset", o))
+                for m, o in self.members
+            ),
+        )
 
 
 @dataclass(frozen=True)
@@ -151,11 +185,14 @@ class Problem:
                 raise ProblemError(f"buffer id {buf.id!r} appears twice")
             by_id[buf.id] = buf
         object.__setattr__(self, "_by_id", by_id)
-        if self.capacity is not None and self.capacity <= 0:
-            raise ProblemError(f"capacity must be positive, got {self.capacity}")
+        if self.capacity is not None:
+            object.__setattr__(self, "capacity", _integer("capacity", self.capacity))
+            if self.capacity <= 0:
+                raise ProblemError(f"capacity must be positive, got {self.capacity}")
         object.__setattr__(self, "_parent_of", self._check_groups())
         self._check_nested_alignment()
         self._check_same_offsets()
+        self._check_magnitude()
 
     # -- lookups -----------------------------------------------------------
     def buffer(self, buffer_id: str) -> Buffer:
@@ -265,6 +302,18 @@ class Problem:
                             f"same-offset set {sset.buffers}: {a.id!r} and {b.id!r} are live at the"
                             f" same time in pool {a.pool}, so they cannot share an offset"
                         )
+
+    def _check_magnitude(self) -> None:
+        """The worst arena (every buffer stacked, each padded to its alignment) must fit MAX_COORDINATE."""
+        worst = sum(b.size + b.alignment for b in self.buffers) + max(
+            [b.offset + b.size for b in self.buffers if b.offset is not None], default=0
+        )
+        if worst > MAX_COORDINATE:
+            biggest = sorted(self.buffers, key=lambda b: -b.size)[:3]
+            raise ProblemError(
+                f"the buffers together need up to {worst} bytes, beyond 2^62, more than solvers can"
+                f" represent; the largest: {', '.join(f'{b.id!r} ({b.size})' for b in biggest)}"
+            )
 
     def _known(self, buffer_id: str, role: str) -> Buffer:
         if buffer_id not in self._by_id:

@@ -11,6 +11,7 @@ it (with its fallbacks if asked), and validates the plan once.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -62,6 +63,24 @@ REGISTRY: dict[str, SolverEntry] = {
 }
 
 
+def checked_time_limit(solver: str, time_limit_s: float | None) -> float | None:
+    """`time_limit_s` as a float, or None; NaN, infinities, zero, negatives and non-numbers are refused.
+
+    Checked before any work: a NaN limit would otherwise reach a solver's clock
+    arithmetic and come back as a confusing failure deep inside it.
+    """
+    if time_limit_s is None:
+        return None
+    if isinstance(time_limit_s, bool) or not isinstance(time_limit_s, (int, float)):
+        raise SolverOptionError(f"{solver}: time_limit_s must be a number of seconds, got {time_limit_s!r}")
+    if not (math.isfinite(time_limit_s) and time_limit_s > 0):
+        raise SolverOptionError(
+            f"{solver}: time_limit_s must be a positive, finite number of seconds, got {time_limit_s!r}"
+            " (None: the solver's default)"
+        )
+    return float(time_limit_s)
+
+
 def available() -> list[str]:
     """Names accepted by `solve`."""
     return list(REGISTRY)
@@ -101,6 +120,7 @@ def solve(
     fallbacks' plans when the solver's is not proven optimal (`solvers.fallback`).
     """
     spec = entry(solver)
+    time_limit_s = checked_time_limit(solver, time_limit_s)
     if capacity is not None:
         problem = dataclasses.replace(problem, capacity=capacity)
     if params is None:

@@ -138,7 +138,10 @@ def solve_cpsat(
     its outcome says it is not proven; `proven_optimal` is set only when CP-SAT
     proves optimality or the arena equals the lower bound.
     """
-    limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
+    from memplan.solvers import checked_time_limit
+
+    time_limit_s = checked_time_limit("cpsat", time_limit_s)
+    limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     if params.decompose:
         from memplan.solvers.decompose import solve_in_parts
 

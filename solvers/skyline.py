@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from memplan.planner.problem import Plan, Problem
+from memplan.planner.problem import InfeasibleError, Plan, Problem
 from memplan.solvers.orderings import best_of_orderings, check_names
 from memplan.solvers.units import Unit, units_of
 
@@ -119,7 +119,13 @@ class Skyline:
             return
         ui, uj = self.units[i], self.units[j]
         if ui.fixed is not None and uj.fixed is not None:
-            return  # both pinned: nothing to decide (the validator reports a clash)
+            if ui.fixed < uj.fixed + size_b and uj.fixed < ui.fixed + size_a:
+                raise InfeasibleError(
+                    f"skyline: fixed buffers {list(ui.roots)} at {ui.fixed} and {list(uj.roots)} at"
+                    f" {uj.fixed} share bytes while both live",
+                    ui.roots + uj.roots,
+                )
+            return  # both pinned and apart: nothing to decide
         if uj.fixed is not None:
             self.obstacles[i].append((uj.fixed, uj.fixed + size_b, size_a))
         elif ui.fixed is not None:

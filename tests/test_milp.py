@@ -86,3 +86,101 @@ def test_a_loosened_gap_is_not_reported_as_a_proof(backend: str) -> None:
     loose = solve(problem, "milp", backend=backend, warm_start=False, backend_options={"gapRel": 0.5})
     assert strict.proven_optimal and strict.arena_size == 15  # one buffer under the wall, three above
     assert loose.outcome is Outcome.GAP_LIMIT
+
+
+# -- claims the numerics cannot support (issue 15) ------------------------------------------
+
+PREPROCESSING_REPRODUCER = Problem(
+    (
+        Buffer("b4", 0, 2, 40, alignment=16),
+        Buffer("w0", 0, 1, 11, alignment=4, offset=24),
+        Buffer("w1", 0, 1, 1, alignment=16, offset=64),
+        Buffer("w2", 0, 2, 5, alignment=16, offset=96),
+    )
+)
+WALL_PROBLEM = Problem(
+    tuple(Buffer(f"b{i}", 0, 2, 3) for i in range(4)) + (Buffer("wall", 0, 2, 1, offset=5),)
+)
+"""Best-fit needs 15 bytes, the lower bound is 13: the MILP has work to do."""
+HUGE_REPRODUCER = Problem(
+    (
+        Buffer("b2", 2, 3, 1099511627792, alignment=2),
+        Buffer("b3", 1, 4, 1099511627776, alignment=2),
+        Buffer("b4", 2, 3, 608036),
+        Buffer("b5", 2, 5, 91019, alignment=16),
+    )
+)
+
+
+@pytest.mark.parametrize("options", [{}, {"warm_start": False}, {"decompose": False}])
+def test_cbc_preprocessing_does_not_turn_a_feasible_model_infeasible(options: dict) -> None:
+    plan = solve(PREPROCESSING_REPRODUCER, "milp", backend="cbc", **options)
+    assert plan.arena_size == 152 and plan.proven_optimal  # cpsat and HiGHS prove 152 too
+
+
+@pytest.mark.parametrize("backend", ["cbc", "highs"])
+def test_coordinates_near_2_to_the_40_give_a_plan_but_no_proof(backend: str) -> None:
+    plan = solve(HUGE_REPRODUCER, "milp", backend=backend, time_limit_s=5)
+    assert validate(HUGE_REPRODUCER, plan) == []
+    assert lower_bound(HUGE_REPRODUCER) == 2199023954623  # reachable (cpsat finds it): 624 is not optimal
+    assert plan.arena_size == 2199023954623 or not plan.proven_optimal
+    assert plan.proven_optimal or "not proven" in plan.status
+
+
+def test_an_infeasibility_claim_that_best_fit_disproves_returns_the_plan(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memplan.solvers import milp
+
+    def claims_infeasible(self, solver, seconds):
+        return pulp.LpStatusInfeasible, False, 0
+
+    monkeypatch.setattr(milp._Model, "solve", claims_infeasible)
+    problem = WALL_PROBLEM
+    best_fit = solve(problem, "bestfit")
+    assert best_fit.arena_size > lower_bound(problem)  # so the MILP runs at all
+    for capacity in (None, best_fit.arena_size):
+        plan = solve(problem, "milp", capacity=capacity, warm_start=False)
+        assert plan.outcome is Outcome.SOLVER_FAILED and "disproves" in plan.status
+        assert plan.arena_size == best_fit.arena_size
+
+
+def test_an_infeasibility_claim_beyond_trusted_numbers_is_not_called_a_proof(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memplan.planner.problem import InfeasibleError
+    from memplan.solvers import milp
+
+    monkeypatch.setattr(
+        milp._Model, "solve", lambda self, solver, seconds: (pulp.LpStatusInfeasible, False, 0)
+    )
+    k = 1 << 40  # the wall problem in units of 2^40 bytes, plus one byte that stops the scaling
+    problem = Problem(
+        tuple(Buffer(f"b{i}", 0, 2, 3 * k) for i in range(4))
+        + (Buffer("wall", 0, 2, k, offset=5 * k), Buffer("byte", 0, 2, 1))
+    )
+    capacity = 14 * k  # above the lower bound, below best-fit's plan
+    assert lower_bound(problem) < capacity < solve(problem, "bestfit").arena_size
+    with pytest.raises(InfeasibleError, match="not proven infeasible"):
+        solve(problem, "milp", capacity=capacity)
+
+
+def test_a_solution_that_breaks_the_model_when_rounded_is_not_a_proof(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The solver's optimality claim is checked against its own values in exact integer arithmetic."""
+    from memplan.solvers import milp
+
+    real_solve = milp._Model.solve
+
+    def sloppy(self, solver, seconds):
+        status, proven, objective = real_solve(self, solver, seconds)
+        for z in self.order.values():  # every order flipped: the rounded values break the big-M rows
+            z.varValue = 1 - round(z.varValue)
+        return status, proven, objective
+
+    monkeypatch.setattr(milp._Model, "solve", sloppy)
+    problem = WALL_PROBLEM
+    plan = solve(problem, "milp", warm_start=False, decompose=False)
+    assert validate(problem, plan) == []
+    assert plan.outcome is Outcome.NOT_PROVEN and "exact check" in plan.status
