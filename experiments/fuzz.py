@@ -233,7 +233,7 @@ def run_one(
     outcome = Outcome(label)
     spec = solvers.entry(solver)
     try:
-        spec.check(problem, solvers.REGISTRY.values())
+        spec.check(problem, solvers.alternatives(problem))
         plan = spec.load()(problem, spec.make_params(options), time_limit_s=time_limit_s)
     except InfeasibleError as exc:
         outcome.infeasible = str(exc)

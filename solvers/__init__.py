@@ -155,6 +155,11 @@ def for_memory_map(name: str) -> SolverEntry:
     return banked
 
 
+def alternatives(problem: Problem) -> list[SolverEntry]:
+    """The solvers an error about `problem` may suggest: the bank solvers for a problem with banks."""
+    return [entry(name) for name in BANK_SOLVERS] if problem.banks else list(REGISTRY.values())
+
+
 def prepared(problem: Problem, spec: SolverEntry) -> Problem:
     """What `spec` plans for `problem`: a problem with banks goes to a solver without bank choice
     placed in its banks (possible only when no buffer has a choice)."""
@@ -205,7 +210,7 @@ def solve(
             plan = solve_with_fallback(problem, spec, params, time_limit_s)
         else:
             target = prepared(problem, spec)
-            spec.check(target, REGISTRY.values())
+            spec.check(target, alternatives(target))
             plan = get_solver(solver)(target, params, time_limit_s=time_limit_s)
     except InfeasibleError as err:
         if not planned_exactly(problem) and "not proven" not in str(err):

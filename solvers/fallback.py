@@ -104,14 +104,14 @@ def _run(problem: Problem, entry: SolverEntry, params: Any, time_limit_s: float 
     problem = solvers.prepared(problem, entry)
     fn = solvers.get_solver(entry.name)
     if entry.supports.fixed_offsets:
-        entry.check(problem, solvers.REGISTRY.values())
+        entry.check(problem, solvers.alternatives(problem))
         return fn(problem, params, time_limit_s=time_limit_s)
     split = without_reservations(problem)
     if split is None:
-        entry.check(problem, solvers.REGISTRY.values())
+        entry.check(problem, solvers.alternatives(problem))
         return fn(problem, params, time_limit_s=time_limit_s)
     rest, shift = split
-    entry.check(rest, solvers.REGISTRY.values())
+    entry.check(rest, solvers.alternatives(rest))
     return shifted(problem, fn(rest, params, time_limit_s=time_limit_s), shift)
 
 
