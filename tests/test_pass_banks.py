@@ -20,8 +20,7 @@ from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, get_no
 
 from memplan import PlannerPass
 from memplan.experiments import runtime, zoo
-from memplan.planner.et.pass_ import PlanningError
-from memplan.planner.problem import bank_report, validate
+from memplan.planner.problem import BankCapacityError, bank_report, validate
 
 KIB = 1024
 
@@ -96,7 +95,7 @@ def test_a_pin_set_by_a_custom_pool_pass_stays_in_its_bank() -> None:
 def test_a_map_too_small_names_the_bank_and_the_missing_bytes() -> None:
     model = tiny("chain")
     memory_map = TargetMemoryMap([Bank("sram", 64, 1), Bank("dram", 128, 2)])
-    with pytest.raises(PlanningError, match=r"bank 'dram'.*bytes missing"):
+    with pytest.raises(BankCapacityError, match=r"bank 'dram'.*bytes missing"):
         runtime.lower(model, memory_planning_pass=PlannerPass(solver="bestfit", memory_map=memory_map))
 
 
