@@ -47,7 +47,7 @@ from memplan.planner.problem import (
     traffic_cost,
 )
 from memplan.solvers.banked_greedy import solve_banked_greedy
-from memplan.solvers.bestfit import solve_bestfit
+from memplan.solvers.bestfit import BestfitParams, solve_bestfit
 from memplan.solvers.units import Rect, Unit, units_of
 
 
@@ -310,7 +310,7 @@ def _over_capacity(problem: Problem, pools: dict[str, int], bank: Bank) -> list[
     sub = _bank_problem(problem, pools, bank.pool)
     if sub is None:
         return None
-    plan = solve_bestfit(sub, orderings=REPAIR_ORDERINGS)
+    plan = solve_bestfit(sub, BestfitParams(orderings=REPAIR_ORDERINGS))
     if plan.arena_size <= bank.capacity:
         return None
     return [(b.start, b.end) for b in sub.buffers if plan.offsets[b.id] + b.size > bank.capacity]
