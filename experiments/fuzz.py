@@ -229,12 +229,17 @@ class Report:
 def run_one(
     problem: Problem, label: str, solver: str, options: dict[str, Any], time_limit_s: float
 ) -> Outcome:
-    """Solve with the registered function itself (not `solvers.solve`, which validates) and check."""
+    """Solve with the registered function itself (not `solvers.solve`, which validates) and check.
+
+    What the registry says the solver does not support is refused first, as `solve` would.
+    """
     from memplan import solvers
 
     outcome = Outcome(label)
+    spec = solvers.entry(solver)
     try:
-        plan = solvers.get_solver(solver)(problem, time_limit_s=time_limit_s, **options)
+        spec.check(problem, solvers.alternatives(problem))
+        plan = spec.load()(problem, spec.make_params(options), time_limit_s=time_limit_s)
     except InfeasibleError as exc:
         outcome.infeasible = str(exc)
         return outcome

@@ -28,7 +28,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -66,11 +67,16 @@ PRIORITIES: dict[str, Callable[[_Candidate], tuple]] = {
 }
 
 
+@dataclass(frozen=True)
+class BankedBestfitParams:
+    priorities: tuple[str, ...] = tuple(PRIORITIES)  # the orders buffers claim the fast banks in (PRIORITIES)
+
+
 def solve_banked_bestfit(
     problem: Problem,
+    params: BankedBestfitParams = BankedBestfitParams(),
     *,
     time_limit_s: float | None = None,
-    priorities: Sequence[str] = tuple(PRIORITIES),
 ) -> Plan:
     """The least-traffic plan that fits every bank, over `priorities` and ExecuTorch's placement."""
     began = time.perf_counter()
@@ -78,6 +84,7 @@ def solve_banked_bestfit(
         raise UnsupportedProblemError(
             "banked_bestfit plans across banks, but the problem declares none; use bestfit"
         )
+    priorities = params.priorities
     unknown = [p for p in priorities if p not in PRIORITIES]
     if unknown or not priorities:
         raise UnsupportedProblemError(

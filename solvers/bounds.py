@@ -66,7 +66,8 @@ def check_capacity_reachable(solver: str, capacity: int | None, bounds: dict[int
         if need > capacity:
             raise InfeasibleError(
                 f"{solver}: pool {pool} needs at least {need} bytes (bytes live at its peak with"
-                f" alignment padding, or the end of a fixed buffer), over the capacity {capacity}"
+                f" alignment padding, or the end of a fixed buffer), over the capacity {capacity}",
+                proven=True,
             )
 
 

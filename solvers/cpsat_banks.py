@@ -25,6 +25,7 @@ from ortools.sat.python import cp_model
 from memplan.planner.problem import (
     BankCapacityError,
     InfeasibleError,
+    Outcome,
     Plan,
     Problem,
     align_up,
@@ -92,6 +93,7 @@ def solve_cpsat_banks(
         lower_bound=hint.lower_bound,
         status=f"feasible (banked_bestfit plan; CP-SAT {solver.StatusName(status).lower()} in time)",
         pools=hint.pools,
+        outcome=Outcome.TIME_LIMIT,
     )
 
 
@@ -203,4 +205,5 @@ class _BankModel:
             lower_bound=lower_bound(placed),
             status=("optimal" if proven else "feasible, not proven optimal") + f" (traffic cost {cost:g})",
             pools=chosen,
+            outcome=Outcome.OPTIMAL if proven else Outcome.TIME_LIMIT,
         )

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from ortools.sat.python import cp_model
 
-from memplan.planner.problem import InfeasibleError, Plan, Problem
+from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
 from memplan.solvers.cpsat_model import PlacementModel, arena_limits, with_skyline_order
 from memplan.solvers.cpsat_search import LOWER_BOUND_SHARE, SkylineSettings
@@ -98,8 +98,14 @@ def solve_reproducibly(
                 f"; not reproducible: a search hit its wall-clock cap ({WALL_CAP_FACTOR:g} x its budget)"
             )
         seconds = time.perf_counter() - began
+        if proven:
+            outcome = Outcome.OPTIMAL
+        elif status.startswith("feasible within capacity"):
+            outcome = Outcome.FEASIBLE  # a decision answer
+        else:
+            outcome = Outcome.TIME_LIMIT  # the deterministic budget ran out
         return make_plan(
-            problem, units, offsets, "cpsat", seconds, proven, status + " [reproducible]", lb_total
+            problem, units, offsets, "cpsat", seconds, outcome, status + " [reproducible]", lb_total
         )
 
     if not units:

@@ -20,8 +20,7 @@ from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, get_no
 
 from memplan import PlannerPass
 from memplan.experiments import runtime, zoo
-from memplan.planner.et.pass_ import PlanningError
-from memplan.planner.problem import bank_report, validate
+from memplan.planner.problem import BankCapacityError, bank_report, validate
 
 KIB = 1024
 
@@ -96,7 +95,7 @@ def test_a_pin_set_by_a_custom_pool_pass_stays_in_its_bank() -> None:
 def test_a_map_too_small_names_the_bank_and_the_missing_bytes() -> None:
     model = tiny("chain")
     memory_map = TargetMemoryMap([Bank("sram", 64, 1), Bank("dram", 128, 2)])
-    with pytest.raises(PlanningError, match=r"bank 'dram'.*bytes missing"):
+    with pytest.raises(BankCapacityError, match=r"bank 'dram'.*bytes missing"):
         runtime.lower(model, memory_planning_pass=PlannerPass(solver="bestfit", memory_map=memory_map))
 
 
@@ -127,9 +126,14 @@ def _banked_stock(model: zoo.ZooModel, memory_map: TargetMemoryMap) -> StockReco
 def assert_replica_matches(model: zoo.ZooModel, memory_map: TargetMemoryMap) -> None:
     """banked_greedy under PlannerPass == ExecuTorch's BankedGreedy (and with one bank == greedy)."""
     stock = _banked_stock(model, memory_map)
-    # ExecuTorch's banked pass cannot share state across methods: compare plans without sharing.
+    # The same tensors as stock: no cat fusion, no in-place state; and ExecuTorch's banked pass cannot
+    # share state across methods, so neither do we here.
     planner = PlannerPass(
-        solver="greedy", memory_map=memory_map, cat_fusion=False, share_mutable_buffers=False
+        solver="greedy",
+        memory_map=memory_map,
+        cat_fusion=False,
+        state_in_place=False,
+        share_mutable_buffers=False,
     )
     runtime.lower(model, memory_planning_pass=planner)
     for records, sizes, result in zip(
