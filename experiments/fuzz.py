@@ -7,9 +7,11 @@ A plan is checked here, pair by pair, without the project's validator; a
 claimed proof is checked against the other solvers' plans: a plan marked
 optimal must be the smallest any solver found, and a claim that no plan fits
 the capacity is false when another solver's plan fits. Prints a Markdown table
-per solver: problems tried, plans, invalid plans, false proofs, crashes (any
-exception that is not an `InfeasibleError` or an `UnsupportedProblemError`),
-and the first few failures; `--save` writes each failing problem as JSON.
+per solver: problems tried, plans (and how many claimed optimal), invalid
+plans, false proofs, crashes (any exception that is not an `InfeasibleError`
+or an `UnsupportedProblemError`), and the first few failures; `--save` writes
+each failing problem as JSON. Solvers are called directly, not through
+`solvers.solve` (which validates), so an invalid plan reaches the checker.
 """
 
 from __future__ import annotations
@@ -283,6 +285,7 @@ def fuzz(
                 report.fail(problem, o.label, "invalid", "; ".join(o.faults[:3]))
             else:
                 report.counts[o.label]["plans"] += 1
+                report.counts[o.label]["proven"] += o.plan.proven_optimal
                 if o.plan.arena_size < bound:
                     report.fail(
                         problem, o.label, "invalid", f"arena {o.plan.arena_size} below the bound {bound}"
@@ -294,7 +297,7 @@ def fuzz(
     return report
 
 
-COLUMNS = ("tried", "plans", "no plan", "unsupported", "invalid", "false proof", "crash")
+COLUMNS = ("tried", "plans", "proven", "no plan", "unsupported", "invalid", "false proof", "crash")
 
 
 def table(report: Report) -> str:
