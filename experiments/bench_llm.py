@@ -60,7 +60,7 @@ PHASES = (
     ("memplan.planner.et.pass_", "extract", "extract"),
     ("memplan.planner.et.pass_", "greedy", "stock greedy (comparison)"),
     ("memplan.planner.et.pass_", "plan_with_cat_fusion", "cat fusion analysis + solve"),
-    ("memplan.planner.et.pass_", "choose_plan", "solve"),
+    ("memplan.solvers", "solve", "solve"),
     ("memplan.planner.et.pass_", "apply_plan", "write plan"),
     ("memplan.planner.et.pass_", "insert_calls_to_free", "insert frees"),
     ("memplan.planner.et.pass_", "fuse_cats", "remove fused cats"),

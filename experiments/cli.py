@@ -158,10 +158,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from memplan import solvers
     from memplan.experiments import zoo
     from memplan.experiments.executors import ExecutorUnavailableError
     from memplan.experiments.sweep_grid import SweepConfigError
+    from memplan.planner.errors import SolverOptionError
 
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -172,7 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (
         SweepConfigError,
         zoo.UnknownModelError,
-        solvers.UnknownSolverError,
+        SolverOptionError,
         ExecutorUnavailableError,
     ) as exc:
         _fail(str(exc), USAGE_EXIT)

@@ -64,7 +64,7 @@ def proven(results: Iterable[MethodResult]) -> bool:
 
 
 def plan_solvers(results: Iterable[MethodResult]) -> set[str]:
-    """Names of the solvers whose plans the pass kept (planner.solve_policy may pick a fallback)."""
+    """Names of the solvers whose plans the pass kept (solvers.fallback may pick one)."""
     found: set[str] = set()
     for r in results:
         found |= {r.plan.solver} | plan_solvers(r.submodules.values())
@@ -121,7 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(format_table(rows, solvers))
     kept = [f"{r.model} {s}: {', '.join(sorted(f))}" for r in rows for s, f in r.fallbacks.items() if f]
     if kept:
-        print("* some methods use a fallback plan (planner.solve_policy): " + "; ".join(kept))
+        print("* some methods use a fallback plan (solvers.fallback): " + "; ".join(kept))
     worse = [
         f"{r.model} ({s}: {r.memplan[s]} > stock {r.stock})"
         for r in rows

@@ -25,6 +25,7 @@ from memplan.planner.problem import (
     BufferKind,
     ContiguousGroup,
     Gap,
+    Outcome,
     Plan,
     Problem,
     ProblemError,
@@ -420,6 +421,7 @@ def _plan_to_dict(plan: Plan) -> dict[str, Any]:
         "proven_optimal": plan.proven_optimal,
         "lower_bound": plan.lower_bound,
         "status": plan.status,
+        "outcome": plan.outcome.value if plan.outcome is not None else None,
         "arena_sizes": {str(pool): size for pool, size in plan.arena_sizes.items()},
         "offsets": dict(plan.offsets),
         **({"pools": dict(plan.pools)} if plan.pools else {}),
@@ -439,5 +441,6 @@ def _plan_from_dict(data: dict[str, Any]) -> Plan:
         proven_optimal=data["proven_optimal"],
         lower_bound=data["lower_bound"],
         status=data["status"],
+        outcome=Outcome(data["outcome"]) if data.get("outcome") is not None else None,  # older files: derived
         pools=dict(data.get("pools", {})),
     )

@@ -21,46 +21,45 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
+from memplan.planner.errors import (
+    BankCapacityError,
+    InfeasibleError,
+    InvalidPlanError,
+    ProblemError,
+    SolverOptionError,
+    UnsupportedProblemError,
+)
 
-class ProblemError(ValueError):
-    """A problem is malformed; the message names the buffer or constraint."""
-
-
-class InfeasibleError(ProblemError):
-    """No plan fits the requested capacity.
-
-    `buffers` names the buffers that could not be placed, when the solver can tell.
-    """
-
-    def __init__(self, message: str, buffers: Iterable[str] = ()) -> None:
-        super().__init__(message)
-        self.buffers = tuple(buffers)
-
-
-class BankCapacityError(InfeasibleError):
-    """A bank cannot hold what must go into it (or the banks cannot hold the program).
-
-    `bank` names the bank and `missing` says how many bytes it lacks.
-    """
-
-    def __init__(self, message: str, bank: str, missing: int, buffers: Iterable[str] = ()) -> None:
-        super().__init__(message, buffers)
-        self.bank = bank
-        self.missing = missing
-
-
-class UnsupportedProblemError(ProblemError):
-    """A solver was asked to honour a constraint it cannot honour."""
+__all__ = [  # the error types are re-exported: most callers know them from here
+    "Buffer",
+    "BankCapacityError",
+    "BufferKind",
+    "ContiguousGroup",
+    "InfeasibleError",
+    "InvalidPlanError",
+    "Outcome",
+    "Plan",
+    "Problem",
+    "ProblemError",
+    "SameOffset",
+    "SolverOptionError",
+    "UnsupportedProblemError",
+    "Violation",
+    "ViolationKind",
+    "align_up",
+    "arena_sizes_of",
+    "check_plan",
+    "common_divisor",
+    "lower_bound",
+    "lower_bounds",
+    "validate",
+]
 
 
 MAX_COORDINATE = 1 << 62
 """Largest magnitude of a time, size, offset or alignment, and of the biggest arena a problem can
 need (all sizes stacked): solvers compute in 64-bit integers (CP-SAT, numpy), and sums of such
 values must not wrap."""
-
-
-class SolverOptionError(ValueError):
-    """A solver option is out of range (e.g. a NaN time limit); the message names the option."""
 
 
 class BufferKind(str, Enum):
@@ -545,13 +544,29 @@ class Problem:
         return self._by_id[buffer_id]
 
 
+class Outcome(str, Enum):
+    """How a plan came about: what a caller may conclude from it (`Plan.status` adds the detail)."""
+
+    OPTIMAL = "optimal"  # proven: no plan with a smaller arena exists
+    FEASIBLE = "feasible"  # fits the capacity of a decision run; smaller plans were not looked for
+    TIME_LIMIT = "time_limit"  # an exact search stopped at its time limit: best plan found, not proven
+    GAP_LIMIT = "gap_limit"  # an exact search stopped within the optimality gap the caller allowed
+    NOT_PROVEN = "not_proven"  # an exact search ended without a proof for this plan (e.g. rounding)
+    SOLVER_FAILED = "solver_failed"  # the exact backend failed; the heuristic plan it started from
+    HEURISTIC = "heuristic"  # a heuristic's plan, with no claim of optimality
+
+
 @dataclass(frozen=True)
 class Plan:
     """Offsets for every buffer and the arena each pool needs.
 
-    `proven_optimal` is True only when the solver proved no smaller arena
-    exists (for a capacity/decision run: that the plan is feasible and minimal
-    is not claimed). `lower_bound` is the bound it was compared against.
+    `outcome` says what the plan is (proven optimal, feasible, cut short by a
+    time limit, a heuristic's ...), `status` says it in words with the detail.
+    `proven_optimal` is `outcome is Outcome.OPTIMAL`: True only when the solver
+    proved no smaller arena exists (for a capacity/decision run: that the plan
+    is feasible and minimal is not claimed). Left out, `outcome` follows from
+    `proven_optimal` (OPTIMAL or HEURISTIC). `lower_bound` is the bound it was
+    compared against.
     """
 
     offsets: Mapping[str, int]
@@ -563,6 +578,17 @@ class Plan:
     status: str = ""
     # The bank chosen for each buffer that had a choice (problem with banks); others stay in their pool.
     pools: Mapping[str, int] = field(default_factory=dict)
+    outcome: Outcome | None = None
+
+    def __post_init__(self) -> None:
+        if self.outcome is None:
+            object.__setattr__(self, "outcome", Outcome.OPTIMAL if self.proven_optimal else Outcome.HEURISTIC)
+        elif self.outcome is Outcome.OPTIMAL and not self.proven_optimal:  # a proof withdrawn (replace)
+            object.__setattr__(self, "outcome", Outcome.NOT_PROVEN)
+        elif self.proven_optimal and self.outcome is not Outcome.OPTIMAL:
+            raise ProblemError(
+                f"plan from {self.solver!r}: outcome {self.outcome.value} contradicts proven_optimal=True"
+            )
 
     @property
     def arena_size(self) -> int:
@@ -975,12 +1001,12 @@ def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
 
 
 def check_plan(problem: Problem, plan: Plan) -> None:
-    """Raise `ProblemError` listing the violations if `plan` is not valid."""
+    """Raise `InvalidPlanError` listing the violations if `plan` is not valid."""
     violations = validate(problem, plan)
     if violations:
         shown = "\n  ".join(str(v) for v in violations[:20])
         more = f"\n  ... and {len(violations) - 20} more" if len(violations) > 20 else ""
-        raise ProblemError(f"plan from {plan.solver!r} is invalid:\n  {shown}{more}")
+        raise InvalidPlanError(f"plan from {plan.solver!r} is invalid:\n  {shown}{more}", violations)
 
 
 def align_up(value: int, alignment: int) -> int:

@@ -1,67 +1,110 @@
 """Solvers chosen by name: a `Problem` in, a validated `Plan` out. No torch here.
 
-Each solver is a function `solve_x(problem, *, time_limit_s, **options) -> Plan`
-registered under a name. Modules are imported on first use, so asking for
-`bestfit` never imports OR-Tools or PuLP.
+Each registry entry (`solvers.contract.SolverEntry`) names a function
+`solve_x(problem, params, *, time_limit_s) -> Plan`, its frozen parameter
+dataclass, the problem features it honours and its fallbacks. Modules are
+imported on first use, so asking for `bestfit` never imports OR-Tools or PuLP.
+`solve` is the one way in: it refuses what the solver does not support, runs
+it (with its fallbacks if asked), and validates the plan once.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import math
 from collections.abc import Callable
 from typing import Any
 
-from memplan.planner.problem import (
+from memplan.planner.errors import (
     BankCapacityError,
-    InfeasibleError,
-    Plan,
-    Problem,
-    ProblemError,
     SolverOptionError,
+    UnknownSolverError,
     UnsupportedProblemError,
-    check_plan,
-    lower_bound,
-    place_in_banks,
 )
+from memplan.planner.problem import InfeasibleError, Plan, Problem, check_plan, lower_bound, place_in_banks
+from memplan.solvers.contract import Capabilities, SolverEntry
 from memplan.solvers.units import planned_exactly
 
-# name -> "module:function"; the order is the order `available()` lists them in.
-_REGISTRY: dict[str, str] = {
-    "greedy": "memplan.solvers.greedy:solve_greedy",
-    "bestfit": "memplan.solvers.bestfit:solve_bestfit",
-    "skyline": "memplan.solvers.skyline:solve_skyline",
-    "cpsat": "memplan.solvers.cpsat:solve_cpsat",
-    "milp": "memplan.solvers.milp:solve_milp",
+DEFAULT_SOLVER = "cpsat"
+"""What `PlannerPass` and `memplan plan` run when not told (CP-SAT, starting from best-fit's plan)."""
+
+DEFAULT_TIME_LIMIT_S = 5.0
+"""Seconds per method for `PlannerPass`, `memplan plan` and sweeps when not told."""
+
+_PLACEMENT = Capabilities(fixed_offsets=True, groups=True, same_offsets=True, capacity=False)
+_EXACT = Capabilities(fixed_offsets=True, groups=True, same_offsets=True, capacity=True)
+
+# The order is the order `available()` lists them in.
+REGISTRY: dict[str, SolverEntry] = {
+    entry.name: entry
+    for entry in (
+        SolverEntry(
+            "greedy",
+            "memplan.solvers.greedy:solve_greedy",
+            "memplan.solvers.greedy:GreedyParams",
+            Capabilities(fixed_offsets=False, groups=True, same_offsets=False, capacity=False),
+            banked="banked_greedy",
+            reproducible="deterministic",
+        ),
+        SolverEntry(
+            "bestfit",
+            "memplan.solvers.bestfit:solve_bestfit",
+            "memplan.solvers.bestfit:BestfitParams",
+            _PLACEMENT,
+            fallback=("greedy",),
+            banked="banked_bestfit",
+            reproducible="untimed",
+        ),
+        SolverEntry(
+            "skyline",
+            "memplan.solvers.skyline:solve_skyline",
+            "memplan.solvers.skyline:SkylineParams",
+            _PLACEMENT,
+            reproducible="untimed",
+        ),
+        SolverEntry(
+            "cpsat",
+            "memplan.solvers.cpsat:solve_cpsat",
+            "memplan.solvers.cpsat:CpsatParams",
+            dataclasses.replace(_EXACT, banks=True),
+            fallback=("bestfit", "greedy"),
+            bank_fallback=("banked_bestfit",),
+            reproducible="option",
+        ),
+        SolverEntry(
+            "milp",
+            "memplan.solvers.milp:solve_milp",
+            "memplan.solvers.milp:MilpParams",
+            _EXACT,
+            fallback=("bestfit", "greedy"),
+        ),
+    )
 }
 
 # Solvers for problems with banks only (a memory map); `available(banks=True)` lists them.
-_BANK_ONLY: dict[str, str] = {
-    "banked_greedy": "memplan.solvers.banked_greedy:solve_banked_greedy",
-    "banked_bestfit": "memplan.solvers.banked_bestfit:solve_banked_bestfit",
+BANK_ONLY: dict[str, SolverEntry] = {
+    entry.name: entry
+    for entry in (
+        SolverEntry(
+            "banked_greedy",
+            "memplan.solvers.banked_greedy:solve_banked_greedy",
+            "memplan.solvers.banked_greedy:BankedGreedyParams",
+            Capabilities(fixed_offsets=True, groups=True, same_offsets=False, capacity=False, banks=True),
+            reproducible="deterministic",
+        ),
+        SolverEntry(
+            "banked_bestfit",
+            "memplan.solvers.banked_bestfit:solve_banked_bestfit",
+            "memplan.solvers.banked_bestfit:BankedBestfitParams",
+            dataclasses.replace(_PLACEMENT, banks=True),
+            reproducible="untimed",
+        ),
+    )
 }
 
 # Solvers that choose a bank for each buffer themselves. The others plan a problem with banks
 # only when no buffer has a choice (every buffer in its pool, capacities checked afterwards).
-BANK_SOLVERS: tuple[str, ...] = ("banked_greedy", "banked_bestfit", "cpsat")
-
-
-# How each solver is made reproducible (same problem and options -> same plan):
-# "deterministic": it is already; "untimed": it runs every ordering, without a time cut;
-# "option": it takes reproducible=True (a deterministic-time budget). Absent: it cannot be.
-_REPRODUCIBLE: dict[str, str] = {
-    "greedy": "deterministic",
-    "bestfit": "untimed",
-    "skyline": "untimed",
-    "cpsat": "option",
-    "banked_greedy": "deterministic",
-    "banked_bestfit": "untimed",
-}
-
-
-class UnknownSolverError(ProblemError):
-    """The solver name is not registered."""
+BANK_SOLVERS: tuple[str, ...] = tuple(name for name, e in (BANK_ONLY | REGISTRY).items() if e.supports.banks)
 
 
 def checked_time_limit(solver: str, time_limit_s: float | None) -> float | None:
@@ -82,22 +125,63 @@ def checked_time_limit(solver: str, time_limit_s: float | None) -> float | None:
     return float(time_limit_s)
 
 
+def _reproducible() -> list[str]:
+    return [name for name, e in (REGISTRY | BANK_ONLY).items() if e.reproducible]
+
+
 def available(banks: bool = False) -> list[str]:
     """Names accepted by `solve`; with `banks`, the solvers that choose banks (for memory maps)."""
-    return list(BANK_SOLVERS) if banks else list(_REGISTRY)
+    return list(BANK_SOLVERS) if banks else list(REGISTRY)
+
+
+def entry(name: str) -> SolverEntry:
+    """The registry entry of `name`; an unknown name raises `UnknownSolverError` listing the valid ones."""
+    found = REGISTRY.get(name) or BANK_ONLY.get(name)
+    if found is None:
+        raise UnknownSolverError(
+            f"unknown solver {name!r}; choose one of: {', '.join(available())}"
+            f" (for memory maps also {', '.join(BANK_ONLY)})"
+        )
+    return found
 
 
 def get_solver(name: str) -> Callable[..., Plan]:
     """The solve function registered under `name`."""
-    try:
-        target = _REGISTRY.get(name) or _BANK_ONLY[name]
-    except KeyError:
-        raise UnknownSolverError(
-            f"unknown solver {name!r}; choose one of: {', '.join(available())}"
-            f" (for memory maps also {', '.join(_BANK_ONLY)})"
-        ) from None
-    module_name, func_name = target.split(":")
-    return getattr(importlib.import_module(module_name), func_name)
+    return entry(name).load()
+
+
+def for_memory_map(name: str) -> SolverEntry:
+    """The solver that plans for `name` under a memory map: itself or its banked counterpart;
+    `UnsupportedProblemError` if neither chooses banks."""
+    spec = entry(name)
+    banked = entry(spec.banked) if spec.banked else spec
+    if not banked.supports.banks:
+        choices = ", ".join(n for n in BANK_SOLVERS)
+        raise UnsupportedProblemError(
+            f"{name} cannot plan across the banks of a memory map; use one of {choices}"
+            " (greedy and bestfit stand for banked_greedy and banked_bestfit)",
+            "banks",
+        )
+    return banked
+
+
+def alternatives(problem: Problem) -> list[SolverEntry]:
+    """The solvers an error about `problem` may suggest: the bank solvers for a problem with banks."""
+    return [entry(name) for name in BANK_SOLVERS] if problem.banks else list(REGISTRY.values())
+
+
+def prepared(problem: Problem, spec: SolverEntry) -> Problem:
+    """What `spec` plans for `problem`: a problem with banks goes to a solver without bank choice
+    placed in its banks (possible only when no buffer has a choice)."""
+    if not problem.banks or spec.supports.banks:
+        return problem
+    if problem.has_bank_choice:
+        raise UnsupportedProblemError(
+            f"{spec.name} cannot choose banks, but buffers of this problem may go to several;"
+            f" use one of {', '.join(sorted(BANK_SOLVERS))}",
+            "banks",
+        )
+    return place_in_banks(problem, {})
 
 
 def solve(
@@ -106,54 +190,62 @@ def solve(
     time_limit_s: float | None = None,
     capacity: int | None = None,
     reproducible: bool = False,
+    *,
+    fallback: bool = False,
+    params: Any = None,
     **options: Any,
 ) -> Plan:
     """Plan `problem` with the named solver and return a plan that passes `validate`.
 
-    `capacity` (bytes per pool) turns the run into a decision problem: the plan
-    must fit, or `InfeasibleError` is raised. A problem with banks must fit
-    every bank, or `BankCapacityError` names the bank and the missing bytes;
-    solvers outside `BANK_SOLVERS` plan it only if no buffer has a bank choice.
+    Options are the fields of the solver's parameter dataclass (or pass
+    `params`, an instance of it). `capacity` (bytes per pool) turns the run
+    into a decision problem: the plan must fit, or `InfeasibleError` is
+    raised. A problem with banks must fit every bank, or `BankCapacityError`
+    names the bank and the missing bytes; solvers outside `BANK_SOLVERS` plan
+    it only if no buffer has a bank choice. `fallback=True` keeps the smallest
+    of the solver's plan and its fallbacks' plans when the solver's is not
+    proven optimal (`solvers.fallback`).
     `reproducible` asks for the same plan on every run of the same input and
-    options, whatever the machine's load: heuristics then run every ordering,
-    cpsat spends its time limit as deterministic time; milp (CBC and HiGHS
-    have only wall-clock limits) refuses.
+    options, whatever the machine's load (`SolverEntry.reproducible` says how
+    each solver gets there; milp, with only wall-clock limits, refuses).
     """
-    fn = get_solver(solver)
+    spec = entry(solver)
     time_limit_s = checked_time_limit(solver, time_limit_s)
-    if reproducible:
-        how = _REPRODUCIBLE.get(solver)
-        if how is None:
-            raise SolverOptionError(
-                f"{solver}: no reproducible mode (its time limit is wall-clock time, so what it finds"
-                f" depends on the machine's load); reproducible solvers: {', '.join(_REPRODUCIBLE)}"
-            )
-        if how == "untimed":
-            time_limit_s = None
-        elif how == "option":
-            options["reproducible"] = True
     if capacity is not None:
         problem = dataclasses.replace(problem, capacity=capacity)
-    target = problem
-    if problem.banks and solver not in BANK_SOLVERS:
-        if problem.has_bank_choice:
-            raise UnsupportedProblemError(
-                f"{solver} cannot choose banks, but buffers of this problem may go to several;"
-                f" use one of {', '.join(sorted(BANK_SOLVERS))}"
+    if params is None:
+        params = spec.make_params(options)
+    elif options:
+        raise SolverOptionError(f"{solver}: give either params or options {sorted(options)}, not both")
+    if reproducible:
+        if not spec.reproducible:
+            raise SolverOptionError(
+                f"{solver}: no reproducible mode (its time limit is wall-clock time, so what it finds"
+                f" depends on the machine's load); reproducible solvers: {', '.join(_reproducible())}"
             )
-        target = place_in_banks(problem, {})
+        if spec.reproducible == "untimed":
+            time_limit_s = None
+        elif spec.reproducible == "option":
+            params = dataclasses.replace(params, reproducible=True)
     try:
-        plan = fn(target, time_limit_s=time_limit_s, **options)
+        if fallback:
+            from memplan.solvers.fallback import solve_with_fallback
+
+            plan = solve_with_fallback(problem, spec, params, time_limit_s)
+        else:
+            target = prepared(problem, spec)
+            spec.check(target, alternatives(target))
+            plan = get_solver(solver)(target, params, time_limit_s=time_limit_s)
     except InfeasibleError as err:
-        if planned_exactly(problem) or "not proven" in str(err):
-            raise
-        raise InfeasibleError(
-            f"{err} (not proven infeasible: gaps whose window starts above the offset were planned"
-            " with the bytes below the window in use)",
-            err.buffers,
-        ) from None
+        if not planned_exactly(problem) and "not proven" not in str(err):
+            err.proven = False
+            err.add_note(
+                "not proven infeasible: gaps whose window starts above the offset were planned"
+                " with the bytes below the window in use"
+            )
+        raise
     placed = place_in_banks(problem, plan.pools)
-    _check_banks_fit(solver, placed, plan)
+    check_banks_fit(solver, placed, plan)
     if plan.proven_optimal and plan.arena_size > lower_bound(placed) and not planned_exactly(problem):
         plan = dataclasses.replace(
             plan,
@@ -161,25 +253,29 @@ def solve(
             status=f"not proven: gaps whose window starts above the offset were planned with the bytes"
             f" below the window in use ({plan.status})",
         )
-    if problem.capacity is not None:
-        over = {p: s for p, s in plan.arena_sizes.items() if s > problem.capacity}
-        if over:
-            top = sorted(
-                b.id
-                for b in placed.buffers
-                if b.pool in over and plan.offsets[b.id] + b.size > problem.capacity
-            )
-            raise InfeasibleError(
-                f"{solver}: no plan within capacity {problem.capacity} found (best needs"
-                f" {max(over.values())} bytes); buffers above the capacity: {', '.join(top[:10])}"
-                + (" ..." if len(top) > 10 else ""),
-                top,
-            )
+    _check_capacity(placed, plan, solver)
     check_plan(problem, plan)
     return plan
 
 
-def _check_banks_fit(solver: str, placed: Problem, plan: Plan) -> None:
+def _check_capacity(problem: Problem, plan: Plan, solver: str) -> None:
+    """Raise `InfeasibleError` naming the buffers above the capacity, if the plan does not fit."""
+    if problem.capacity is None:
+        return
+    over = {p: s for p, s in plan.arena_sizes.items() if s > problem.capacity}
+    if over:
+        top = sorted(
+            b.id for b in problem.buffers if b.pool in over and plan.offsets[b.id] + b.size > problem.capacity
+        )
+        raise InfeasibleError(
+            f"{solver}: no plan within capacity {problem.capacity} found (best needs"
+            f" {max(over.values())} bytes); buffers above the capacity: {', '.join(top[:10])}"
+            + (" ..." if len(top) > 10 else ""),
+            top,
+        )
+
+
+def check_banks_fit(solver: str, placed: Problem, plan: Plan) -> None:
     """Raise `BankCapacityError` for the first bank the plan overfills."""
     for bank in placed.banks:
         need = plan.arena_sizes.get(bank.pool, 0)

@@ -28,7 +28,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -45,8 +46,9 @@ from memplan.planner.problem import (
     place_in_banks,
     traffic_cost,
 )
-from memplan.solvers.bestfit import solve_bestfit
-from memplan.solvers.units import Unit, units_of
+from memplan.solvers.banked_greedy import solve_banked_greedy
+from memplan.solvers.bestfit import BestfitParams, solve_bestfit
+from memplan.solvers.units import Rect, Unit, units_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,11 +68,20 @@ PRIORITIES: dict[str, Callable[[_Candidate], tuple]] = {
 }
 
 
+# Best-fit orderings tried while repairing a bank's choice (the final packing tries all of them).
+REPAIR_ORDERINGS = ("size", "area")
+
+
+@dataclass(frozen=True)
+class BankedBestfitParams:
+    priorities: tuple[str, ...] = tuple(PRIORITIES)  # the orders buffers claim the fast banks in (PRIORITIES)
+
+
 def solve_banked_bestfit(
     problem: Problem,
+    params: BankedBestfitParams = BankedBestfitParams(),
     *,
     time_limit_s: float | None = None,
-    priorities: Sequence[str] = tuple(PRIORITIES),
 ) -> Plan:
     """The least-traffic plan that fits every bank, over `priorities` and ExecuTorch's placement."""
     began = time.perf_counter()
@@ -78,6 +89,7 @@ def solve_banked_bestfit(
         raise UnsupportedProblemError(
             "banked_bestfit plans across banks, but the problem declares none; use bestfit"
         )
+    priorities = params.priorities
     unknown = [p for p in priorities if p not in PRIORITIES]
     if unknown or not priorities:
         raise UnsupportedProblemError(
@@ -94,8 +106,6 @@ def solve_banked_bestfit(
         pools = _sliced(problem, candidates)
         attempts.append(("slice", *_packed(problem, pools, "heuristic (slices of one best-fit arena)")))
     try:
-        from memplan.solvers.banked_greedy import solve_banked_greedy
-
         attempts.append(("banked_greedy", solve_banked_greedy(problem), None))
     except (InfeasibleError, UnsupportedProblemError):
         pass
@@ -291,7 +301,7 @@ def _sliced(problem: Problem, candidates: list[_Candidate]) -> dict[str, int]:
     return pools
 
 
-def _lives_with(rect, spans: list[tuple[int, int]]) -> bool:
+def _lives_with(rect: Rect, spans: list[tuple[int, int]]) -> bool:
     return any(rect.start < end and start < rect.end for start, end in spans)
 
 
@@ -300,7 +310,7 @@ def _over_capacity(problem: Problem, pools: dict[str, int], bank: Bank) -> list[
     sub = _bank_problem(problem, pools, bank.pool)
     if sub is None:
         return None
-    plan = solve_bestfit(sub)
+    plan = solve_bestfit(sub, BestfitParams(orderings=REPAIR_ORDERINGS))
     if plan.arena_size <= bank.capacity:
         return None
     return [(b.start, b.end) for b in sub.buffers if plan.offsets[b.id] + b.size > bank.capacity]

@@ -62,8 +62,15 @@ class _Object:
         )
 
 
+@dataclass(frozen=True)
+class BankedGreedyParams:
+    allow_overlapping_allocations: bool = (
+        True  # reuse a shared object whenever lifetimes allow (ExecuTorch's)
+    )
+
+
 def solve_banked_greedy(
-    problem: Problem, *, time_limit_s: float | None = None, allow_overlapping_allocations: bool = True
+    problem: Problem, params: BankedGreedyParams = BankedGreedyParams(), *, time_limit_s: float | None = None
 ) -> Plan:
     """Plan like ExecuTorch's `BankedGreedy` over the problem's banks (its `TargetMemoryMap`)."""
     del time_limit_s  # one deterministic pass
@@ -98,9 +105,9 @@ def solve_banked_greedy(
     placed: dict[str, tuple[int, _Object, int]] = {}  # root -> pool, object, offset inside it
 
     for buf in _packing_order([b for b in roots if not b.banks]):
-        _place_pin(problem, buf, objects, used, placed, allow_overlapping_allocations)
+        _place_pin(problem, buf, objects, used, placed, params.allow_overlapping_allocations)
     for buf in _packing_order([b for b in roots if b.banks]):
-        _place_free(problem, buf, objects, used, placed, allow_overlapping_allocations)
+        _place_free(problem, buf, objects, used, placed, params.allow_overlapping_allocations)
 
     for pool, objs in objects.items():
         base = problem.buffer(reserved[pool]).size if pool in reserved else 0

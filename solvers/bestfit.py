@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
@@ -50,19 +51,25 @@ ORDERINGS: dict[str, Callable[[UnitStats], tuple]] = {
 }
 
 
+@dataclass(frozen=True)
+class BestfitParams:
+    orderings: tuple[str, ...] = tuple(ORDERINGS)  # the placement orders tried (names from ORDERINGS)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "orderings", tuple(self.orderings))
+        check_names("bestfit", self.orderings, ORDERINGS)
+
+
 def solve_bestfit(
-    problem: Problem,
-    *,
-    time_limit_s: float | None = None,
-    orderings: Sequence[str] = tuple(ORDERINGS),
+    problem: Problem, params: BestfitParams = BestfitParams(), *, time_limit_s: float | None = None
 ) -> Plan:
-    """Best-fit under each of `orderings` (names from `ORDERINGS`); keep the smallest arena.
+    """Best-fit under each of `params.orderings`; keep the smallest arena.
 
     Stops early when an ordering reaches the lower bound. With `time_limit_s`,
     no new ordering starts once the time is up (the first always runs).
     """
     began = time.perf_counter()
-    check_names("bestfit", orderings, ORDERINGS)
+    orderings = params.orderings
     units = units_of(problem)
     placer = _Placer(units)
     degrees = placer.conflict_degrees() if "conflicts" in orderings else [0] * len(units)
@@ -154,6 +161,7 @@ class _Placer:
                     f"fixed buffers {list(unit.roots)} at {unit.fixed} overlap another fixed"
                     " buffer that lives at the same time",
                     unit.roots,
+                    proven=True,
                 )
             self._put(unit, unit.fixed, offsets)
         live, floor, arena = self.live, self.floor, self.arena

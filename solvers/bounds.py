@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from memplan.planner.problem import InfeasibleError, Problem, common_divisor, lower_bounds
-from memplan.solvers.units import Unit
+from memplan.solvers.units import Unit, planned_exactly
 
 
 def aligned_lower_bounds(units: Sequence[Unit]) -> dict[int, int]:
@@ -47,7 +47,13 @@ def aligned_lower_bounds(units: Sequence[Unit]) -> dict[int, int]:
 
 
 def pool_bounds(problem: Problem, units: Sequence[Unit]) -> dict[int, int]:
-    """Per pool: the larger of the plain and the alignment-padded lower bound."""
+    """Per pool: the larger of the plain and the alignment-padded lower bound.
+
+    The padded one is computed from the units' rectangles, which claim more bytes
+    than a gap window above the offset uses: then only the plain bound holds.
+    """
+    if not planned_exactly(problem):
+        return lower_bounds(problem)
     aligned = aligned_lower_bounds(units)
     return {pool: max(lb, aligned.get(pool, 0)) for pool, lb in lower_bounds(problem).items()}
 
@@ -60,7 +66,8 @@ def check_capacity_reachable(solver: str, capacity: int | None, bounds: dict[int
         if need > capacity:
             raise InfeasibleError(
                 f"{solver}: pool {pool} needs at least {need} bytes (bytes live at its peak with"
-                f" alignment padding, or the end of a fixed buffer), over the capacity {capacity}"
+                f" alignment padding, or the end of a fixed buffer), over the capacity {capacity}",
+                proven=True,
             )
 
 

@@ -39,13 +39,17 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from memplan.planner.problem import InfeasibleError, Plan, Problem
+from memplan.planner.errors import SolverFailure, SolverOptionError
+from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem
+from memplan.solvers.bestfit import solve_bestfit
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
 from memplan.solvers.cpsat_model import SKYLINE_ORDERS, PlacementModel, arena_limits
 from memplan.solvers.cpsat_search import LADDER, Probes, SkylineSettings, decide, new_solver
+from memplan.solvers.skyline import solve_skyline
 from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of, within_capacity
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -80,30 +84,60 @@ FINISH_SECONDS_PER_UNIT = 1e-5
 """Time kept back per unit for building and validating the plan after the search (1 s at 100,000)."""
 
 
+@dataclass(frozen=True)
+class CpsatParams:
+    """The techniques of `solve_cpsat`, each switchable so a benchmark can show what it adds."""
+
+    num_workers: int = DEFAULT_WORKERS  # workers of CP-SAT's default search
+    warm_start: bool = (
+        True  # the heuristic plan is a hint and an upper bound; at the lower bound it is returned
+    )
+    cumulative: bool = True  # a redundant Cumulative per pool (bytes live at once <= the arena)
+    symmetry: bool = True  # identical free units that live together are ordered by offset
+    decompose: bool = True  # independent parts (solvers.decompose) are solved one by one
+    search: str = "auto"  # "auto", "skyline" (the portfolio and probes only) or "default" (CP-SAT's own)
+    skyline_orders: tuple[str, ...] = PORTFOLIO  # tie-break orders run side by side by the skyline portfolio
+    skyline_heuristic: bool = (
+        True  # the heuristic plan is the better of best-fit and skyline (False: best-fit)
+    )
+    ladder: tuple[tuple[str, float], ...] = LADDER  # the rungs of the minimising probes (cpsat_search.LADDER)
+    skyline_presolve: bool | None = None  # CP-SAT presolves before each skyline search (None: by size)
+    minimise: bool | None = None  # minimise the arena (None: without a capacity only)
+    log: bool = False  # CP-SAT's search log on stdout
+    reproducible: bool = False  # deterministic time budget, no races: same input, same plan
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "skyline_orders", tuple(self.skyline_orders))
+        object.__setattr__(self, "ladder", tuple(tuple(r) for r in self.ladder))
+        if self.num_workers < 1:
+            raise SolverOptionError(f"cpsat: num_workers must be >= 1, got {self.num_workers}")
+        if self.search not in SEARCHES:
+            raise SolverOptionError(
+                f"cpsat: unknown search {self.search!r}; choose one of: {', '.join(SEARCHES)}"
+            )
+        unknown = [o for o in self.skyline_orders if o not in SKYLINE_ORDERS]
+        if unknown or not self.skyline_orders:
+            raise SolverOptionError(
+                f"cpsat: unknown skyline orders {unknown}; choose from {', '.join(SKYLINE_ORDERS)}"
+            )
+        bad_rungs = [
+            r for r in self.ladder if len(r) != 2 or r[0] not in ("between", "below") or not 0 <= r[1] < 1
+        ]
+        if bad_rungs or not self.ladder:
+            raise SolverOptionError(
+                f"cpsat: bad ladder rungs {bad_rungs}; each is ('between' or 'below', fraction in [0, 1))"
+            )
+
+
 def solve_cpsat(
-    problem: Problem,
-    *,
-    time_limit_s: float | None = None,
-    num_workers: int = DEFAULT_WORKERS,
-    warm_start: bool = True,
-    cumulative: bool = True,
-    symmetry: bool = True,
-    decompose: bool = True,
-    search: str = "auto",
-    skyline_orders: Sequence[str] = PORTFOLIO,
-    skyline_heuristic: bool = True,
-    ladder: Sequence[tuple[str, float]] = LADDER,
-    skyline_presolve: bool | None = None,
-    minimise: bool | None = None,
-    log: bool = False,
-    reproducible: bool = False,
+    problem: Problem, params: CpsatParams = CpsatParams(), *, time_limit_s: float | None = None
 ) -> Plan:
     """Minimise the summed arena, or find a plan within `problem.capacity`.
 
-    `minimise` defaults to True without a capacity and False with one. On a
+    `params.minimise` defaults to True without a capacity and False with one. On a
     time-out the best plan found is returned (never worse than the heuristic's) and
-    `status` says it is not proven; `proven_optimal` is set only when CP-SAT
-    proves optimality or the arena equals the lower bound. `reproducible`
+    its outcome says it is not proven; `proven_optimal` is set only when CP-SAT
+    proves optimality or the arena equals the lower bound. `params.reproducible`
     makes the time limit a deterministic-time budget and the search free of
     races, so the same input gives the same plan (solvers.cpsat_reproducible).
     """
@@ -114,68 +148,49 @@ def solve_cpsat(
         from memplan.solvers.cpsat_banks import solve_cpsat_banks
 
         return solve_cpsat_banks(
-            problem, time_limit_s=time_limit_s, num_workers=num_workers, log=log, reproducible=reproducible
+            problem,
+            time_limit_s=time_limit_s,
+            num_workers=params.num_workers,
+            log=params.log,
+            reproducible=params.reproducible,
         )
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
-    if num_workers < 1:
-        raise ValueError(f"cpsat: num_workers must be >= 1, got {num_workers}")
-    if search not in SEARCHES:
-        raise ValueError(f"cpsat: unknown search {search!r}; choose one of: {', '.join(SEARCHES)}")
-    unknown = [o for o in skyline_orders if o not in SKYLINE_ORDERS]
-    if unknown or not skyline_orders:
-        raise ValueError(f"cpsat: unknown skyline orders {unknown}; choose from {', '.join(SKYLINE_ORDERS)}")
-    bad_rungs = [r for r in ladder if len(r) != 2 or r[0] not in ("between", "below") or not 0 <= r[1] < 1]
-    if bad_rungs or not ladder:
-        raise ValueError(
-            f"cpsat: bad ladder rungs {bad_rungs}; each is ('between' or 'below', fraction in [0, 1))"
-        )
-    settings = dict(
-        num_workers=num_workers,
-        warm_start=warm_start,
-        cumulative=cumulative,
-        symmetry=symmetry,
-        search=search,
-        skyline=SkylineSettings(tuple(skyline_orders), skyline_presolve, log),
-        skyline_heuristic=skyline_heuristic,
-        ladder=tuple(ladder),
-        minimise=minimise,
-        log=log,
-    )
-    solve_part = _solve
-    if reproducible:
+
+    def solve_part(part: Problem, seconds: float) -> Plan:
+        if not params.reproducible:
+            return _solve(part, seconds, params)
         from memplan.solvers.cpsat_reproducible import solve_reproducibly
 
-        solve_part = solve_reproducibly
-        for unused in ("skyline_heuristic", "ladder"):
-            del settings[unused]
-    if decompose:
+        return solve_reproducibly(
+            part,
+            seconds,
+            num_workers=params.num_workers,
+            warm_start=params.warm_start,
+            cumulative=params.cumulative,
+            symmetry=params.symmetry,
+            search=params.search,
+            skyline=SkylineSettings(params.skyline_orders, params.skyline_presolve, params.log),
+            minimise=params.minimise,
+            log=params.log,
+        )
+
+    if params.decompose:
         from memplan.solvers.decompose import solve_in_parts
 
         return solve_in_parts(
-            problem,
-            lambda part, seconds: solve_part(part, seconds, **settings),
-            time_limit_s=limit,
-            solver="cpsat",
-            fixed_shares=reproducible,
+            problem, solve_part, time_limit_s=limit, solver="cpsat", fixed_shares=params.reproducible
         )
-    return solve_part(problem, limit, **settings)
+    return solve_part(problem, limit)
 
 
-def _solve(
-    problem: Problem,
-    limit: float,
-    *,
-    num_workers: int,
-    warm_start: bool,
-    cumulative: bool,
-    symmetry: bool,
-    search: str,
-    skyline: SkylineSettings,
-    skyline_heuristic: bool,
-    ladder: tuple[tuple[str, float], ...],
-    minimise: bool | None,
-    log: bool,
-) -> Plan:
+def _solve(problem: Problem, limit: float, params: CpsatParams) -> Plan:
+    skyline = SkylineSettings(params.skyline_orders, params.skyline_presolve, params.log)
+    search, ladder, num_workers, warm_start = (
+        params.search,
+        params.ladder,
+        params.num_workers,
+        params.warm_start,
+    )
     began = time.perf_counter()
     deadline = began + limit
     units = units_of(problem)
@@ -185,23 +200,27 @@ def _solve(
     bounds = pool_bounds(problem, units)
     lb_total = sum(bounds.values())
     capacity = problem.capacity
-    minimise = capacity is None if minimise is None else minimise
+    minimise = capacity is None if params.minimise is None else params.minimise
     check_capacity_reachable("cpsat", capacity, bounds)
 
-    def finish(offsets: Sequence[int], proven: bool, status: str) -> Plan:
+    def finish(offsets: Sequence[int], outcome: Outcome, status: str) -> Plan:
         return make_plan(
-            problem, units, offsets, "cpsat", time.perf_counter() - began, proven, status, lb_total
+            problem, units, offsets, "cpsat", time.perf_counter() - began, outcome, status, lb_total
         )
 
     if not units:
-        return finish([], True, "optimal: nothing to place")
-    heuristic = _heuristic_offsets(problem, units, limit * HEURISTIC_SHARE if skyline_heuristic else None)
+        return finish([], Outcome.OPTIMAL, "optimal: nothing to place")
+    heuristic = _heuristic_offsets(
+        problem, units, limit * HEURISTIC_SHARE if params.skyline_heuristic else None
+    )
     fits = within_capacity(units, heuristic, capacity)
     if warm_start and fits:
         if sum(arena_of(units, heuristic).values()) == lb_total:
-            return finish(heuristic, True, "optimal: heuristic equals lower bound")
+            return finish(heuristic, Outcome.OPTIMAL, "optimal: heuristic equals lower bound")
         if not minimise:
-            return finish(heuristic, False, f"feasible within capacity {capacity} (heuristic plan)")
+            return finish(
+                heuristic, Outcome.FEASIBLE, f"feasible within capacity {capacity} (heuristic plan)"
+            )
 
     if deadline - time.perf_counter() < BUILD_SECONDS_PER_UNIT * len(units):
         if not fits:
@@ -211,13 +230,13 @@ def _solve(
             )
         return finish(
             heuristic,
-            False,
+            Outcome.TIME_LIMIT,
             f"not proven: the heuristics used up the time limit {limit:.3g}s; heuristic plan",
         )
 
     def build(limits: dict[int, int], objective: bool) -> PlacementModel:
         return PlacementModel(
-            units, bounds, limits, cumulative=cumulative, symmetry=symmetry, minimise=objective
+            units, bounds, limits, cumulative=params.cumulative, symmetry=params.symmetry, minimise=objective
         )
 
     known = heuristic if (warm_start and fits) else None
@@ -227,19 +246,24 @@ def _solve(
         if outcome.infeasible:
             raise InfeasibleError(
                 f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
-                f" (lower bound per pool: {bounds})"
+                f" (lower bound per pool: {bounds})",
+                proven=True,
             )
         if outcome.offsets is None:
             if fits:
-                return finish(heuristic, False, f"feasible within capacity {capacity} (heuristic plan)")
+                return finish(
+                    heuristic, Outcome.FEASIBLE, f"feasible within capacity {capacity} (heuristic plan)"
+                )
             raise InfeasibleError(
                 f"cpsat: no plan within capacity {capacity} found in the time limit {limit:.3g}s"
                 f" (not proven infeasible; the heuristic needs {max(arena_of(units, heuristic).values())} bytes)"
             )
         total = sum(arena_of(units, outcome.offsets).values())
         if total == lb_total:
-            return finish(outcome.offsets, True, "optimal: meets the lower bound")
-        return finish(outcome.offsets, False, f"feasible within capacity {capacity} ({outcome.how})")
+            return finish(outcome.offsets, Outcome.OPTIMAL, "optimal: meets the lower bound")
+        return finish(
+            outcome.offsets, Outcome.FEASIBLE, f"feasible within capacity {capacity} ({outcome.how})"
+        )
 
     best = heuristic if fits else None
     built = time.perf_counter()
@@ -258,14 +282,16 @@ def _solve(
         best, top, floor, floor_proven, how = probes.descend(best, top, floor, how)
         if best is not None and top <= floor and floor_proven:
             if top == lb_total:
-                return finish(best, True, f"optimal: meets the lower bound ({how})")
+                return finish(best, Outcome.OPTIMAL, f"optimal: meets the lower bound ({how})")
             return finish(
-                best, True, f"optimal: skyline probes proved nothing fits below {top} bytes ({how})"
+                best,
+                Outcome.OPTIMAL,
+                f"optimal: skyline probes proved nothing fits below {top} bytes ({how})",
             )
         if search == "skyline" or stop - time.perf_counter() < probes.min_probe:
             return finish(
                 best if best is not None else heuristic,
-                False,
+                Outcome.TIME_LIMIT,
                 f"not proven: skyline probes ({probes.count}) found {top} bytes, none found below {floor}",
             )
         model.bound(pool, floor if floor_proven else None, top)
@@ -274,17 +300,26 @@ def _solve(
         bounds = {pool: max(lb, floor) for pool, lb in bounds.items()}
     if warm_start and best is not None:
         model.hint(best)
-    solver = new_solver(max(stop - time.perf_counter(), 0.01), num_workers, log)
+    solver = new_solver(max(stop - time.perf_counter(), 0.01), num_workers, params.log)
     status = solver.Solve(model.model)
     if status == cp_model.INFEASIBLE:
         if capacity is None:
-            raise RuntimeError("cpsat: model without capacity reported infeasible; this is a bug")
+            raise SolverFailure("cpsat: model without capacity reported infeasible; this is a bug")
         raise InfeasibleError(
             f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
-            f" (lower bound per pool: {bounds})"
+            f" (lower bound per pool: {bounds})",
+            proven=True,
         )
-    if status == cp_model.MODEL_INVALID:
-        raise RuntimeError(f"cpsat: invalid model ({model.model.Validate()}); this is a bug")
+    if status == cp_model.MODEL_INVALID:  # e.g. domains summing past int64: coordinates near 2^62
+        reason = model.model.validate()
+        if best is None:
+            raise InfeasibleError(
+                f"cpsat: no plan within capacity {capacity} found (not proven infeasible: CP-SAT refuses"
+                f" the model: {reason})"
+            )
+        return finish(
+            best, Outcome.NOT_PROVEN, f"not proven: CP-SAT refuses the model ({reason}); {how} kept"
+        )
     found = model.offsets(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
     if found is None and best is None:
         raise InfeasibleError(
@@ -297,28 +332,26 @@ def _solve(
     )
     total = sum(arena_of(units, chosen).values())
     if total == lb_total:
-        return finish(chosen, True, "optimal: meets the lower bound")
+        return finish(chosen, Outcome.OPTIMAL, "optimal: meets the lower bound")
     if total == sum(bounds.values()):
-        return finish(chosen, True, "optimal: meets the bound the skyline probes proved")
+        return finish(chosen, Outcome.OPTIMAL, "optimal: meets the bound the skyline probes proved")
     if status == cp_model.OPTIMAL and source == "cpsat":
-        return finish(chosen, True, "optimal")
+        return finish(chosen, Outcome.OPTIMAL, "optimal")
     bound = max(
         round(solver.BestObjectiveBound()) * model.divisor if found is not None else 0, sum(bounds.values())
     )
     text = f"feasible, time limit {limit:.3g}s: not proven (best bound {bound} bytes)"
     if source != "cpsat":
         text += f"; {source} kept"
-    return finish(chosen, False, text)
+    return finish(chosen, Outcome.TIME_LIMIT, text)
 
 
 def _heuristic_offsets(problem: Problem, units: Sequence[Unit], skyline_seconds: float | None) -> list[int]:
     """Unit offsets of the better of best-fit and (unless `skyline_seconds` is None) skyline,
     planned without the capacity so they always exist."""
-    from memplan.solvers import solve
-
     free = dataclasses.replace(problem, capacity=None)
-    plans = [solve(free, "bestfit")]
+    plans = [solve_bestfit(free)]
     if skyline_seconds is not None:
-        plans.append(solve(free, "skyline", time_limit_s=skyline_seconds))
+        plans.append(solve_skyline(free, time_limit_s=skyline_seconds))
     best = min(plans, key=lambda plan: (plan.arena_size, plan.solver != "bestfit"))
     return [best.offsets[u.roots[0]] for u in units]

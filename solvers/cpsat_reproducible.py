@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from ortools.sat.python import cp_model
 
-from memplan.planner.problem import InfeasibleError, Plan, Problem
+from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
 from memplan.solvers.cpsat_model import PlacementModel, arena_limits, with_skyline_order
 from memplan.solvers.cpsat_search import LOWER_BOUND_SHARE, SkylineSettings
@@ -98,8 +98,14 @@ def solve_reproducibly(
                 f"; not reproducible: a search hit its wall-clock cap ({WALL_CAP_FACTOR:g} x its budget)"
             )
         seconds = time.perf_counter() - began
+        if proven:
+            outcome = Outcome.OPTIMAL
+        elif status.startswith("feasible within capacity"):
+            outcome = Outcome.FEASIBLE  # a decision answer
+        else:
+            outcome = Outcome.TIME_LIMIT  # the deterministic budget ran out
         return make_plan(
-            problem, units, offsets, "cpsat", seconds, proven, status + " [reproducible]", lb_total
+            problem, units, offsets, "cpsat", seconds, outcome, status + " [reproducible]", lb_total
         )
 
     if not units:
@@ -152,6 +158,14 @@ def solve_reproducibly(
         raise InfeasibleError(
             f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
             f" (lower bound per pool: {bounds})"
+        )
+    if status == cp_model.MODEL_INVALID:  # e.g. domains summing past int64: coordinates near 2^62
+        return _or_fail(
+            finish,
+            best,
+            heuristic,
+            capacity,
+            f"not proven: CP-SAT refuses the model ({model.model.Validate()})",
         )
     found = model.offsets(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
     candidates = [(o, s) for o, s in ((found, "cpsat"), (best, how)) if o is not None]

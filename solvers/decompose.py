@@ -28,9 +28,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from memplan.planner.errors import SolverOptionError
 from memplan.planner.problem import (
     ContiguousGroup,
     InfeasibleError,
+    Outcome,
     Plan,
     Problem,
     SameOffset,
@@ -65,7 +67,7 @@ def split(problem: Problem, units: list[Unit] | None = None, peel: bool | str = 
     needs alignment padding, False never.
     """
     if peel not in (True, False, "padded"):
-        raise ValueError(f"peel must be True, False or 'padded', got {peel!r}")
+        raise SolverOptionError(f"peel must be True, False or 'padded', got {peel!r}")
     units = units_of(problem) if units is None else units
     peeled: dict[int, list[Unit]] = {}
     base: dict[int, int] = {}
@@ -210,7 +212,8 @@ def solve_in_parts(
     if not minimising and lower_bound(problem) and max(lower_bounds(problem).values()) > problem.capacity:
         worst = max(lower_bounds(problem).items(), key=lambda kv: kv[1])
         raise InfeasibleError(
-            f"{solver}: pool {worst[0]} has {worst[1]} bytes live at once, over the capacity {problem.capacity}"
+            f"{solver}: pool {worst[0]} has {worst[1]} bytes live at once, over the capacity {problem.capacity}",
+            proven=True,
         )
     cut = split(
         problem, units, peel=peel if minimising else bool(peel)
@@ -246,30 +249,30 @@ def solve_in_parts(
             plan = solve_part(part, share)
         except InfeasibleError as err:
             below = max(base.get(p, 0) for p in pools)
-            raise InfeasibleError(
-                f"{err} (in an independent part of {len(part.buffers)} buffers, {len(cut.parts)} parts in all"
+            err.add_note(
+                f"in an independent part of {len(part.buffers)} buffers, {len(cut.parts)} parts in all"
                 + (
                     f"; its capacity is what is left above {below} bytes of long-lived buffers"
                     if below
                     else ""
                 )
-                + ")",
-                err.buffers,
-            ) from None
+            )
+            raise
         for buffer_id, offset in plan.offsets.items():
             offsets[buffer_id] = offset + base.get(problem.buffer(buffer_id).pool, 0)
         plans.append((plan, pools))
     joined = _joined(problem, offsets, plans, cut, solver, time.perf_counter() - began)
     if not cut.exact:  # padding may have cost more than the split gained
-        from memplan.solvers import solve
+        from memplan.solvers.bestfit import solve_bestfit
 
-        heuristic = solve(problem, "bestfit")
+        heuristic = solve_bestfit(problem)
         if heuristic.arena_size < joined.arena_size:
             return dataclasses.replace(
                 heuristic,
                 solver=solver,
                 seconds=time.perf_counter() - began,
-                status=f"not proven: best-fit kept, better than the padded split ({joined.status})",
+                status=f"{'optimal' if heuristic.proven_optimal else 'not proven'}: best-fit kept,"
+                f" better than the padded split ({joined.status})",
             )
     return joined
 
@@ -319,13 +322,17 @@ def _joined(
         detail += f", {peeled} long-lived buffers stacked at the bottom" + (
             "" if cut.exact else " (with padding)"
         )
+    outcome = Outcome.OPTIMAL
     if proven:
         status = f"optimal ({detail})"
     else:
-        worst = next((plan.status for plan, _ in plans if not plan.proven_optimal), "")
-        status = f"not proven ({detail}; e.g. {worst})" if worst else f"not proven ({detail})"
+        worst = next((plan for plan, _ in plans if not plan.proven_optimal), None)
+        status = f"not proven ({detail}; e.g. {worst.status})" if worst else f"not proven ({detail})"
+        # The weakest part says what the whole is; every part proven but not the whole: no proof.
+        outcome = worst.outcome if worst is not None and worst.outcome else Outcome.NOT_PROVEN
         if problem.capacity is not None:
             status = f"feasible within capacity {problem.capacity} ({detail})"
+            outcome = Outcome.FEASIBLE
     return Plan(
         offsets=offsets,
         arena_sizes=arenas,
@@ -334,6 +341,7 @@ def _joined(
         proven_optimal=proven,
         lower_bound=lower_bound(problem),
         status=status,
+        outcome=outcome,
     )
 
 

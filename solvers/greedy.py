@@ -31,22 +31,18 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.planner.problem import Plan, Problem, UnsupportedProblemError, align_up, lower_bounds
+from memplan.planner.problem import Outcome, Plan, Problem, UnsupportedProblemError, align_up, lower_bounds
 from memplan.solvers.live_index import LiveIndex
 from memplan.solvers.units import Unit, expand, units_of
 
 
-def solve_greedy(
-    problem: Problem,
-    *,
-    time_limit_s: float | None = None,
-    allow_overlapping_allocations: bool = True,
-    sort_alignment: int | None = None,
-) -> Plan:
-    """Plan like ExecuTorch's greedy. One deterministic pass; `time_limit_s` is not needed.
+@dataclass(frozen=True)
+class GreedyParams:
+    """ExecuTorch's own flags; greedy has no techniques of its own to switch.
 
     `sort_alignment`: ExecuTorch sorts by `TensorSpec.allocated_memory`
     *before* realigning, i.e. rounded to the spec's alignment at that moment.
@@ -54,9 +50,21 @@ def solve_greedy(
     at its default alignment of 16 or whenever specs were realigned before;
     pass 16 to mimic fresh specs planned at another alignment.
     """
+
+    allow_overlapping_allocations: bool = True  # reuse a shared object whenever lifetimes allow
+    sort_alignment: int | None = None  # round sizes to this before sorting (None: the realigned size)
+
+
+def solve_greedy(
+    problem: Problem, params: GreedyParams = GreedyParams(), *, time_limit_s: float | None = None
+) -> Plan:
+    """Plan like ExecuTorch's greedy. One deterministic pass; `time_limit_s` is not needed.
+
+    Fixed offsets and same-offset sets are refused up front by `solve()` (the
+    registry says greedy lacks them), as ExecuTorch's greedy cannot honour them.
+    """
     del time_limit_s  # a single pass: nothing to cut short
     t0 = time.perf_counter()
-    _reject_unsupported(problem)
     units = units_of(problem)
     position = {b.id: i for i, b in enumerate(problem.buffers)}
     by_pool: dict[int, list[Unit]] = defaultdict(list)
@@ -67,38 +75,20 @@ def solve_greedy(
     arena_sizes: dict[int, int] = {}
     for pool in sorted(by_pool):
         arena_sizes[pool] = _plan_pool(
-            by_pool[pool], unit_offsets, allow_overlapping_allocations, sort_alignment
+            by_pool[pool], unit_offsets, params.allow_overlapping_allocations, params.sort_alignment
         )
     bounds = lower_bounds(problem)
+    proven = all(arena_sizes[p] == bounds[p] for p in arena_sizes)
     return Plan(
         offsets=expand(problem, units, unit_offsets),
         arena_sizes=arena_sizes,
         solver="greedy",
         seconds=time.perf_counter() - t0,
-        proven_optimal=all(arena_sizes[p] == bounds[p] for p in arena_sizes),
+        proven_optimal=proven,
         lower_bound=sum(bounds.values()),
         status="heuristic",
+        outcome=Outcome.OPTIMAL if proven else Outcome.HEURISTIC,
     )
-
-
-def _reject_unsupported(problem: Problem) -> None:
-    fixed = [b.id for b in problem.buffers if b.offset is not None]
-    if fixed:
-        raise UnsupportedProblemError(
-            f"greedy (ExecuTorch's algorithm) cannot honour fixed offsets, but buffers"
-            f" {_names(fixed)} are pinned; use bestfit, cpsat or milp"
-        )
-    if problem.same_offsets:
-        names = [list(s.buffers) for s in problem.same_offsets]
-        raise UnsupportedProblemError(
-            f"greedy (ExecuTorch's algorithm) cannot honour same-offset sets {_names(names)};"
-            " use bestfit, cpsat or milp"
-        )
-
-
-def _names(items: list) -> str:
-    shown = ", ".join(repr(x) for x in items[:10])
-    return shown + (f" and {len(items) - 10} more" if len(items) > 10 else "")
 
 
 def _plan_pool(

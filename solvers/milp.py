@@ -28,12 +28,15 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulp
 
-from memplan.planner.problem import InfeasibleError, Plan, Problem, align_up, lower_bounds
+from memplan.planner.errors import SolverOptionError
+from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem, align_up, lower_bounds
+from memplan.solvers.bestfit import solve_bestfit
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
 from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of
 
@@ -58,35 +61,48 @@ buffers, 3 layered with 30; warm start and decomposition off): 13.0 s with it, 1
 PairSizes = dict[tuple[int, int], tuple[int, int]]
 
 
+@dataclass(frozen=True)
+class MilpParams:
+    """The techniques of `solve_milp` and the backend it hands the model to."""
+
+    backend: str = "cbc"  # "cbc" or "highs"
+    msg: bool = False  # the backend's log on stdout
+    warm_start: bool = True  # start from best-fit's plan; return it at once if it meets the lower bound
+    decompose: bool = True  # independent parts (solvers.decompose) are solved one by one
+    backend_options: Mapping[str, Any] = field(default_factory=dict)  # PuLP options, e.g. {"threads": 2}
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise SolverOptionError(
+                f"milp: unknown backend {self.backend!r}; choose one of: {', '.join(BACKENDS)}"
+            )
+        _make_solver(self.backend, self.msg, dict(self.backend_options))  # bad options fail here
+
+
 def solve_milp(
-    problem: Problem,
-    *,
-    time_limit_s: float | None = None,
-    backend: str = "cbc",
-    msg: bool = False,
-    warm_start: bool = True,
-    decompose: bool = True,
-    **options: Any,
+    problem: Problem, params: MilpParams | None = None, *, time_limit_s: float | None = None
 ) -> Plan:
     """Minimise the summed arena, or prove that `problem.capacity` cannot be met.
 
     `warm_start` starts the solver from the best-fit plan, and skips it
     altogether when that plan already meets the lower bound; without it the
     solver starts cold (best-fit still gives the big-M and the fallback).
-    `decompose` solves independent parts (solvers.decompose) one by one.
-    `options` go to the PuLP solver of the backend (e.g. `threads=2`). On a
-    time-out the plan is the best found (at worst best-fit's) and `status`
-    says it is not proven.
+    On a time-out the plan is the best found (at worst best-fit's) and its
+    outcome says it is not proven. `params` None: the defaults (built here, as
+    checking them builds a PuLP solver).
     """
-    if backend not in BACKENDS:
-        raise ValueError(f"milp: unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)}")
-    _make_solver(backend, msg, options)  # bad options fail here, before any work
+    params = MilpParams() if params is None else params
     from memplan.solvers import checked_time_limit
 
     time_limit_s = checked_time_limit("milp", time_limit_s)
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
-    settings: dict[str, Any] = dict(backend=backend, msg=msg, warm_start=warm_start, options=options)
-    if decompose:
+    settings: dict[str, Any] = dict(
+        backend=params.backend,
+        msg=params.msg,
+        warm_start=params.warm_start,
+        options=dict(params.backend_options),
+    )
+    if params.decompose:
         from memplan.solvers.decompose import solve_in_parts
 
         return solve_in_parts(
@@ -116,13 +132,13 @@ def _solve(
     heuristic_offsets = _unit_offsets(units, heuristic)
     fits = problem.capacity is None or all(s <= problem.capacity for s in heuristic.arena_sizes.values())
 
-    def finish(unit_offsets: Sequence[int], proven: bool, status: str) -> Plan:
-        return make_plan(problem, units, unit_offsets, "milp", time.perf_counter() - began, proven, status)
+    def finish(unit_offsets: Sequence[int], outcome: Outcome, status: str) -> Plan:
+        return make_plan(problem, units, unit_offsets, "milp", time.perf_counter() - began, outcome, status)
 
     if not units:
-        return finish([], True, "optimal: nothing to place")
+        return finish([], Outcome.OPTIMAL, "optimal: nothing to place")
     if warm_start and fits and heuristic.arena_size == sum(bounds.values()):
-        return finish(heuristic_offsets, True, meets_bound + " (best-fit's plan)")
+        return finish(heuristic_offsets, Outcome.OPTIMAL, meets_bound + " (best-fit's plan)")
 
     divisor = scale_of(units)
     try:
@@ -136,21 +152,35 @@ def _solve(
         )
     except _OutOfTime as progress:
         if fits and heuristic.arena_size == sum(bounds.values()):
-            return finish(heuristic_offsets, True, meets_bound + " (best-fit's plan)")
+            return finish(heuristic_offsets, Outcome.OPTIMAL, meets_bound + " (best-fit's plan)")
         return finish(
             heuristic_offsets,
-            False,
+            Outcome.TIME_LIMIT,
             f"not proven: the MILP ({len(pairs)} order pairs) did not build within {BUILD_SHARE:.0%}"
             f" of the time limit {limit:g}s ({progress}); best-fit plan returned",
+        )
+    if model.magnitude > ACCEPTED_MAGNITUDE:
+        if fits:
+            return finish(
+                heuristic_offsets,
+                Outcome.NOT_PROVEN,
+                f"not proven: the MILP's numbers reach {model.magnitude} units of {divisor} bytes, beyond"
+                f" the {ACCEPTED_MAGNITUDE:.0e} the backends accept; best-fit plan returned",
+            )
+        raise InfeasibleError(
+            f"milp: no plan within capacity {problem.capacity} found (not proven infeasible: the MILP's"
+            f" numbers exceed what {backend} accepts); best-fit needs {max(heuristic.arena_sizes.values())} bytes"
         )
     if warm_start and fits:
         model.set_start(heuristic_offsets)
     remaining = max(limit - (time.perf_counter() - began), 0.01)
     try:
         status, proven_by_solver, objective = model.solve(solver, remaining)
-    except pulp.PulpSolverError as err:  # e.g. the CBC binary exiting abnormally
+    except (pulp.PulpSolverError, IndexError) as err:  # e.g. CBC exiting abnormally; PuLP misreading HiGHS
         return finish(
-            heuristic_offsets, False, f"not proven: {backend} failed ({err}); best-fit plan returned"
+            heuristic_offsets,
+            Outcome.SOLVER_FAILED,
+            f"not proven: {backend} failed ({type(err).__name__}: {err}); best-fit plan returned",
         )
 
     doubt = model.doubt()
@@ -158,7 +188,7 @@ def _solve(
         if fits:  # always so without a capacity: the best-fit plan is a witness
             return finish(
                 heuristic_offsets,
-                False,
+                Outcome.SOLVER_FAILED,
                 f"not proven: {backend} reported the model infeasible, which the best-fit plan disproves"
                 " (a solver fault); best-fit plan returned",
             )
@@ -170,7 +200,8 @@ def _solve(
             )
         raise InfeasibleError(
             f"milp/{backend}: proven that no plan fits the capacity {problem.capacity} bytes per pool"
-            f" (lower bound per pool: {dict(bounds)})"
+            f" (lower bound per pool: {dict(bounds)})",
+            proven=True,
         )
     candidates = []
     if model.has_solution():
@@ -190,21 +221,23 @@ def _solve(
         and doubt is None
     )
     if proven:
+        outcome = Outcome.OPTIMAL
         state = meets_bound if total == lb_total else f"optimal: proven by {backend}"
     else:
         found = "a feasible plan" if model.has_solution() else "no plan"
         if not proven_by_solver:
-            why = f"stopped at the time limit {limit:g}s with {found}"
+            outcome, why = Outcome.TIME_LIMIT, f"stopped at the time limit {limit:g}s with {found}"
         elif not _strict_gaps(options):
-            why = f"stopped within the gap the caller allowed with {found}"
+            outcome, why = Outcome.GAP_LIMIT, f"stopped within the gap the caller allowed with {found}"
         elif doubt is not None:
-            why = f"reported an optimum, but {doubt}"
+            outcome, why = Outcome.NOT_PROVEN, f"reported an optimum, but {doubt}"
         else:
+            outcome = Outcome.NOT_PROVEN
             why = f"reported optimum {objective * divisor} but its offsets settle to {total}"
         state = f"not proven: {backend} {why}"
         if source == "bestfit":
             state += "; best-fit plan kept"
-    return finish(best, proven, state)
+    return finish(best, outcome, state)
 
 
 # -- preparation -----------------------------------------------------------------
@@ -257,14 +290,13 @@ def _check_fixed_pairs(units: Sequence[Unit], pairs: PairSizes) -> None:
                     f"milp: fixed buffers {list(a.roots)} at {a.fixed} and {list(b.roots)} at {b.fixed}"
                     " share bytes while both live",
                     a.roots + b.roots,
+                    proven=True,
                 )
 
 
 def _bestfit(problem: Problem) -> Plan:
     """The heuristic plan (without the capacity, so it exists even when over it)."""
-    from memplan.solvers import solve
-
-    return solve(dataclasses.replace(problem, capacity=None), "bestfit")
+    return solve_bestfit(dataclasses.replace(problem, capacity=None))
 
 
 def _unit_offsets(units: Sequence[Unit], plan: Plan) -> list[int]:
@@ -298,6 +330,12 @@ units: below this magnitude that is less than one unit, so a claimed optimum or 
 one of the integer model. Above it (byte coordinates near 2^40 that do not scale down) both were
 measured claiming optima one byte above a reachable lower bound and infeasibility of problems
 best-fit solves; the plan is still returned, marked not proven."""
+
+
+ACCEPTED_MAGNITUDE = 10**15
+"""Largest scaled number handed to a backend at all: HiGHS rejects matrix values above 1e15
+(`large_matrix_value`) and drops those rows, after which PuLP cannot read its solution (measured with
+sizes near 2^57); doubles also stop holding every integer soon after (2^53)."""
 
 
 class _OutOfTime(Exception):
@@ -477,7 +515,9 @@ def _make_solver(backend: str, msg: bool, options: dict[str, Any]) -> pulp.LpSol
             return pulp.COIN_CMD(path=pulp.PULP_CBC_CMD.pulp_cbc_path, options=extra, **settings)
         solver = _HiGHS(**settings)
     except TypeError as err:
-        raise ValueError(f"milp: backend {backend!r} does not accept the options {options}: {err}") from None
+        raise SolverOptionError(
+            f"milp: backend {backend!r} does not accept the options {options}: {err}"
+        ) from None
     solver.check_options()
     return solver
 
@@ -496,7 +536,7 @@ class _HiGHS(pulp.HiGHS):
         probe.setOptionValue("output_flag", False)
         for key, value in self.optionsDict.items():
             if probe.setOptionValue(key, value) != highspy.HighsStatus.kOk:
-                raise ValueError(f"milp: HiGHS rejects the option {key}={value!r}")
+                raise SolverOptionError(f"milp: HiGHS rejects the option {key}={value!r}")
 
     def createAndConfigureSolver(self, lp: pulp.LpProblem) -> None:
         import highspy

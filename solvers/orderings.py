@@ -10,7 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Sequence
 
-from memplan.planner.problem import Plan, Problem, ProblemError, lower_bounds
+from memplan.planner.errors import SolverOptionError
+from memplan.planner.problem import Outcome, Plan, Problem, lower_bounds
 from memplan.solvers.units import Unit, arena_of, make_plan
 
 
@@ -18,7 +19,7 @@ def check_names(solver: str, names: Sequence[str], known: Collection[str]) -> No
     """Refuse an empty or unknown list of ordering names, listing the valid ones."""
     unknown = [name for name in names if name not in known]
     if unknown or not names:
-        raise ProblemError(f"{solver}: unknown orderings {unknown}; choose from {list(known)}")
+        raise SolverOptionError(f"{solver}: unknown orderings {unknown}; choose from {list(known)}")
 
 
 def best_of_orderings(
@@ -59,7 +60,9 @@ def best_of_orderings(
         offsets,
         solver,
         time.perf_counter() - began,
-        proven_optimal=all(arena.get(pool, 0) == need for pool, need in bounds.items()),
+        outcome=Outcome.OPTIMAL
+        if all(arena.get(pool, 0) == need for pool, need in bounds.items())
+        else Outcome.HEURISTIC,
         status=status.format(name),
         bound=bound,
     )

@@ -21,6 +21,7 @@ import heapq
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from memplan.planner.problem import InfeasibleError, Plan, Problem
 from memplan.solvers.orderings import best_of_orderings, check_names
@@ -34,19 +35,25 @@ ORDERS: dict[str, Callable[[Unit], tuple]] = {
 }
 
 
+@dataclass(frozen=True)
+class SkylineParams:
+    orders: tuple[str, ...] = tuple(ORDERS)  # the tie-break orders tried (names from ORDERS)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "orders", tuple(self.orders))
+        check_names("skyline", self.orders, ORDERS)
+
+
 def solve_skyline(
-    problem: Problem,
-    *,
-    time_limit_s: float | None = None,
-    orders: Sequence[str] = tuple(ORDERS),
+    problem: Problem, params: SkylineParams = SkylineParams(), *, time_limit_s: float | None = None
 ) -> Plan:
-    """The skyline placement under each of `orders`; the smallest arena wins.
+    """The skyline placement under each of `params.orders`; the smallest arena wins.
 
     Stops early at the lower bound; with `time_limit_s`, no new order starts
     once the time is up (the first always runs).
     """
     began = time.perf_counter()
-    check_names("skyline", orders, ORDERS)
+    orders = params.orders
     units = units_of(problem)
     graph = Skyline(units)
     return best_of_orderings(

@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from memplan.planner.problem import Buffer, Plan, Problem, ProblemError, arena_sizes_of, lower_bound
+from memplan.planner.problem import Buffer, Outcome, Plan, Problem, ProblemError, arena_sizes_of, lower_bound
 
 
 class Rect(NamedTuple):
@@ -183,20 +183,31 @@ def make_plan(
     unit_offsets: Sequence[int],
     solver: str,
     seconds: float,
-    proven_optimal: bool = False,
+    outcome: Outcome = Outcome.HEURISTIC,
     status: str = "",
     bound: int | None = None,
 ) -> Plan:
     """A `Plan` from unit offsets, with arena sizes computed from the offsets."""
+    if not isinstance(outcome, Outcome):  # e.g. a bool where `proven_optimal` used to go
+        raise TypeError(f"make_plan: outcome must be an Outcome, got {outcome!r}")
     offsets = expand(problem, units, unit_offsets)
+    arenas = arena_sizes_of(problem, offsets)
+    if (
+        outcome is Outcome.OPTIMAL
+        and not planned_exactly(problem)
+        and sum(arenas.values()) > lower_bound(problem)
+    ):
+        outcome = Outcome.NOT_PROVEN  # optimal for the units, which claim bytes a gap window leaves free
+        status = f"not proven: a gap window above the offset was planned from the offset ({status})"
     return Plan(
         offsets=offsets,
-        arena_sizes=arena_sizes_of(problem, offsets),
+        arena_sizes=arenas,
         solver=solver,
         seconds=seconds,
-        proven_optimal=proven_optimal,
+        proven_optimal=outcome is Outcome.OPTIMAL,
         lower_bound=lower_bound(problem) if bound is None else bound,
         status=status,
+        outcome=outcome,
     )
 
 

@@ -12,8 +12,8 @@ from memplan.experiments.catfusion_report import main as report_main
 from memplan.experiments.models.concat import DenseBlock, DenseNetStem
 from memplan.experiments.zoo import ZooModel
 from memplan.planner.et.cat.decisions import CatRefusal, CatStatus
-from memplan.planner.et.pass_ import PlannerPass, PlanningError
-from memplan.planner.problem import lower_bound, validate
+from memplan.planner.et.pass_ import PlannerPass
+from memplan.planner.problem import InfeasibleError, lower_bound, validate
 
 
 def make(name: str, module: nn.Module, *inputs: torch.Tensor, **kw) -> ZooModel:
@@ -555,7 +555,7 @@ def test_under_a_capacity_only_the_fused_plan_fits():
     assert result.cat_report.arena_without is None
     assert statuses(result) == [CatStatus.FUSED, CatStatus.FUSED]
     assert arena(program) == fused
-    with pytest.raises(PlanningError, match="capacity"):
+    with pytest.raises(InfeasibleError, match="capacity"):
         lower(model, capacity=fused, cat_fusion=False)
 
 

@@ -16,7 +16,7 @@ from executorch.exir.tensor import TensorSpec
 from memplan.planner.generate import layered_problem, random_problem
 from memplan.planner.problem import Buffer, ContiguousGroup, Problem, UnsupportedProblemError
 from memplan.solvers import solve
-from memplan.solvers.greedy import solve_greedy
+from memplan.solvers.greedy import GreedyParams, solve_greedy
 
 GRAPH = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
 
@@ -133,7 +133,7 @@ def test_sort_alignment_refuses_where_executorch_asserts() -> None:
     with pytest.raises(AssertionError, match="not sorted"):
         executorch_plan(problem, 1, realigned=False)
     with pytest.raises(UnsupportedProblemError, match="'a'.*not sorted"):
-        solve_greedy(problem, sort_alignment=16)
+        solve_greedy(problem, GreedyParams(sort_alignment=16))
 
 
 def test_nested_group_members_follow_their_root() -> None:

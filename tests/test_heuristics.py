@@ -5,15 +5,16 @@ from __future__ import annotations
 import pytest
 from minimalloc_files import KNOWN, minimalloc_dir
 
+from memplan.planner.errors import SolverOptionError
 from memplan.planner.generate import layered_problem, random_problem
 from memplan.planner.io import read_minimalloc_csv
 from memplan.planner.problem import (
     Buffer,
     BufferKind,
     InfeasibleError,
+    Outcome,
     Plan,
     Problem,
-    ProblemError,
     SameOffset,
     UnsupportedProblemError,
     lower_bound,
@@ -54,6 +55,7 @@ def test_bestfit_keeps_the_best_ordering(seed: int) -> None:
     plan = solve(problem, "bestfit")
     assert_sound(problem, plan)
     assert plan.arena_size == min(each.values())
+    assert plan.outcome is Outcome.HEURISTIC
     assert plan.status.endswith(f"(ordering: {min(each, key=each.get)})")
 
 
@@ -88,14 +90,14 @@ def test_layered_problem_is_solved_close_to_its_bound() -> None:
 def test_greedy_refuses_fixed_offsets_naming_them() -> None:
     problem = Problem((Buffer("pinned", 0, 2, 8, offset=0), Buffer("free", 0, 2, 8)))
     with pytest.raises(
-        UnsupportedProblemError, match=r"buffers 'pinned' are pinned; use bestfit, cpsat or milp"
+        UnsupportedProblemError, match=r"buffers 'pinned' are pinned; use bestfit, skyline, cpsat or milp"
     ):
         solve(problem, "greedy")
 
 
 def test_greedy_refuses_same_offset_sets_naming_them() -> None:
     problem = Problem((Buffer("x", 0, 2, 8), Buffer("y", 2, 4, 8)), same_offsets=(SameOffset(("x", "y")),))
-    with pytest.raises(UnsupportedProblemError, match=r"\['x', 'y'\].*use bestfit, cpsat or milp"):
+    with pytest.raises(UnsupportedProblemError, match=r"\['x', 'y'\].*use bestfit, skyline, cpsat or milp"):
         solve(problem, "greedy")
 
 
@@ -152,7 +154,7 @@ def test_bestfit_reports_colliding_fixed_buffers() -> None:
 
 
 def test_bestfit_rejects_unknown_orderings() -> None:
-    with pytest.raises(ProblemError, match=r"unknown orderings \['random'\]"):
+    with pytest.raises(SolverOptionError, match=r"unknown orderings \['random'\]"):
         solve(Problem((Buffer("x", 0, 1, 1),)), "bestfit", orderings=["size", "random"])
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from strategies import problems
 
 from memplan.planner.generate import random_problem
-from memplan.planner.problem import Buffer, Problem, lower_bound, validate
+from memplan.planner.problem import Buffer, Outcome, Problem, lower_bound, validate
 from memplan.solvers import solve
 from memplan.solvers.milp import overlapping_pairs, settle
 from memplan.solvers.units import make_plan, units_of
@@ -63,7 +63,7 @@ def test_solver_failure_falls_back_to_bestfit_and_says_so(monkeypatch: pytest.Mo
     plan = solve(problem, "milp", backend="cbc", warm_start=False)
     assert validate(problem, plan) == []
     assert plan.arena_size <= solve(problem, "bestfit").arena_size
-    assert not plan.proven_optimal
+    assert plan.outcome is Outcome.SOLVER_FAILED
     assert "cbc failed" in plan.status and "signal 11" in plan.status
 
 
@@ -72,7 +72,7 @@ def test_a_model_too_big_for_the_time_limit_is_not_built_to_the_end() -> None:
     heuristic = solve(problem, "bestfit")
     assert heuristic.arena_size > lower_bound(problem)  # else the MILP would stop before building
     plan = solve(problem, "milp", time_limit_s=0.05)
-    assert "did not build" in plan.status and not plan.proven_optimal
+    assert plan.outcome is Outcome.TIME_LIMIT and "did not build" in plan.status
     assert plan.arena_size == heuristic.arena_size
     assert plan.seconds < 10  # the build stops at its deadline instead of making all the pairs
 
@@ -83,9 +83,9 @@ def test_a_loosened_gap_is_not_reported_as_a_proof(backend: str) -> None:
         tuple(Buffer(f"b{i}", 0, 2, 3) for i in range(4)) + (Buffer("wall", 0, 2, 1, offset=5),)
     )
     strict = solve(problem, "milp", backend=backend, warm_start=False)
-    loose = solve(problem, "milp", backend=backend, warm_start=False, gapRel=0.5)
+    loose = solve(problem, "milp", backend=backend, warm_start=False, backend_options={"gapRel": 0.5})
     assert strict.proven_optimal and strict.arena_size == 15  # one buffer under the wall, three above
-    assert not loose.proven_optimal and "not proven" in loose.status and "gap" in loose.status
+    assert loose.outcome is Outcome.GAP_LIMIT
 
 
 # -- claims the numerics cannot support (issue 15) ------------------------------------------
@@ -141,7 +141,7 @@ def test_an_infeasibility_claim_that_best_fit_disproves_returns_the_plan(
     assert best_fit.arena_size > lower_bound(problem)  # so the MILP runs at all
     for capacity in (None, best_fit.arena_size):
         plan = solve(problem, "milp", capacity=capacity, warm_start=False)
-        assert not plan.proven_optimal and "disproves" in plan.status
+        assert plan.outcome is Outcome.SOLVER_FAILED and "disproves" in plan.status
         assert plan.arena_size == best_fit.arena_size
 
 
@@ -183,4 +183,18 @@ def test_a_solution_that_breaks_the_model_when_rounded_is_not_a_proof(
     problem = WALL_PROBLEM
     plan = solve(problem, "milp", warm_start=False, decompose=False)
     assert validate(problem, plan) == []
-    assert not plan.proven_optimal and "exact check" in plan.status
+    assert plan.outcome is Outcome.NOT_PROVEN and "exact check" in plan.status
+
+
+@pytest.mark.parametrize("backend", ["cbc", "highs"])
+def test_numbers_beyond_what_the_backends_accept_give_best_fit_not_a_crash(backend: str) -> None:
+    """HiGHS drops rows with values over 1e15 and PuLP then fails reading its solution (IndexError)."""
+    k = 1 << 56  # the wall problem in units of 2^56 bytes, plus one byte that stops the scaling
+    problem = Problem(
+        tuple(Buffer(f"b{i}", 0, 2, 3 * k) for i in range(4))
+        + (Buffer("wall", 0, 2, k, offset=5 * k), Buffer("byte", 0, 2, 1))
+    )
+    assert solve(problem, "bestfit").arena_size > lower_bound(problem)  # else the MILP never runs
+    plan = solve(problem, "milp", backend=backend, decompose=False, time_limit_s=5)
+    assert validate(problem, plan) == [] and not plan.proven_optimal
+    assert "beyond the 1e+15 the backends accept" in plan.status

@@ -13,7 +13,7 @@ from et_helpers import assert_shared, tiny, write_read
 
 from memplan import PlannerPass
 from memplan.experiments import runtime, zoo
-from memplan.planner.et.extract import ExtractionError
+from memplan.planner.errors import SharedStatePolicyError
 from memplan.planner.et.shared_state import STATE_POOL
 from memplan.planner.problem import BufferKind, validate
 
@@ -103,7 +103,7 @@ def test_mixing_shared_and_unshared_methods_is_refused():
         "read": PlannerPass(solver="bestfit", share_mutable_buffers=True),
         "noise": PlannerPass(solver="bestfit"),
     }
-    with pytest.raises(ExtractionError, match="'write'.*share_mutable_buffers=False.*store.memory"):
+    with pytest.raises(SharedStatePolicyError, match="'write'.*share_mutable_buffers=False.*store.memory"):
         runtime.lower(m, memory_planning_pass=passes)
 
 
@@ -126,7 +126,7 @@ def test_sharing_refuses_tensors_an_earlier_pass_moved_to_other_arenas():
                     node.meta["spec"].mem_id = 3
             return super().run(graph_module, graph_signature)
 
-    with pytest.raises(ExtractionError, match=r"aten_mul_tensor \(mem_id 3\)"):
+    with pytest.raises(SharedStatePolicyError, match=r"aten_mul_tensor \(mem_id 3\)"):
         runtime.lower(model("write_read"), memory_planning_pass=MoveToArena3(solver="bestfit"))
 
 
@@ -137,5 +137,5 @@ def test_a_method_left_to_the_stock_pass_must_not_touch_shared_state():
     et = runtime.lower(m, memory_planning_pass=passes)
     runtime.check_outputs(m, et.buffer)
     # "read" reads the state: without a PlannerPass it would read a constant.
-    with pytest.raises(ExtractionError, match=r"'read' was planned by another pass.*store.memory"):
+    with pytest.raises(SharedStatePolicyError, match=r"'read' was planned by another pass.*store.memory"):
         runtime.lower(m, memory_planning_pass={"write": PlannerPass(solver="bestfit")})

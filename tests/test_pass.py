@@ -14,11 +14,10 @@ from executorch.exir.passes import MemoryPlanningPass
 
 from memplan import PlannerPass, solvers
 from memplan.experiments import runtime
+from memplan.planner.errors import InvalidPlanError, UnknownSolverError
 from memplan.planner.et.apply import shared_slots
 from memplan.planner.et.extract import buffer_names
-from memplan.planner.et.pass_ import PlanningError
-from memplan.planner.et.solve_policy import choose_plan
-from memplan.planner.problem import Buffer, BufferKind, InfeasibleError, Problem, ProblemError
+from memplan.planner.problem import Buffer, BufferKind, InfeasibleError, Outcome, Problem, ProblemError
 from memplan.solvers.units import make_plan, units_of
 
 _MODELS: dict[str, object] = {}
@@ -90,7 +89,7 @@ def test_mem_obj_ids_are_shared_exactly_by_overlapping_bytes():
     assert len({slots["a"], slots["d"], slots["e"]}) == 3
 
 
-def _stack_everything(problem, *, time_limit_s=None, **_):
+def _stack_everything(problem, params=None, *, time_limit_s=None):
     """A valid, wasteful plan: every unit on top of the previous one."""
     units = units_of(problem)
     offsets, top = [], 0
@@ -98,10 +97,10 @@ def _stack_everything(problem, *, time_limit_s=None, **_):
         top = -(-top // unit.alignment) * unit.alignment
         offsets.append(top if unit.fixed is None else unit.fixed)
         top += unit.size
-    return make_plan(problem, units, offsets, "cpsat", 0.0, proven_optimal=False, status="time limit")
+    return make_plan(problem, units, offsets, "cpsat", 0.0, Outcome.TIME_LIMIT, status="time limit")
 
 
-def _everything_at_zero(problem, *, time_limit_s=None, **_):
+def _everything_at_zero(problem, params=None, *, time_limit_s=None):
     return make_plan(problem, units_of(problem), [0] * len(units_of(problem)), "cpsat", 0.0)
 
 
@@ -125,9 +124,9 @@ def test_a_plan_the_validator_rejects_fails_the_export_naming_nodes(monkeypatch)
     monkeypatch.setattr(
         solvers, "get_solver", lambda name: _everything_at_zero if name == "cpsat" else real(name)
     )
-    with pytest.raises(PlanningError) as err:
+    with pytest.raises(InvalidPlanError) as err:
         runtime.lower(model("chain"), memory_planning_pass=PlannerPass(solver="cpsat"))
-    message = str(err.value)
+    message = "\n".join([str(err.value), *err.value.__notes__])
     assert "overlap" in message and "'forward'" in message
     assert "aten_relu_default" in message or "'x'" in message
 
@@ -152,15 +151,15 @@ def test_an_invalid_plan_never_reaches_a_tensor_spec():
 
 
 def test_infeasible_capacity_fails_naming_the_tensors():
-    with pytest.raises(PlanningError) as err:
+    with pytest.raises(InfeasibleError) as err:
         runtime.lower(model("chain"), memory_planning_pass=PlannerPass(solver="bestfit", capacity=256))
-    assert isinstance(err.value.__cause__, InfeasibleError)
-    assert err.value.__cause__.buffers
-    assert any(name in str(err.value) for name in err.value.__cause__.buffers)
+    assert err.value.buffers
+    assert any(name in str(err.value) for name in err.value.buffers)
+    assert any("'forward'" in note for note in err.value.__notes__)  # the pass names the method
 
 
 def test_unknown_solver_fails_at_construction():
-    with pytest.raises(ProblemError, match="unknown solver 'nope'"):
+    with pytest.raises(UnknownSolverError, match="unknown solver 'nope'"):
         PlannerPass(solver="nope")
 
 
@@ -207,7 +206,7 @@ def test_bestfit_falls_back_to_executorch_greedy_when_that_packs_better(monkeypa
         solvers, "get_solver", lambda name: _stack_everything if name == "bestfit" else real(name)
     )
     problem = Problem((Buffer("a", 0, 2, 32), Buffer("b", 2, 4, 32), Buffer("c", 0, 4, 16)))
-    plan = choose_plan(problem, "bestfit")
+    plan = solvers.solve(problem, "bestfit", fallback=True)
     assert plan.solver == "greedy" and plan.arena_size == 48
 
 

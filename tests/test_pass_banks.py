@@ -20,8 +20,7 @@ from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, get_no
 
 from memplan import PlannerPass
 from memplan.experiments import runtime, zoo
-from memplan.planner.et.pass_ import PlanningError
-from memplan.planner.problem import bank_report, validate
+from memplan.planner.problem import BankCapacityError, bank_report, validate
 
 KIB = 1024
 
@@ -96,7 +95,7 @@ def test_a_pin_set_by_a_custom_pool_pass_stays_in_its_bank() -> None:
 def test_a_map_too_small_names_the_bank_and_the_missing_bytes() -> None:
     model = tiny("chain")
     memory_map = TargetMemoryMap([Bank("sram", 64, 1), Bank("dram", 128, 2)])
-    with pytest.raises(PlanningError, match=r"bank 'dram'.*bytes missing"):
+    with pytest.raises(BankCapacityError, match=r"bank 'dram'.*bytes missing"):
         runtime.lower(model, memory_planning_pass=PlannerPass(solver="bestfit", memory_map=memory_map))
 
 
@@ -127,9 +126,14 @@ def _banked_stock(model: zoo.ZooModel, memory_map: TargetMemoryMap) -> StockReco
 def assert_replica_matches(model: zoo.ZooModel, memory_map: TargetMemoryMap) -> None:
     """banked_greedy under PlannerPass == ExecuTorch's BankedGreedy (and with one bank == greedy)."""
     stock = _banked_stock(model, memory_map)
-    # ExecuTorch's banked pass cannot share state across methods: compare plans without sharing.
+    # The same tensors as stock: no cat fusion, no in-place state; and ExecuTorch's banked pass cannot
+    # share state across methods, so neither do we here.
     planner = PlannerPass(
-        solver="greedy", memory_map=memory_map, cat_fusion=False, share_mutable_buffers=False
+        solver="greedy",
+        memory_map=memory_map,
+        cat_fusion=False,
+        state_in_place=False,
+        share_mutable_buffers=False,
     )
     runtime.lower(model, memory_planning_pass=planner)
     for records, sizes, result in zip(
@@ -164,3 +168,27 @@ def test_replica_matches_executorch_and_greedy_with_one_bank_on_every_zoo_model(
 @pytest.mark.parametrize("name", ["densenet_block"])
 def test_replica_matches_executorch_with_one_bank_on_a_small_zoo_model(name: str) -> None:
     assert_replica_matches(zoo.get(name), TargetMemoryMap([Bank("all", 1 << 30, 1)]))
+
+
+@SLOW
+@pytest.mark.parametrize("name", ["unet", "lstm", "llama_decode"])
+def test_zoo_models_over_two_and_three_tight_banks_run_and_match_eager(name: str) -> None:
+    """Banks sized from the model's own bound, so every bank is really used (and BankedGreedy may fail)."""
+    model = zoo.get(name)
+    probe = PlannerPass(solver="bestfit", memory_map=two_banks(1 << 30), cat_fusion=False)
+    runtime.lower(model, memory_planning_pass=probe)
+    from memplan.planner.problem import lower_bound
+
+    bound = lower_bound(probe.results["forward"].problem)
+    maps = (
+        TargetMemoryMap([Bank("sram", bound // 2, 1), Bank("dram", bound * 7 // 10, 2)]),
+        TargetMemoryMap(
+            [Bank("tcm", bound // 4, 1), Bank("sram", bound // 4, 3, 32), Bank("dram", bound, 2)]
+        ),
+    )
+    for memory_map in maps:
+        planner = PlannerPass(solver="cpsat", time_limit_s=5, memory_map=memory_map)
+        lowered(model, planner)
+        result = planner.results["forward"]
+        used = {r.name: r.bytes for r in bank_report(result.problem, result.plan)}
+        assert all(used[b.name] > 0 and used[b.name] <= b.size for b in memory_map.banks), used

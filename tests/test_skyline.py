@@ -6,8 +6,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import problems
 
+from memplan.planner.errors import SolverOptionError
 from memplan.planner.generate import layered_problem, random_problem
-from memplan.planner.problem import Buffer, Problem, ProblemError, lower_bound, lower_bounds, validate
+from memplan.planner.problem import Buffer, Problem, lower_bound, lower_bounds, validate
 from memplan.solvers import solve
 from memplan.solvers.skyline import ORDERS
 
@@ -79,5 +80,5 @@ def test_free_units_move_past_fixed_ones_and_keep_alignment() -> None:
 
 
 def test_unknown_order_is_a_clear_error() -> None:
-    with pytest.raises(ProblemError, match=r"skyline: unknown orderings \['sideways'\]"):
+    with pytest.raises(SolverOptionError, match=r"skyline: unknown orderings \['sideways'\]"):
         solve(Problem((Buffer("a", 0, 1, 1),)), "skyline", orders=("sideways",))

@@ -42,6 +42,7 @@ from executorch.exir.memory_planning import (
 from executorch.exir.tensor import TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
+from memplan.planner.errors import ExtractionError
 from memplan.planner.et.compat import (
     contains_xnnpack_delegate,
     extend_storage_base_lifetimes,
@@ -52,10 +53,6 @@ from memplan.planner.problem import Buffer, BufferKind, ContiguousGroup, Problem
 
 DEFAULT_POOL = 1  # ExecuTorch's mem_id for planned activations; 0 is reserved for constants
 XNNPACK_PADDING = 64  # bytes apply_algo adds to every arena of a graph with an XNNPACK delegate
-
-
-class ExtractionError(ProblemError):
-    """The graph cannot be planned as ExecuTorch would; the message names the nodes."""
 
 
 @dataclass

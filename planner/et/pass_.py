@@ -32,10 +32,11 @@ from executorch.exir.tensor import ALIGNMENT, TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
+from memplan.planner.errors import PlanningError, ProblemError, UnsupportedProblemError
 from memplan.planner.et.apply import apply_plan
+from memplan.planner.et.banks import bank_buffer_sizes, with_memory_map
 from memplan.planner.et.banks import state_pool as banked_state_pool
 from memplan.planner.et.banks import stock_sizes as banked_stock_sizes
-from memplan.planner.et.banks import with_memory_map
 from memplan.planner.et.cat.policy import plan_with_cat_fusion
 from memplan.planner.et.cat.report import CatReport
 from memplan.planner.et.cat.rewrite import fuse_cats
@@ -52,17 +53,12 @@ from memplan.planner.et.shared_state import (
     reject_foreign_planners,
     with_state,
 )
-from memplan.planner.et.solve_policy import BANK_FALLBACKS, BANKED, choose_plan
 from memplan.planner.et.state import StateReport, update_state_in_place
 from memplan.planner.et.verify import verify_storage_reuse
-from memplan.planner.problem import Plan, Problem, ProblemError
+from memplan.planner.problem import Outcome, Plan, Problem
 
 DEFAULT_SOLVER = "cpsat"
 DEFAULT_TIME_LIMIT_S = 5.0
-
-
-class PlanningError(ProblemError):
-    """Memory planning failed; the message names the method and the tensors (node names)."""
 
 
 @dataclass
@@ -92,7 +88,7 @@ class PlannerPass(MemoryPlanningPass):
 
     `PlannerPass()` runs CP-SAT for at most 5 s per method, starting from the
     best-fit plan, and never returns a plan larger than best-fit's or than
-    ExecuTorch's own greedy (planner.solve_policy).
+    ExecuTorch's own greedy (solvers.fallback).
     `share_mutable_buffers=None` (the default) shares mutable state across
     methods exactly when the program has more than one method: the runtime
     gives all host-only methods of a program the same arenas, so state in one
@@ -135,12 +131,12 @@ class PlannerPass(MemoryPlanningPass):
         memory_map: TargetMemoryMap | None = None,
         state_in_place: bool = True,
     ) -> None:
-        solvers.get_solver(solver)  # an unknown name fails here, not mid-export
-        if memory_map is not None and BANKED.get(solver, solver) not in BANK_FALLBACKS:
-            raise PlanningError(
-                f"solver {solver!r} cannot plan across the banks of a memory map; use one of"
-                f" {', '.join(BANK_FALLBACKS)} (greedy and bestfit stand for banked_greedy and banked_bestfit)"
-            )
+        solvers.entry(solver).make_params(dict(solver_options or {}))  # bad names fail here, not mid-export
+        if memory_map is not None:
+            try:
+                solvers.for_memory_map(solver)
+            except UnsupportedProblemError as e:
+                raise PlanningError(str(e)) from None
         super().__init__(
             alloc_graph_input=alloc_graph_input,
             alloc_graph_output=alloc_graph_output,
@@ -292,6 +288,8 @@ class PlannerPass(MemoryPlanningPass):
         else:
             plan = self._solve(ex.problem, where)
         sizes = apply_plan(planned, plan)
+        if self.memory_map is not None:
+            sizes = bank_buffer_sizes(sizes, self.memory_map, dict(plan.arena_sizes))
         insert_calls_to_free(graph_module, set(ex.specs))
         report = None
         if fusion is not None:
@@ -311,15 +309,22 @@ class PlannerPass(MemoryPlanningPass):
         )
 
     def _solve(self, problem: Problem, where: str) -> Plan:
-        """The plan `planner.solve_policy` chooses, validated; errors name the method and tensors."""
+        """The plan `solve` chooses with fallbacks (solvers.fallback), validated; errors name the method.
+
+        A failure keeps its type (`InfeasibleError`, `InvalidPlanError`, ...) and gets a note
+        naming the method and the solver.
+        """
         if not problem.buffers:
-            return Plan(offsets={}, arena_sizes={}, solver=self.solver, proven_optimal=True)
+            return Plan(
+                offsets={}, arena_sizes={}, solver=self.solver, proven_optimal=True, outcome=Outcome.OPTIMAL
+            )
         try:
-            return choose_plan(problem, self.solver, self.time_limit_s, self.solver_options, self.capacity)
+            return solvers.solve(
+                problem, self.solver, self.time_limit_s, self.capacity, fallback=True, **self.solver_options
+            )
         except ProblemError as e:
-            raise PlanningError(
-                f"memory planning of {where!r} with solver {self.solver!r} failed: {e}"
-            ) from e
+            e.add_note(f"memory planning of {where!r} with solver {self.solver!r} failed")
+            raise
 
     # -- methods and shared state --------------------------------------------------
     def _shares(self, context: ExportContext | None) -> bool:

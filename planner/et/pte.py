@@ -13,7 +13,9 @@ delegate calls alike. What each instruction reads and writes decides what must s
   it is tied to the last writers of those bytes, as one block with their combined lifetime. Nothing
   wrote them: it is state carried between calls, and stays where it is for the whole method (and
   every other method keeps off those bytes, since host methods share arenas);
-* tensors whose bytes and lifetimes overlap in the file are aliases and stay together.
+* tensors whose bytes and lifetimes overlap in the file are aliases and stay together;
+* a planned tensor no instruction names (and that is no input or output) stays where it is, for the
+  whole method: nothing says when it is used. Zero-byte tensors are not in the problem.
 
 The layout in the file must then be a valid plan of the derived problem; if it is not, or the method
 has control flow (jumps, moves, several chains), an operator without a known schema or an element
@@ -118,6 +120,7 @@ class MethodLayout:
     layout: Plan | None = None
     members: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     slack: dict[int, int] = field(default_factory=dict)
+    zero_size: list[int] = field(default_factory=list)  # planned values of 0 bytes: any offset in the arena
     alignment: int = DEFAULT_ALIGNMENT
     cannot: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -300,6 +303,7 @@ class _Scan:
         if not self.cannot:
             self._walk()
         self.layout.tensors = [self._public(t) for t in self.tensors.values()]
+        self.layout.zero_size = list(self.zero_size)
 
     # -- planned tensors --------------------------------------------------------------
     def _collect(self) -> None:

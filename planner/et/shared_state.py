@@ -29,9 +29,10 @@ import torch
 from executorch.exir.memory_planning import get_node_tensor_specs
 from torch.export.exported_program import ExportedProgram, ExportGraphSignature
 
-from memplan.planner.et.extract import ExtractionError, StateRef
+from memplan.planner.errors import SharedStatePolicyError
+from memplan.planner.et.extract import StateRef
 from memplan.planner.et.verify import verify_storage_reuse
-from memplan.planner.problem import Buffer, BufferKind, Plan, Problem, SameOffset, check_plan
+from memplan.planner.problem import Buffer, BufferKind, Outcome, Plan, Problem, SameOffset, check_plan
 
 STATE_POOL = 2  # the arena after ExecuTorch's default activation arena (mem_id 1)
 
@@ -128,7 +129,7 @@ def lay_out(session: Session) -> SharedLayout | None:
                 ref.spec.mem_obj_id = slot[ref.fqn]
         bufsizes = m.graph_module.meta["non_const_buffer_sizes"]
         if len(bufsizes) > pool:
-            raise ExtractionError(
+            raise SharedStatePolicyError(
                 f"method {m.method!r}: shared state goes to mem_id {pool}, but the method's"
                 f" own plan already uses arenas {bufsizes}; only mem_id 1 may be used with"
                 " share_mutable_buffers (or plan with a memory map)"
@@ -150,7 +151,7 @@ def check_default_mem_ids(graph_module: torch.fx.GraphModule) -> None:
         }
     )
     if elsewhere:
-        raise ExtractionError(
+        raise SharedStatePolicyError(
             f"shared mutable state goes to mem_id {STATE_POOL}, so tensors of a sharing method must use"
             f" mem_id 1, but an earlier pass placed {', '.join(elsewhere[:10])}; plan with"
             " share_mutable_buffers=False or keep those tensors in mem_id 1"
@@ -199,6 +200,7 @@ def joint_problem(
         solver="shared-state layout",
         proven_optimal=True,
         lower_bound=arena,
+        outcome=Outcome.OPTIMAL,
     )
     return problem, plan
 
@@ -249,7 +251,7 @@ def reject_foreign_planners(session: Session, programs: Mapping[str, ExportedPro
         uses = set(signature.inputs_to_buffers.values())
         clash = sorted((uses & mutated & touched) | (set(signature.buffers_to_mutate.values()) & touched))
         if clash:
-            raise ExtractionError(
+            raise SharedStatePolicyError(
                 f"method {method!r} was planned by another pass but uses state {clash} that"
                 " PlannerPass shares across methods; give every method a PlannerPass"
             )
@@ -265,7 +267,7 @@ def _sizes(methods: list[MethodState], fqns: list[str], alignment: int) -> dict[
             size = ref.spec.realign(alignment)
             where = f"{m.method}:{ref.node}"
             if ref.fqn in sizes and sizes[ref.fqn] != size:
-                raise ExtractionError(
+                raise SharedStatePolicyError(
                     f"buffer {ref.fqn!r} has {sizes[ref.fqn]} bytes in {seen_at[ref.fqn]} but"
                     f" {size} bytes in {where}; methods sharing state must agree on its shape"
                 )
@@ -281,7 +283,7 @@ def _reject_unshared(session: Session, mutated: list[str]) -> None:
             continue
         clash = sorted({r.fqn for r in m.refs} & set(mutated))
         if clash:
-            raise ExtractionError(
+            raise SharedStatePolicyError(
                 f"method {m.method!r} was planned with share_mutable_buffers=False but uses"
                 f" shared state {clash}; plan every method of the program with the same setting"
             )

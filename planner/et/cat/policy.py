@@ -22,7 +22,7 @@ from memplan.planner.et.cat.analysis import analyze
 from memplan.planner.et.cat.decisions import CatDecision, CatFusion
 from memplan.planner.et.cat.legality import is_cat
 from memplan.planner.et.extract import Extraction
-from memplan.planner.problem import InfeasibleError, Plan, Problem, ProblemError, lower_bound, lower_bounds
+from memplan.planner.problem import InfeasibleError, Plan, Problem, lower_bound, lower_bounds
 
 
 def plan_with_cat_fusion(
@@ -59,7 +59,7 @@ def plan_with_cat_fusion(
     fusion = decide(frozenset())
     without = _fitting(solve, extraction.problem)
     if not fusion.removed:
-        if isinstance(without, ProblemError):
+        if isinstance(without, InfeasibleError):
             raise without
         return fusion, without, without
     if isinstance(without, Plan) and not allow_growth:
@@ -67,25 +67,23 @@ def plan_with_cat_fusion(
         if not fusion.removed:
             return fusion, without, without
     fused = _fitting(solve, fusion.problem)
-    if isinstance(fused, ProblemError):
-        if isinstance(without, ProblemError):
+    if isinstance(fused, InfeasibleError):
+        if isinstance(without, InfeasibleError):
             raise fused
         return keep_every_cat(), without, without
-    if isinstance(without, ProblemError):
+    if isinstance(without, InfeasibleError):
         return fusion, fused, None
     if not allow_growth and fused.arena_size > without.arena_size:
         return keep_every_cat(), without, without
     return fusion, fused, without
 
 
-def _fitting(solve: Callable[[Problem], Plan], problem: Problem) -> Plan | ProblemError:
+def _fitting(solve: Callable[[Problem], Plan], problem: Problem) -> Plan | InfeasibleError:
     """The plan, or the error if no plan fits the capacity; any other failure propagates."""
     try:
         return solve(problem)
-    except ProblemError as e:
-        if isinstance(e, InfeasibleError) or isinstance(e.__cause__, InfeasibleError):
-            return e
-        raise
+    except InfeasibleError as e:
+        return e
 
 
 def _within(
