@@ -73,11 +73,12 @@ def _bench_file(
         problem = read_minimalloc_csv(path, capacity_from_name=capacity_from_name)
     except ProblemError as exc:
         return [{"file": path.name, "solver": s, "error": str(exc)} for s in solvers]
+    bound = lower_bound(problem)
     base = {
         "file": path.name,
         "buffers": len(problem.buffers),
         "capacity": problem.capacity,
-        "lower_bound": lower_bound(problem),
+        "lower_bound": bound,
     }
     rows = []
     for solver in solvers:
@@ -97,7 +98,7 @@ def _bench_file(
                 **base,
                 "solver": solver,
                 "arena_bytes": plan.arena_size,
-                "arena_over_lb": plan.arena_size / base["lower_bound"] if base["lower_bound"] else None,
+                "arena_over_lb": plan.arena_size / bound if bound else None,
                 "fits": None if problem.capacity is None else plan.arena_size <= problem.capacity,
                 "proven_optimal": plan.proven_optimal,
                 "seconds": plan.seconds,

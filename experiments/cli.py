@@ -33,7 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     from memplan import __version__
     from memplan.experiments import sweep, sweep_grid
     from memplan.experiments.executors import EXECUTORS
-    from memplan.experiments.one_model import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
+    from memplan.experiments.one_model import DEFAULT_ALIGNMENT
+    from memplan.solvers import DEFAULT_SOLVER
 
     parser = _Parser(prog="memplan", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"memplan {__version__}")

@@ -19,6 +19,7 @@ from enum import Enum
 
 from sortedcontainers import SortedList
 
+import memplan.planner.timeline as timeline
 from memplan.planner.errors import (
     InfeasibleError,
     InvalidPlanError,
@@ -44,6 +45,7 @@ __all__ = [  # the error types are re-exported: most callers know them from here
     "ViolationKind",
     "align_up",
     "arena_sizes_of",
+    "ceil_div",
     "check_plan",
     "common_divisor",
     "lower_bound",
@@ -387,20 +389,14 @@ def lower_bounds(problem: Problem) -> dict[int, int]:
     Also at least the end of every fixed buffer. A sweep over start/end events:
     O(n log n).
     """
-    events: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    spans: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     bounds: dict[int, int] = {pool: 0 for pool in problem.pools}
     for buf in problem.roots():
-        events[buf.pool].append((buf.start, buf.size))
-        events[buf.pool].append((buf.end, -buf.size))
+        spans[buf.pool].append((buf.start, buf.end, buf.size))
         if buf.offset is not None:
             bounds[buf.pool] = max(bounds[buf.pool], buf.offset + buf.size)
-    for pool, pool_events in events.items():
-        live = peak = 0
-        # Half-open lifetimes: at equal times, ends (negative) come before starts.
-        for _, delta in sorted(pool_events):
-            live += delta
-            peak = max(peak, live)
-        bounds[pool] = max(bounds[pool], peak)
+    for pool, pool_spans in spans.items():
+        bounds[pool] = max(bounds[pool], timeline.peak(pool_spans)[0])
     return bounds
 
 
@@ -531,13 +527,8 @@ def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
     for buf in problem.roots():
         by_pool[buf.pool].append(buf)
     for pool, bufs in by_pool.items():
-        events = []
-        for i, buf in enumerate(bufs):
-            events.append((buf.start, 1, i))
-            events.append((buf.end, 0, i))
-        events.sort()  # at equal times, ends (0) before starts (1): half-open
         live: SortedList = SortedList()  # (offset, end address, index)
-        for _, is_start, i in events:
+        for _, is_start, i in timeline.events((buf.start, buf.end) for buf in bufs):
             buf = bufs[i]
             lo = offsets[buf.id]
             item = (lo, lo + buf.size, i)
@@ -571,9 +562,14 @@ def check_plan(problem: Problem, plan: Plan) -> None:
         raise InvalidPlanError(f"plan from {plan.solver!r} is invalid:\n  {shown}{more}", violations)
 
 
+def ceil_div(value: int, divisor: int) -> int:
+    """`value / divisor` rounded up (integers, `divisor` > 0)."""
+    return -(-value // divisor)
+
+
 def align_up(value: int, alignment: int) -> int:
     """The smallest multiple of `alignment` that is >= `value`."""
-    return -(-value // alignment) * alignment
+    return ceil_div(value, alignment) * alignment
 
 
 def common_divisor(values: Iterable[int]) -> int:

@@ -19,6 +19,12 @@ from memplan.planner.errors import SolverOptionError, UnknownSolverError
 from memplan.planner.problem import InfeasibleError, Plan, Problem, check_plan
 from memplan.solvers.contract import Capabilities, SolverEntry
 
+DEFAULT_SOLVER = "cpsat"
+"""What `PlannerPass` and `memplan plan` run when not told (CP-SAT, starting from best-fit's plan)."""
+
+DEFAULT_TIME_LIMIT_S = 5.0
+"""Seconds per method for `PlannerPass`, `memplan plan` and sweeps when not told."""
+
 _EVERYTHING = Capabilities(fixed_offsets=True, groups=True, same_offsets=True, capacity=True)
 _PLACEMENT = Capabilities(fixed_offsets=True, groups=True, same_offsets=True, capacity=False)
 

@@ -79,7 +79,7 @@ def units_of(problem: Problem) -> list[Unit]:
     units = []
     for index, roots in enumerate(clusters):
         align = math.lcm(*(alignment[r] for r in roots))
-        fixes = {fixed[r] for r in roots if fixed.get(r) is not None}
+        fixes = {f for r in roots if (f := fixed.get(r)) is not None}
         if len(fixes) > 1:
             raise ProblemError(f"buffers {roots} must share an offset but are fixed at {sorted(fixes)}")
         fix = fixes.pop() if fixes else None
