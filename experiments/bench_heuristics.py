@@ -17,7 +17,7 @@ from typing import Any
 
 from memplan.planner.generate import layered_problem
 from memplan.planner.problem import check_plan, lower_bound
-from memplan.solvers import available, get_solver
+from memplan.solvers import available, entry
 from memplan.solvers.bestfit import ORDERINGS
 
 HEADER = "| buffers | solver | arena | LB | arena/LB | seconds | cpu s |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |"
@@ -38,9 +38,10 @@ def bench(sizes: Sequence[int], solvers: Sequence[str], seed: int, each_ordering
         problem = layered_problem(n, seed)
         bound = lower_bound(problem)
         for label, name, options in runs(solvers, each_ordering):
-            solve = get_solver(name)  # imported before the clock starts
+            spec = entry(name)
+            solve, params = spec.load(), spec.make_params(options)  # imported before the clock starts
             cpu = time.process_time()
-            plan = solve(problem, **options)
+            plan = solve(problem, params)
             cpu = time.process_time() - cpu
             check_plan(problem, plan)
             rows.append(

@@ -1,7 +1,7 @@
-"""`memplan`: sweeps, single-model plans, Gantt plots, problem export and CSV benchmarks.
+"""`memplan`: sweeps, single-model plans, Gantt plots, problem export, .pte inspection and re-planning, CSV benchmarks.
 
 Only argument parsing and printing live here; the work is in experiments.sweep,
-experiments.one_model, experiments.bench and experiments.catalog. A mistake
+experiments.one_model, experiments.inspect_pte, experiments.bench and experiments.catalog. A mistake
 in the command line (unknown model or solver, bad setting, unwritable output)
 ends with one `memplan: error: ...` line and exit code 2.
 """
@@ -41,7 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("sweep", help="run models x solvers x settings into a results folder")
-    p.add_argument("--models", help="comma-separated zoo models (default: the default sweep set)")
+    p.add_argument(
+        "--models", help="comma-separated zoo models, .pt2 files or path/file.py:factory (default: the zoo)"
+    )
     p.add_argument("--solvers", help="comma-separated solvers (default: all registered)")
     p.add_argument("--out", default=sweep.DEFAULT_OUT, help="output folder (default: %(default)s)")
     p.add_argument(
@@ -67,9 +69,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--address", help="Ray cluster address (default: start a local Ray for the run)")
     p.add_argument("--retry-errors", action="store_true", help="rerun runs that failed in an earlier sweep")
+    p.add_argument(
+        "--format",
+        choices=("csv", "parquet"),
+        default="csv",
+        help="results table file: results.csv or results.parquet (needs pyarrow) (default: %(default)s)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
 
-    p = sub.add_parser("plan", help="plan one zoo model and print a per-method summary")
+    p = sub.add_parser("plan", help="plan one model (zoo name, .pt2, file.py:factory) and print a summary")
     p.add_argument("model")
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
     p.add_argument("--method", help="only this method (default: all)")
@@ -80,7 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
     p.add_argument("--plot", metavar="FILE", help="also write the Gantt chart (.png or .svg)")
 
-    p = sub.add_parser("plot", help="write a Gantt chart of a zoo model's plan")
+    p = sub.add_parser("plot", help="write a Gantt chart of a model's plan (zoo name, .pt2, file.py:factory)")
     p.add_argument("model")
     p.add_argument("--solver", required=True)
     p.add_argument("--method", help="only this method (default: all, stacked)")
@@ -96,6 +104,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+
+    p = sub.add_parser("inspect", help="what a built .pte plans: arenas, tensors, lifetimes, lower bound")
+    p.add_argument("program", metavar="PROGRAM.pte")
+    p.add_argument(
+        "--out", metavar="FILE", help="also write Gantt charts and memory profiles (.png, .svg, .pdf)"
+    )
+    p.add_argument("--brief", action="store_true", help="per-method summary only, no tensor tables")
+    p.add_argument(
+        "--alignment", type=int, default=16, help="alignment of the derived problem (default: %(default)s)"
+    )
+
+    p = sub.add_parser("replan", help="re-plan a built .pte without its Python source")
+    p.add_argument("program", metavar="IN.pte")
+    p.add_argument("--out", required=True, metavar="OUT.pte")
+    p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
+    p.add_argument(
+        "--time-limit", type=float, default=sweep_grid.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
+    )
+    p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="run both programs in executorch.runtime on the same random inputs; outputs must be identical",
+    )
 
     p = sub.add_parser("bench-csv", help="solve a folder of MiniMalloc CSV problems and print a table")
     p.add_argument("dir")
@@ -152,6 +184,7 @@ def _sweep(args: argparse.Namespace) -> int:
         retry_errors=args.retry_errors,
         progress=not args.quiet,
         isolate=True,
+        fmt=args.format,
     )
     if not args.quiet:
         print(report.summary_markdown(df))
@@ -204,6 +237,69 @@ def _one_switch(text: str) -> list[bool]:
     return switches
 
 
+def _inspect(args: argparse.Namespace) -> int:
+    from memplan.experiments import inspect_pte, one_model, sweep_grid
+    from memplan.experiments.lowering import library_warnings_silenced
+    from memplan.planner.et.pte import PteError, read_program
+
+    sweep_grid.check_alignment(args.alignment)
+    if args.out:
+        one_model.check_figure_path(args.out)
+    try:
+        with library_warnings_silenced():
+            program = read_program(args.program, args.alignment)
+    except PteError as exc:
+        _fail(str(exc), FAILURE_EXIT)
+    print(inspect_pte.format_program(program, tensors=not args.brief), end="")
+    if args.out:
+        try:
+            print(f"wrote {inspect_pte.save_figure(program, args.out)}", file=sys.stderr)
+        except ValueError as exc:
+            _fail(str(exc), FAILURE_EXIT)
+    return 0
+
+
+def _replan(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from memplan import solvers
+    from memplan.experiments import inspect_pte, sweep_grid
+    from memplan.experiments.lowering import library_warnings_silenced
+    from memplan.planner.et.pte import PteError
+    from memplan.planner.et.replan import replan
+
+    sweep_grid.check_choice("solver", args.solver, solvers.available())
+    sweep_grid.check_alignment(args.alignment)
+    sweep_grid.check_time_limit(args.time_limit)
+    out = Path(args.out)
+    if out.resolve() == Path(args.program).resolve():
+        raise sweep_grid.SweepConfigError("--out must differ from the input program")
+    try:
+        with library_warnings_silenced():
+            result = replan(args.program, args.solver, args.time_limit, args.alignment)
+    except PteError as exc:
+        _fail(str(exc), FAILURE_EXIT)
+    print(inspect_pte.format_replan(result), end="")
+    if args.check:
+        from memplan.experiments.pte_check import CheckError, check_same_outputs
+
+        try:
+            with library_warnings_silenced():
+                calls = check_same_outputs(Path(args.program).read_bytes(), result.data)
+        except CheckError as exc:
+            _fail(f"check failed, {args.out} not written: {exc}", FAILURE_EXIT)
+        print(f"check: {calls} calls, outputs identical to {args.program}", file=sys.stderr)
+    try:
+        out.write_bytes(result.data)
+    except OSError as exc:
+        raise sweep_grid.SweepConfigError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
+    print(
+        f"wrote {out}" + ("" if result.changed else " (unchanged: no method could be improved)"),
+        file=sys.stderr,
+    )
+    return 0
+
+
 def _export_problem(args: argparse.Namespace) -> int:
     from memplan.experiments import one_model
 
@@ -248,6 +344,8 @@ _COMMANDS = {
     "plan": _plan,
     "plot": _plot,
     "export-problem": _export_problem,
+    "inspect": _inspect,
+    "replan": _replan,
     "bench-csv": _bench_csv,
     "models": _models,
     "solvers": _solvers,

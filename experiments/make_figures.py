@@ -19,6 +19,7 @@ from matplotlib.figure import Figure
 
 from memplan import viz
 from memplan.planner.problem import Plan, Problem, lower_bound
+from memplan.viz.captions import describe
 from memplan.viz.style import format_bytes
 
 ALIGNMENT = 16  # ExecuTorch's default
@@ -46,15 +47,6 @@ def planned(model: str, solver: str, cat_fusion: bool = True, time_limit_s: floa
 
     lowered = lower_planned(zoo_model(model), solver, ALIGNMENT, cat_fusion, time_limit_s)
     return lowered.planner_pass.results
-
-
-def describe(problem: Problem, plan: Plan) -> str:
-    """'arena 96.9 KiB, +9.4% over the lower bound' or 'arena 88.6 KiB = lower bound'."""
-    bound = lower_bound(problem)
-    arena = f"arena {format_bytes(plan.arena_size)}"
-    if plan.arena_size == bound:
-        return f"{arena} = lower bound"
-    return f"{arena}, {plan.arena_size / bound - 1:+.1%} over the lower bound"
 
 
 def _caption(fig: Figure, text: str) -> None:

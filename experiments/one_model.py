@@ -20,13 +20,14 @@ from memplan.experiments.sweep_grid import (
     check_time_limit,
     prepare_out,
 )
+from memplan.experiments.sweep_table import RENAMED
 from memplan.planner.problem import Problem
 from memplan.solvers import DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S
 
 SUMMARY_COLUMNS = (
     "method",
     "buffers",
-    "lower_bound",
+    "lower_bound_bytes",
     "arena_bytes",
     "stock_arena_bytes",
     "saving_vs_stock",
@@ -34,7 +35,7 @@ SUMMARY_COLUMNS = (
     "solve_seconds",
     "cats_fused",
 )
-FIGURE_SUFFIXES = (".png", ".svg")
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 DEFAULT_ALIGNMENT = 16
 
 
@@ -50,14 +51,15 @@ class ModelPlan:
 
 
 def _load(name: str):
-    from memplan.experiments import zoo
+    from memplan.experiments import programs
 
-    check_choice("model", name, zoo.names())
-    return zoo.get(name)
+    return programs.load(name)
 
 
 def _methods(model, method: str | None) -> list[str]:
-    names = sorted(model.methods)
+    from memplan.experiments.programs import call_order
+
+    names = call_order(model)
     if method is None:
         return names
     check_choice(f"method of {model.name}", method, names)
@@ -84,20 +86,20 @@ def plan_model(
     with library_warnings_silenced():
         lowered = lower_planned(model, solver, alignment, cat_fusion, time_limit_s)
         stock = stock_arenas(model, alignment) if with_stock else {}
-    rows = [r for r in lowered.rows() if r["method"] in methods]
-    df = pd.DataFrame.from_records(rows)
+    rows = sorted(
+        (r for r in lowered.rows() if r["method"] in methods), key=lambda r: methods.index(r["method"])
+    )
+    df = pd.DataFrame.from_records(rows).rename(columns=RENAMED)
     df["stock_arena_bytes"] = [stock.get(m) for m in df["method"]]
     df["saving_vs_stock"] = 1 - df["arena_bytes"] / df["stock_arena_bytes"].astype("float64")
     return ModelPlan(name, solver, methods, lowered, df[list(SUMMARY_COLUMNS)])
 
 
 def format_summary(result: ModelPlan) -> str:
-    """The summary as an aligned text table."""
-    df = result.summary.copy()
-    df["saving_vs_stock"] = df["saving_vs_stock"].map(lambda v: "" if pd.isna(v) else f"{v:+.1%}")
-    df["solve_seconds"] = df["solve_seconds"].map(lambda v: f"{v:.3f}")
-    header = f"{result.model}: solver {result.solver}"
-    return header + "\n" + df.to_string(index=False)
+    """A title line, then the summary as a Markdown table (experiments.tables: positive saving = smaller)."""
+    from memplan.experiments.tables import markdown
+
+    return f"{result.model}: solver {result.solver}\n" + markdown(result.summary)
 
 
 def check_figure_path(path: str | Path) -> Path:
@@ -129,6 +131,11 @@ def save_gantt(result: ModelPlan, path: str | Path) -> Path:
             title=f"{result.model} · {method} · {result.solver}",
         )
     fig.tight_layout()
+    return write_figure(fig, path)
+
+
+def write_figure(fig, path: Path) -> Path:
+    """Save `fig` (format from the suffix); an unwritable path is a SweepConfigError."""
     try:
         fig.savefig(path)
     except OSError as exc:

@@ -6,7 +6,6 @@ results table (`summary_markdown(pd.read_csv(...))`).
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -18,13 +17,18 @@ SUMMARY_FILE = "summary.md"
 PLOT_FILE = "compare.png"
 
 
-def write_outputs(df: pd.DataFrame, folder: Path) -> list[Path]:
-    """Write CSV, Parquet (when pyarrow is importable), summary and plot; return the paths."""
-    written = [folder / CSV_FILE]
-    df.to_csv(written[0], index=False)
-    if importlib.util.find_spec("pyarrow") is not None:
-        written.append(folder / PARQUET_FILE)
-        df.to_parquet(written[-1], index=False)
+def write_outputs(df: pd.DataFrame, folder: Path, fmt: str = "csv") -> list[Path]:
+    """Write the table (CSV or Parquet, experiments.results), summary and plot; return the paths.
+
+    The table in the other format, left by an earlier sweep, is removed so that
+    `load_results` never reads a stale one.
+    """
+    from memplan.experiments import results
+
+    written = [results.write_table(df, folder, fmt)]
+    for stale in (folder / CSV_FILE, folder / PARQUET_FILE):
+        if stale != written[0] and stale.exists():
+            stale.unlink()
     written.append(folder / SUMMARY_FILE)
     written[-1].write_text(summary_markdown(df))
     if _succeeded(df).size:
@@ -69,7 +73,7 @@ def summary_markdown(df: pd.DataFrame) -> str:
         " (cat fusion, kept only where it pays for a solver, lowers it), so it bounds every column.",
     ]
     for (alignment, fusion, limit), group in df.groupby(
-        ["alignment", "cat_fusion", "time_limit_s"], dropna=False
+        ["alignment", "cat_fusion", "time_limit_seconds"], dropna=False
     ):
         lines += [
             "",
@@ -88,9 +92,7 @@ def summary_markdown(df: pd.DataFrame) -> str:
         for row in failed.itertuples():
             error = str(row.error).replace("|", "\\|")
             error = error if len(error) <= 160 else error[:157] + "..."
-            settings = (
-                f"align {row.alignment}, fusion {'on' if row.cat_fusion else 'off'}, {row.time_limit_s:g} s"
-            )
+            settings = f"align {row.alignment}, fusion {'on' if row.cat_fusion else 'off'}, {row.time_limit_seconds:g} s"
             lines.append(f"| {row.model} | {row.method} | {row.solver} | {settings} | {error} |")
     return "\n".join(lines) + "\n"
 
@@ -111,12 +113,12 @@ def _settings_table(group: pd.DataFrame, solvers: list[str]) -> list[str]:
     lowest bound of a case bounds every solver's arena and makes the columns
     comparable.
     """
-    group = group.assign(best_lb=group.groupby(["model", "method"])["lower_bound"].transform("min"))
+    group = group.assign(best_lb=group.groupby(["model", "method"])["lower_bound_bytes"].transform("min"))
     group = group.assign(ratio=group["arena_bytes"] / group["best_lb"])
     header = "| model | buffers | lower bound | stock | " + " | ".join(solvers) + " |"
     lines = [header, "|---|---:|---:|---:|" + "---:|" * len(solvers)]
     for (model, method), rows in group.groupby(["model", "method"], sort=True):
-        label = model if method in ("", "forward") else f"{model}.{method}"
+        label = model if method in ("", "forward") else f"{model}/{method}"
         ok = rows[rows["arena_bytes"].notna()]
         cells = [
             label,

@@ -57,17 +57,20 @@ def sweep(
     retry_errors: bool = False,
     progress: bool = True,
     isolate: bool = False,
+    fmt: str = "csv",
 ) -> pd.DataFrame:
     """Run every missing unit of the grid and write the folder's table, summary and plot.
 
     Defaults: the default zoo sweep, every registered solver, ExecuTorch's
-    alignment (16), cat fusion on, 5 s per solve. Returns the folder's table.
+    alignment (16), cat fusion on, 5 s per solve; the table as `fmt` (csv or
+    parquet). Returns the folder's table.
     With `isolate`, runs go to worker processes even with `jobs=1`, so a
     solver that crashes the interpreter (a segfault in native code) becomes an
     error row; the `memplan sweep` command always isolates.
     """
-    from memplan.experiments import report, zoo
+    from memplan.experiments import report, results, zoo
 
+    results.check_format(fmt)
     models = list(zoo.names() if models is None else models)
     solvers = list(default_solvers() if solvers is None else solvers)
     jobs = default_jobs() if jobs is None else jobs
@@ -81,7 +84,7 @@ def sweep(
     ]
     _run(todo, log, executor, jobs, address, progress, isolate)
     df = table(log)
-    report.write_outputs(df, folder)
+    report.write_outputs(df, folder, fmt)
     return df
 
 
@@ -109,15 +112,15 @@ def _crashed(run: Run, exc: BaseException) -> dict[str, Any]:
 
 @functools.lru_cache(maxsize=4)
 def _exported(name: str):
-    """The zoo model with its edge program built once per worker process.
+    """The model (zoo name or program spec) with its edge program built once per worker process.
 
     `runtime.lower` deep-copies the edge program it caches on the model, so
     every lowering after this one skips torch.export and export_seconds
     measure lowering and planning only.
     """
-    from memplan.experiments import runtime, zoo
+    from memplan.experiments import programs, runtime
 
-    model = zoo.get(name)
+    model = programs.load(name)
     runtime.edge_program(model)
     return model
 

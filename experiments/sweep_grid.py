@@ -6,6 +6,7 @@ any work starts.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -101,7 +102,10 @@ def validate_grid(
     if not solvers:
         raise SweepConfigError(f"no solver given; choose from: {', '.join(solver_registry.available())}")
     for name in models:
-        check_choice("model", name, zoo.names())
+        if not _is_file_spec(name):
+            check_choice("model", name, zoo.names(), hint="; or give a .pt2 file or path/file.py:factory")
+        elif not Path(name.rsplit(":", 1)[0] if ".py:" in name else name).is_file():
+            raise SweepConfigError(f"model {name!r}: no such file")
     for name in solvers:
         check_choice("solver", name, solver_registry.available())
     if not alignments:
@@ -117,10 +121,23 @@ def validate_grid(
         raise SweepConfigError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
 
 
-def check_choice(kind: str, value: str, valid: Sequence[str]) -> None:
-    """Raise SweepConfigError naming `value` and the valid choices unless it is one of them."""
+def check_choice(kind: str, value: str, valid: Sequence[str], hint: str = "") -> None:
+    """Raise SweepConfigError naming `value`, the closest valid name and the valid choices unless it is one of them."""
     if value not in valid:
-        raise SweepConfigError(f"unknown {kind} {value!r}; choose from: {', '.join(valid)}")
+        raise SweepConfigError(
+            f"unknown {kind} {value!r}{did_you_mean(value, valid)}; choose from: {', '.join(valid)}{hint}"
+        )
+
+
+def did_you_mean(value: str, choices: Sequence[str]) -> str:
+    """' (did you mean 'x'?)' for the closest choice, or ''."""
+    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _is_file_spec(name: str) -> bool:
+    """A `.pt2` file or `path/file.py:factory` rather than a zoo name (experiments.programs)."""
+    return name.endswith(".pt2") or ".py:" in name
 
 
 def check_alignment(alignment: int) -> None:

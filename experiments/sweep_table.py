@@ -1,4 +1,8 @@
-"""The sweep's table: one row per (model, method, solver, settings), built from the run log."""
+"""The sweep's table: one row per (model, method, solver, settings), built from the run log.
+
+Units are in the column names: `_bytes` for bytes, `_seconds` for seconds
+(`RENAMED` maps the run log's older names, which stay in `runs.jsonl`).
+"""
 
 from __future__ import annotations
 
@@ -7,13 +11,20 @@ import pandas as pd
 from memplan.experiments.run_log import RunLog
 from memplan.experiments.sweep_grid import KEY, SETTINGS
 
+# Run-log (and pre-0.2 table) names -> table names.
+RENAMED = {
+    "lower_bound": "lower_bound_bytes",
+    "time_limit_s": "time_limit_seconds",
+    "copy_bytes_removed": "copy_removed_bytes",
+}
+TABLE_SETTINGS = tuple(RENAMED.get(s, s) for s in SETTINGS)
 COLUMNS = (
     "model",
     "method",
     "solver",
-    *SETTINGS,
+    *TABLE_SETTINGS,
     "buffers",
-    "lower_bound",
+    "lower_bound_bytes",
     "arena_bytes",
     "arena_over_lb",
     "stock_arena_bytes",
@@ -23,25 +34,25 @@ COLUMNS = (
     "solve_seconds",
     "export_seconds",
     "cats_fused",
-    "copy_bytes_removed",
+    "copy_removed_bytes",
     "ran_ok",
     "matches_eager",
     "error",
 )
 TIMING_COLUMNS = ("solve_seconds", "export_seconds")
-_DTYPES = {
+DTYPES = {
     "alignment": "Int64",
     "buffers": "Int64",
-    "lower_bound": "Int64",
+    "lower_bound_bytes": "Int64",
     "arena_bytes": "Int64",
     "stock_arena_bytes": "Int64",
     "cats_fused": "Int64",
-    "copy_bytes_removed": "Int64",
+    "copy_removed_bytes": "Int64",
     "cat_fusion": "boolean",
     "proven_optimal": "boolean",
     "ran_ok": "boolean",
     "matches_eager": "boolean",
-    "time_limit_s": "float64",
+    "time_limit_seconds": "float64",
     "arena_over_lb": "float64",
     "saving_vs_stock": "float64",
     "solve_seconds": "float64",
@@ -68,10 +79,11 @@ def table(log: RunLog) -> pd.DataFrame:
         arenas = stock.get((run["model"], run["alignment"]), {})
         for row in result["rows"]:
             records.append({**base, "stock_arena_bytes": arenas.get(row["method"]), **row})
+    records = [{RENAMED.get(k, k): v for k, v in r.items()} for r in records]
     df = pd.DataFrame.from_records(records, columns=list(COLUMNS))
-    df = df.astype(_DTYPES)
+    df = df.astype(DTYPES)
     df["error"] = df["error"].astype("string")
-    df["arena_over_lb"] = df["arena_bytes"] / df["lower_bound"]
+    df["arena_over_lb"] = df["arena_bytes"] / df["lower_bound_bytes"]
     df["saving_vs_stock"] = 1 - df["arena_bytes"] / df["stock_arena_bytes"]
-    order = ["model", "method", "solver", *SETTINGS]
+    order = ["model", "method", "solver", *TABLE_SETTINGS]
     return df.sort_values(order, kind="stable").reset_index(drop=True)

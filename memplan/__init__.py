@@ -1,8 +1,11 @@
 """memplan: memory planning for ExecuTorch programs.
 
-The front door: the problem types, `solve`, and `PlannerPass` (the drop-in
-`MemoryPlanningPass`). `PlannerPass` is loaded on first use, so that
-`import memplan` and the solvers never import torch.
+The front door: the problem types, `solve`, `PlannerPass` (the drop-in
+`MemoryPlanningPass`), and for notebooks and scripts `plan_model` (any model:
+export, plan, compare with the stock planner, run), `load_program` (a zoo name,
+`.pt2` or `file.py:factory`), `read_program` (a built `.pte`) and
+`sweep` and `load_results` (a sweep folder as a typed DataFrame). Those are loaded on first
+use, so that `import memplan` and the solvers never import torch.
 """
 
 from __future__ import annotations
@@ -25,7 +28,12 @@ from memplan.planner.problem import (
 from memplan.solvers import available, solve
 
 if TYPE_CHECKING:
+    from memplan.experiments.programs import load as load_program
+    from memplan.experiments.programs import plan_model
+    from memplan.experiments.results import load_results
+    from memplan.experiments.sweep import sweep
     from memplan.planner.et.pass_ import PlannerPass
+    from memplan.planner.et.pte import read_program
 
 try:
     __version__ = version("memplan")
@@ -44,17 +52,33 @@ __all__ = [
     "SameOffset",
     "__version__",
     "available",
+    "load_program",
+    "load_results",
     "lower_bound",
+    "plan_model",
+    "read_program",
+    "sweep",
     "solve",
     "validate",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "PlannerPass":
-        from memplan.planner.et.pass_ import PlannerPass
+_LAZY = {
+    "PlannerPass": ("memplan.planner.et.pass_", "PlannerPass"),
+    "plan_model": ("memplan.experiments.programs", "plan_model"),
+    "load_program": ("memplan.experiments.programs", "load"),
+    "read_program": ("memplan.planner.et.pte", "read_program"),
+    "load_results": ("memplan.experiments.results", "load_results"),
+    "sweep": ("memplan.experiments.sweep", "sweep"),
+}
 
-        return PlannerPass
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        module, attribute = _LAZY[name]
+        return getattr(importlib.import_module(module), attribute)
     raise AttributeError(f"module 'memplan' has no attribute {name!r}")
 
 

@@ -3,6 +3,7 @@
     MemplanError
     ├── ProblemError (ValueError)           the input is wrong: names the buffer, constraint or file line
     │   ├── InfeasibleError                 no plan fits the capacity (`proven`: shown impossible, or none found)
+    │   │   └── BankCapacityError           a memory bank cannot hold what must go into it (`bank`, `missing`)
     │   ├── UnsupportedProblemError         the solver lacks a capability the problem needs (`capability`)
     │   ├── InvalidPlanError                a plan breaks the problem's constraints (`violations`)
     │   ├── ExtractionError                 an ExecuTorch graph cannot become a `Problem`
@@ -43,6 +44,18 @@ class InfeasibleError(ProblemError):
         super().__init__(message)
         self.buffers = tuple(buffers)
         self.proven = proven
+
+
+class BankCapacityError(InfeasibleError):
+    """A bank cannot hold what must go into it (or the banks cannot hold the program).
+
+    `bank` names the bank and `missing` says how many bytes it lacks.
+    """
+
+    def __init__(self, message: str, bank: str, missing: int, buffers: Iterable[str] = ()) -> None:
+        super().__init__(message, buffers)
+        self.bank = bank
+        self.missing = missing
 
 
 class UnsupportedProblemError(ProblemError):

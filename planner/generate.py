@@ -11,11 +11,12 @@ The same arguments always give the same problem.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import random
 from collections.abc import Sequence
 
-from memplan.planner.problem import Buffer, BufferKind, ContiguousGroup, Problem, SameOffset, align_up
+from memplan.planner.problem import Bank, Buffer, BufferKind, ContiguousGroup, Problem, SameOffset, align_up
 
 # Spatial sides seen in mobile CNNs: channels x side^2 x dtype gives the "odd"
 # (non power of two) tensor sizes real models have.
@@ -208,3 +209,43 @@ def _add_members(
             _add_members(rng, member, buffers, groups, depth - 1)
         rel += size
     groups.append(ContiguousGroup(parent.id, tuple(members)))
+
+
+def with_banks(
+    problem: Problem,
+    capacities: Sequence[int],
+    seed: int = 0,
+    pinned: float = 0.0,
+    alignments: Sequence[int] | None = None,
+    max_accesses: int = 8,
+) -> Problem:
+    """`problem` over banks of these capacities (pools 1, 2, ... in preference order).
+
+    Every root may go to any bank (its members follow it) except ~`pinned` of
+    them, pinned to a random bank; each buffer is accessed 1..`max_accesses`
+    times. `alignments` gives each bank's alignment (default 1).
+    """
+    rng = random.Random(seed)
+    pools = tuple(range(1, len(capacities) + 1))
+    banks = tuple(
+        Bank(f"bank{p}", p, cap, alignment=(alignments[p - 1] if alignments else 1))
+        for p, cap in zip(pools, capacities, strict=True)
+    )
+    choice: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for buf in problem.roots():
+        if rng.random() < pinned:
+            choice[buf.id] = (rng.choice(pools), ())
+        else:
+            choice[buf.id] = (pools[0], pools)
+    for s in problem.same_offsets:  # a same-offset set shares its first member's choice
+        for b in s.buffers[1:]:
+            choice[b] = choice[s.buffers[0]]
+    buffers = []
+    for buf in problem.buffers:
+        pool, banks_of = choice[problem.root_of(buf.id)[0]]
+        buffers.append(
+            dataclasses.replace(
+                buf, pool=pool, banks=banks_of, accesses=rng.randint(1, max_accesses), offset=None
+            )
+        )
+    return dataclasses.replace(problem, buffers=tuple(buffers), banks=banks)

@@ -20,9 +20,11 @@ from typing import Any
 
 from memplan.planner.problem import (
     MAX_COORDINATE,
+    Bank,
     Buffer,
     BufferKind,
     ContiguousGroup,
+    Gap,
     Outcome,
     Plan,
     Problem,
@@ -33,7 +35,7 @@ from memplan.planner.problem import (
 # MiniMalloc's loader accepts these spellings; `end` is an inclusive end.
 _ALIASES = {"begin": "lower", "start": "lower", "buffer": "id", "buffer_id": "id", "end": "upper"}
 _REQUIRED = ("id", "lower", "upper", "size")
-_OPTIONAL = ("alignment", "offset", "gaps")
+_OPTIONAL = ("alignment", "offset", "gaps", "hint")  # MiniMalloc's `hint` (a solver hint) is read and ignored
 _JSON_VERSION = 1
 
 
@@ -48,9 +50,9 @@ def read_minimalloc_csv(path: str | Path, capacity_from_name: bool = False) -> P
     """A Problem from a MiniMalloc CSV (buffers in file order; an `offset` column pins them).
 
     With `capacity_from_name`, a name like `A.1048576.csv` sets the capacity
-    to 1048576. A `gaps` column may only trim a lifetime at its ends; a gap
-    inside a lifetime, or one with an `@` window, cannot be represented and
-    is an error.
+    to 1048576. A `gaps` column gives times when a buffer is absent ('a-b') or
+    holds only some of its bytes ('a-b@low:high'), as MiniMalloc reads it;
+    sizes may be 0 (zero-byte tensors, which overlap nothing).
     """
     path = Path(path)
     capacity = _capacity_from_name(path) if capacity_from_name else None
@@ -77,19 +79,22 @@ def read_minimalloc_csv(path: str | Path, capacity_from_name: bool = False) -> P
         lower = _int(where, fields, "lower")
         upper = _int(where, fields, "upper") + inclusive_end
         size = _int(where, fields, "size")
-        if size <= 0:
-            raise FormatError(f"{where}: buffer {buffer_id!r} has size {size}; sizes must be positive")
+        if size < 0:
+            raise FormatError(f"{where}: buffer {buffer_id!r} has size {size}; sizes must not be negative")
         if upper <= lower:
             raise FormatError(
                 f"{where}: buffer {buffer_id!r} has upper {upper} <= lower {lower}; lifetimes are"
                 " half-open [lower, upper) and must not be empty"
             )
+        gaps: tuple[Gap, ...] = ()
         if fields.get("gaps"):
-            lower, upper = _trim_gaps(where, buffer_id, fields["gaps"], lower, upper, inclusive_end)
+            lower, upper, gaps = _gaps(where, buffer_id, fields["gaps"], lower, upper, inclusive_end)
         alignment = _int(where, fields, "alignment") if fields.get("alignment") else 1
         offset = _int(where, fields, "offset") if fields.get("offset") else None
         try:
-            buffers.append(Buffer(buffer_id, lower, upper, size, alignment=alignment, offset=offset))
+            buffers.append(
+                Buffer(buffer_id, lower, upper, size, alignment=alignment, offset=offset, gaps=gaps)
+            )
         except ProblemError as e:
             raise FormatError(f"{where}: {e}") from None
     try:
@@ -138,7 +143,8 @@ def write_minimalloc_csv(problem: Problem, path: str | Path, plan: Plan | None =
     header = ["id", "lower", "upper", "size"]
     with_alignment = any(b.alignment != 1 for b in problem.buffers)
     with_offset = plan is not None or any(b.offset is not None for b in problem.buffers)
-    header += ["alignment"] * with_alignment + ["offset"] * with_offset
+    with_gaps = any(b.gaps for b in problem.buffers)
+    header += ["alignment"] * with_alignment + ["offset"] * with_offset + ["gaps"] * with_gaps
     with path.open("w", newline="") as f:
         out = csv.writer(f, lineterminator="\n")
         out.writerow(header)
@@ -149,7 +155,14 @@ def write_minimalloc_csv(problem: Problem, path: str | Path, plan: Plan | None =
             if with_offset:
                 offset = plan.offsets[b.id] if plan is not None else b.offset
                 row.append("" if offset is None else offset)
+            if with_gaps:
+                row.append(" ".join(_gap_text(g) for g in b.gaps))
             out.writerow(row)
+
+
+def _gap_text(gap: Gap) -> str:
+    text = f"{gap.start}-{gap.end}"
+    return text if gap.window is None else f"{text}@{gap.window[0]}:{gap.window[1]}"
 
 
 def _capacity_from_name(path: Path) -> int:
@@ -200,34 +213,46 @@ def _int(where: str, fields: dict[str, str], column: str) -> int:
     return value
 
 
-def _trim_gaps(
-    where: str, buffer_id: str, gaps: str, lower: int, upper: int, inclusive_end: int
-) -> tuple[int, int]:
-    """Apply MiniMalloc gaps ('a-b' items, space-separated) that cut a lifetime at its ends."""
-    spans = []
-    for gap in gaps.split():
-        match = re.fullmatch(r"(-?[0-9]+)-(-?[0-9]+)", gap)
+_GAP = re.compile(r"(-?[0-9]+)-(-?[0-9]+)(?:@([0-9]+):([0-9]+))?")
+
+
+def _gaps(
+    where: str, buffer_id: str, text: str, lower: int, upper: int, inclusive_end: int
+) -> tuple[int, int, tuple[Gap, ...]]:
+    """MiniMalloc gaps ('a-b' or 'a-b@low:high', space-separated): (lower, upper, the gaps inside).
+
+    A gap without a window at either end of the lifetime just shortens it; the
+    rest are kept, clipped to the lifetime (MiniMalloc's reading: outside its
+    lifetime a buffer is absent anyway).
+    """
+    spans: list[tuple[int, int, tuple[int, int] | None]] = []
+    for item in text.split():
+        match = _GAP.fullmatch(item)
         if not match:
             raise FormatError(
-                f"{where}: buffer {buffer_id!r} has gap {gap!r}, which memplan cannot represent"
-                " (only 'lower-upper' gaps at either end of a lifetime; '@' windows are not supported)"
+                f"{where}: buffer {buffer_id!r} has gap {item!r}; a gap is 'lower-upper' or"
+                " 'lower-upper@low:high' (the bytes in use during it), integers in ASCII digits"
             )
-        spans.append((int(match.group(1)), int(match.group(2)) + inclusive_end))
-    for a, b in sorted(spans):
-        if a <= lower < b:
+        a, b = int(match.group(1)), int(match.group(2)) + inclusive_end
+        window = (int(match.group(3)), int(match.group(4))) if match.group(3) is not None else None
+        spans.append((max(a, lower), min(b, upper), window))
+    spans = sorted(span for span in spans if span[0] < span[1])
+    for a, b, window in spans:  # windowless gaps at the start move the start
+        if window is None and a <= lower < b:
             lower = b
-    for a, b in sorted(spans, reverse=True):
-        if a < upper <= b:
+    for a, b, window in reversed(spans):
+        if window is None and a < upper <= b:
             upper = a
     if upper <= lower:
-        raise FormatError(f"{where}: buffer {buffer_id!r} has gaps {gaps!r} covering its whole lifetime")
-    for a, b in spans:
-        if lower < b and a < upper:
+        raise FormatError(f"{where}: buffer {buffer_id!r} has gaps {text!r} covering its whole lifetime")
+    inside = [Gap(max(a, lower), min(b, upper), w) for a, b, w in spans if a < upper and lower < b]
+    for first, second in zip(inside, inside[1:]):
+        if second.start < first.end:
             raise FormatError(
-                f"{where}: buffer {buffer_id!r} has gap {a}-{b} inside its lifetime [{lower}, {upper});"
-                " memplan cannot represent a buffer absent in the middle of its lifetime"
+                f"{where}: buffer {buffer_id!r} has overlapping gaps {first.start}-{first.end} and"
+                f" {second.start}-{second.end}"
             )
-    return lower, upper
+    return lower, upper, tuple(inside)
 
 
 def _check_csv_representable(problem: Problem, path: Path) -> None:
@@ -240,6 +265,11 @@ def _check_csv_representable(problem: Problem, path: Path) -> None:
         raise ProblemError(
             f"{path}: MiniMalloc CSV cannot hold same-offset sets ({list(problem.same_offsets[0].buffers)});"
             " use save_json"
+        )
+    if problem.banks:
+        raise ProblemError(
+            f"{path}: MiniMalloc CSV has one pool and no banks, but the problem declares banks"
+            f" {[b.name for b in problem.banks]}; the bank choices and capacities would be lost. Use save_json"
         )
     if len(problem.pools) > 1:
         raise ProblemError(
@@ -320,9 +350,32 @@ def _problem_to_dict(problem: Problem) -> dict[str, Any]:
                 "pool": b.pool,
                 "kind": b.kind.value,
                 "label": b.label,
+                **(
+                    {"gaps": [[g.start, g.end, g.window and list(g.window)] for g in b.gaps]}
+                    if b.gaps
+                    else {}
+                ),
+                **({"banks": list(b.banks)} if b.banks else {}),
+                **({"accesses": b.accesses} if b.accesses != 1 else {}),
             }
             for b in problem.buffers
         ],
+        **(
+            {
+                "banks": [
+                    {
+                        "name": k.name,
+                        "pool": k.pool,
+                        "capacity": k.capacity,
+                        "cost": k.cost,
+                        "alignment": k.alignment,
+                    }
+                    for k in problem.banks
+                ]
+            }
+            if problem.banks
+            else {}
+        ),
         "groups": [{"parent": g.parent, "members": [list(m) for m in g.members]} for g in problem.groups],
         "same_offsets": [list(s.buffers) for s in problem.same_offsets],
     }
@@ -340,14 +393,23 @@ def _problem_from_dict(data: dict[str, Any]) -> Problem:
             pool=b["pool"],
             kind=BufferKind(b["kind"]),
             label=b["label"],
+            gaps=tuple(
+                Gap(start, end, None if w is None else tuple(w)) for start, end, w in b.get("gaps", ())
+            ),
+            banks=tuple(b.get("banks", ())),
+            accesses=b.get("accesses", 1),
         )
         for b in data["buffers"]
+    )
+    banks = tuple(
+        Bank(k["name"], k["pool"], k["capacity"], cost=k.get("cost"), alignment=k.get("alignment", 1))
+        for k in data.get("banks", ())
     )
     groups = tuple(
         ContiguousGroup(g["parent"], tuple((m, rel) for m, rel in g["members"])) for g in data["groups"]
     )
     same = tuple(SameOffset(tuple(s)) for s in data["same_offsets"])
-    return Problem(buffers, groups, same, capacity=data["capacity"], name=data["name"])
+    return Problem(buffers, groups, same, capacity=data["capacity"], name=data["name"], banks=banks)
 
 
 def _plan_to_dict(plan: Plan) -> dict[str, Any]:
@@ -362,6 +424,7 @@ def _plan_to_dict(plan: Plan) -> dict[str, Any]:
         "outcome": plan.outcome.value if plan.outcome is not None else None,
         "arena_sizes": {str(pool): size for pool, size in plan.arena_sizes.items()},
         "offsets": dict(plan.offsets),
+        **({"pools": dict(plan.pools)} if plan.pools else {}),
     }
 
 
@@ -379,4 +442,5 @@ def _plan_from_dict(data: dict[str, Any]) -> Plan:
         lower_bound=data["lower_bound"],
         status=data["status"],
         outcome=Outcome(data["outcome"]) if data.get("outcome") is not None else None,  # older files: derived
+        pools=dict(data.get("pools", {})),
     )

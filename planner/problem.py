@@ -14,13 +14,15 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import Any
 
 from sortedcontainers import SortedList
 
 import memplan.planner.timeline as timeline
 from memplan.planner.errors import (
+    BankCapacityError,
     InfeasibleError,
     InvalidPlanError,
     ProblemError,
@@ -30,6 +32,7 @@ from memplan.planner.errors import (
 
 __all__ = [  # the error types are re-exported: most callers know them from here
     "Buffer",
+    "BankCapacityError",
     "BufferKind",
     "ContiguousGroup",
     "InfeasibleError",
@@ -72,12 +75,44 @@ class BufferKind(str, Enum):
 
 
 @dataclass(frozen=True)
+class Gap:
+    """A time `[start, end)` inside a buffer's lifetime when it holds fewer bytes, or none.
+
+    MiniMalloc's `gaps`: without `window` the buffer is absent; with
+    `window=(low, high)` it occupies only bytes `[offset + low, offset + high)`.
+    """
+
+    start: int
+    end: int
+    window: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("start", "end"):
+            object.__setattr__(self, name, _integer(f"gap {name}", getattr(self, name)))
+        if self.window is not None:
+            low, high = self.window
+            object.__setattr__(self, "window", (_integer("gap window", low), _integer("gap window", high)))
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch `[start, end)` of a buffer's life with the bytes `[low, high)` above its offset in use."""
+
+    start: int
+    end: int
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
 class Buffer:
     """One block of bytes that lives over `[start, end)` and needs an offset.
 
     `offset` pins the buffer (a fixed, pre-assigned offset); `pool` is the
     memory arena it goes into (ExecuTorch's `mem_id`); `alignment` means the
-    offset must be a multiple of it.
+    offset must be a multiple of it. `gaps` are times inside the lifetime
+    when the buffer holds fewer bytes or none (sorted, disjoint); a size of 0
+    (ExecuTorch has zero-byte tensors) overlaps nothing.
     """
 
     id: str
@@ -89,6 +124,11 @@ class Buffer:
     pool: int = 0
     kind: BufferKind = BufferKind.ACTIVATION
     label: str = ""
+    gaps: tuple[Gap, ...] = ()
+    # The bank pools the buffer may go to (a choice for the solver); () means it stays in `pool`.
+    banks: tuple[int, ...] = ()
+    # How often the program reads or writes the buffer: its traffic is size x accesses.
+    accesses: int = 1
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -97,8 +137,8 @@ class Buffer:
             value = getattr(self, name)
             if value is not None or name != "offset":
                 object.__setattr__(self, name, _integer(f"buffer {self.id!r}: {name}", value))
-        if self.size <= 0:
-            raise ProblemError(f"buffer {self.id!r}: size must be positive, got {self.size}")
+        if self.size < 0:
+            raise ProblemError(f"buffer {self.id!r}: size must not be negative, got {self.size}")
         if self.end <= self.start:
             raise ProblemError(
                 f"buffer {self.id!r}: lifetime [start={self.start}, end={self.end}) is empty"
@@ -116,10 +156,62 @@ class Buffer:
                 )
         if not isinstance(self.kind, BufferKind):
             object.__setattr__(self, "kind", BufferKind(self.kind))
+        object.__setattr__(self, "banks", tuple(_integer(f"buffer {self.id!r}: bank", p) for p in self.banks))
+        object.__setattr__(self, "accesses", _integer(f"buffer {self.id!r}: accesses", self.accesses))
+        if self.banks and self.pool not in self.banks:
+            raise ProblemError(
+                f"buffer {self.id!r}: pool {self.pool} is not one of its banks {list(self.banks)}"
+                " (give the first bank it may go to as its pool)"
+            )
+        if len(set(self.banks)) != len(self.banks):
+            raise ProblemError(f"buffer {self.id!r}: banks {list(self.banks)} repeat a pool")
+        if self.accesses < 0:
+            raise ProblemError(f"buffer {self.id!r}: accesses must be >= 0, got {self.accesses}")
+        self._check_gaps()
+
+    @property
+    def choices(self) -> tuple[int, ...]:
+        """The pools this buffer may be placed in (just its pool unless it has banks)."""
+        return self.banks or (self.pool,)
+
+    def _check_gaps(self) -> None:
+        gaps = tuple(g if isinstance(g, Gap) else Gap(*g) for g in self.gaps)
+        object.__setattr__(self, "gaps", gaps)
+        previous_end = self.start
+        for gap in gaps:
+            where = f"buffer {self.id!r}: gap [{gap.start}, {gap.end})"
+            if not (previous_end <= gap.start < gap.end <= self.end):
+                raise ProblemError(
+                    f"{where} must be non-empty, inside the lifetime [{self.start}, {self.end}) and after"
+                    " the previous gap (gaps are sorted and disjoint)"
+                )
+            if gap.window is not None and not 0 <= gap.window[0] <= gap.window[1] <= self.size:
+                raise ProblemError(
+                    f"{where}: window {list(gap.window)} is not within the buffer's {self.size} bytes"
+                )
+            previous_end = gap.end
+
+    def segments(self) -> list[Segment]:
+        """The buffer's life in pieces, each with the bytes in use; gaps without a window are left out."""
+        pieces: list[Segment] = []
+        at = self.start
+        for gap in self.gaps:
+            if at < gap.start:
+                pieces.append(Segment(at, gap.start, 0, self.size))
+            if gap.window is not None and gap.window[0] < gap.window[1]:
+                pieces.append(Segment(gap.start, gap.end, *gap.window))
+            at = gap.end
+        if at < self.end:
+            pieces.append(Segment(at, self.end, 0, self.size))
+        return pieces
 
     def lives_with(self, other: Buffer) -> bool:
-        """True if the two half-open lifetimes intersect."""
-        return self.start < other.end and other.start < self.end
+        """True if the two buffers are ever present at the same time (half-open lifetimes, gaps left out)."""
+        if not (self.start < other.end and other.start < self.end):
+            return False
+        if not self.gaps and not other.gaps:
+            return True
+        return any(a.start < b.end and b.start < a.end for a in self.segments() for b in other.segments())
 
 
 def _integer(what: str, value: object) -> int:
@@ -166,14 +258,49 @@ class SameOffset:
 
 
 @dataclass(frozen=True)
+class Bank:
+    """A memory the planner may fill: pool `pool` (ExecuTorch's mem_id) of at most `capacity` bytes.
+
+    `cost` weighs a byte accessed in this bank against the others (None: its
+    position in the problem's preference order, fastest first = 0).
+    `alignment` tightens the alignment of every buffer placed in it, and rounds
+    its size up to a multiple of it, as ExecuTorch's `Bank.alignment` does.
+    """
+
+    name: str
+    pool: int
+    capacity: int
+    cost: float | None = None
+    alignment: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ProblemError(f"bank of pool {self.pool}: name must be a non-empty string")
+        for name in ("pool", "capacity", "alignment"):
+            object.__setattr__(self, name, _integer(f"bank {self.name!r}: {name}", getattr(self, name)))
+        if self.capacity < 0:
+            raise ProblemError(f"bank {self.name!r}: capacity must be >= 0, got {self.capacity}")
+        if self.alignment < 1:
+            raise ProblemError(f"bank {self.name!r}: alignment must be >= 1, got {self.alignment}")
+        if self.cost is not None and self.cost < 0:
+            raise ProblemError(f"bank {self.name!r}: cost must be >= 0, got {self.cost}")
+
+
+@dataclass(frozen=True)
 class Problem:
-    """Buffers plus constraints. `capacity` bounds every pool's arena, if set."""
+    """Buffers plus constraints. `capacity` bounds every pool's arena, if set.
+
+    `banks` (in preference order, fastest first) declares capacity-bounded pools
+    and their cost per byte accessed; a buffer whose `banks` lists several of
+    them leaves the choice to the solver (see `place_in_banks`).
+    """
 
     buffers: tuple[Buffer, ...]
     groups: tuple[ContiguousGroup, ...] = ()
     same_offsets: tuple[SameOffset, ...] = ()
     capacity: int | None = None
     name: str = ""
+    banks: tuple[Bank, ...] = ()
     _by_id: dict[str, Buffer] = field(init=False, repr=False, compare=False)
     _parent_of: dict[str, tuple[str, int]] = field(init=False, repr=False, compare=False)
 
@@ -181,6 +308,7 @@ class Problem:
         object.__setattr__(self, "buffers", tuple(self.buffers))
         object.__setattr__(self, "groups", tuple(self.groups))
         object.__setattr__(self, "same_offsets", tuple(self.same_offsets))
+        self._check_banks()
         by_id: dict[str, Buffer] = {}
         for buf in self.buffers:
             if buf.id in by_id:
@@ -195,6 +323,7 @@ class Problem:
         self._check_nested_alignment()
         self._check_same_offsets()
         self._check_magnitude()
+        self._check_bank_choices()
 
     # -- lookups -----------------------------------------------------------
     def buffer(self, buffer_id: str) -> Buffer:
@@ -226,16 +355,68 @@ class Problem:
     def pools(self) -> list[int]:
         return sorted({b.pool for b in self.buffers})
 
+    def bank(self, pool: int) -> Bank | None:
+        """The declared bank of `pool`, or None if the pool is not a bank."""
+        return next((bank for bank in self.banks if bank.pool == pool), None)
+
+    @property
+    def has_bank_choice(self) -> bool:
+        """True if some buffer may go to more than one bank: the solver must choose."""
+        return any(len(b.banks) > 1 for b in self.buffers)
+
     # -- checks ----------------------------------------------------------------
+    def _check_banks(self) -> None:
+        """Unique names and pools; a missing cost becomes the bank's preference position."""
+        banks = tuple(self.banks)
+        checks: tuple[tuple[str, list[Any]], ...] = (
+            ("name", [b.name for b in banks]),
+            ("pool", [b.pool for b in banks]),
+        )
+        for kind, values in checks:
+            twice = sorted({v for v in values if values.count(v) > 1})
+            if twice:
+                raise ProblemError(f"banks share the {kind} {twice}; each bank needs its own")
+        banks = tuple(b if b.cost is not None else replace(b, cost=float(i)) for i, b in enumerate(banks))
+        object.__setattr__(self, "banks", banks)
+
+    def _check_bank_choices(self) -> None:
+        declared = {b.pool for b in self.banks}
+        for buf in self.buffers:
+            unknown = [p for p in buf.banks if p not in declared]
+            if unknown:
+                raise ProblemError(
+                    f"buffer {buf.id!r}: banks {unknown} are not declared banks of the problem"
+                    f" (declared: {sorted(declared)})"
+                )
+        for member, (parent, _) in self._parent_of.items():
+            if self._by_id[member].banks != self._by_id[parent].banks:
+                raise ProblemError(
+                    f"group member {member!r} may go to banks {list(self._by_id[member].banks)} but its"
+                    f" parent {parent!r} to {list(self._by_id[parent].banks)}; a group moves as one"
+                )
+        for sset in self.same_offsets:
+            choices = {self._by_id[b].banks for b in sset.buffers}
+            if len(choices) > 1:
+                raise ProblemError(
+                    f"same-offset set {sset.buffers}: members may go to different banks"
+                    f" {sorted(list(c) for c in choices)}; buffers sharing an offset share a bank"
+                )
+
     def _check_groups(self) -> dict[str, tuple[str, int]]:
         parent_of: dict[str, tuple[str, int]] = {}
         for group in self.groups:
             parent = self._known(group.parent, "contiguous group parent")
             if not group.members:
                 raise ProblemError(f"contiguous group of {parent.id!r} has no members")
+            if parent.gaps:
+                raise ProblemError(
+                    f"contiguous group of {parent.id!r}: a group parent cannot have lifetime gaps"
+                )
             for member_id, rel in group.members:
                 member = self._known(member_id, f"member of the group of {parent.id!r}")
                 where = f"group member {member.id!r} inside {parent.id!r}"
+                if member.gaps:
+                    raise ProblemError(f"{where}: a group member cannot have lifetime gaps")
                 if member.id == parent.id:
                     raise ProblemError(f"{where}: a buffer cannot be its own member")
                 if member.id in parent_of:
@@ -355,15 +536,18 @@ class Plan:
     proven_optimal: bool = False
     lower_bound: int = 0
     status: str = ""
+    # The bank chosen for each buffer that had a choice (problem with banks); others stay in their pool.
+    pools: Mapping[str, int] = field(default_factory=dict)
     outcome: Outcome | None = None
 
     def __post_init__(self) -> None:
         if self.outcome is None:
             object.__setattr__(self, "outcome", Outcome.OPTIMAL if self.proven_optimal else Outcome.HEURISTIC)
-        elif self.proven_optimal != (self.outcome is Outcome.OPTIMAL):
+        elif self.outcome is Outcome.OPTIMAL and not self.proven_optimal:  # a proof withdrawn (replace)
+            object.__setattr__(self, "outcome", Outcome.NOT_PROVEN)
+        elif self.proven_optimal and self.outcome is not Outcome.OPTIMAL:
             raise ProblemError(
-                f"plan from {self.solver!r}: outcome {self.outcome.value} contradicts"
-                f" proven_optimal={self.proven_optimal}"
+                f"plan from {self.solver!r}: outcome {self.outcome.value} contradicts proven_optimal=True"
             )
 
     @property
@@ -380,6 +564,122 @@ def arena_sizes_of(problem: Problem, offsets: Mapping[str, int]) -> dict[int, in
     return sizes
 
 
+# -- banks -----------------------------------------------------------------------
+
+
+def place_in_banks(problem: Problem, pools: Mapping[str, int]) -> Problem:
+    """The problem with every bank choice made: an ordinary multi-pool problem.
+
+    `pools` gives the chosen pool of each group root or same-offset set member
+    with a choice (members follow their root; a buffer absent from `pools`
+    stays in its `pool`). Every root placed in a declared bank takes the bank's
+    alignment and is rounded up to it. The banks stay declared (capacities,
+    costs); no buffer has a choice left. Raises `ProblemError` naming the
+    buffer if a choice is not one of its banks.
+    """
+    if not problem.banks:
+        return problem
+    bank_of = {b.pool: b for b in problem.banks}
+    buffers = []
+    for buf in problem.buffers:
+        root, _ = problem.root_of(buf.id)
+        pool = pools.get(root, problem.buffer(root).pool)
+        if pool not in buf.choices:
+            raise ProblemError(
+                f"buffer {buf.id!r} is placed in pool {pool}, not one of its banks {list(buf.choices)}"
+            )
+        alignment, size = buf.alignment, buf.size
+        bank = bank_of.get(pool)
+        if bank is not None and root == buf.id:
+            alignment = math.lcm(alignment, bank.alignment)
+            size = align_up(size, alignment)
+        buffers.append(replace(buf, pool=pool, banks=(), alignment=alignment, size=size))
+    return replace(problem, buffers=tuple(buffers))
+
+
+def chosen_pools(problem: Problem, plan: Plan) -> dict[str, int]:
+    """Every buffer's pool under `plan` (its chosen bank, members following their root)."""
+    out = {}
+    for buf in problem.buffers:
+        root, _ = problem.root_of(buf.id)
+        out[buf.id] = plan.pools.get(root, problem.buffer(root).pool)
+    return out
+
+
+def traffic(problem: Problem, pools: Mapping[str, int] | None = None) -> dict[int, int]:
+    """Bytes accessed per pool: every buffer's size x accesses, in the pool it is placed in."""
+    out: dict[int, int] = defaultdict(int)
+    for buf in problem.buffers:
+        root, _ = problem.root_of(buf.id)
+        pool = buf.pool if pools is None else pools.get(root, problem.buffer(root).pool)
+        out[pool] += buf.size * buf.accesses
+    return dict(out)
+
+
+def traffic_cost(problem: Problem, pools: Mapping[str, int] | None = None) -> float:
+    """The objective after fitting: traffic weighted by each bank's cost (pools that are not banks cost 0)."""
+    cost = {b.pool: b.cost or 0.0 for b in problem.banks}
+    return sum(bytes_ * cost.get(pool, 0.0) for pool, bytes_ in traffic(problem, pools).items())
+
+
+@dataclass(frozen=True)
+class BankUsage:
+    """What a plan puts in one bank (or undeclared pool): arena bytes, peak live bytes, traffic."""
+
+    name: str
+    pool: int
+    capacity: int | None
+    bytes: int
+    peak: int
+    traffic: int
+    buffers: int
+
+    @property
+    def missing(self) -> int:
+        """Bytes over capacity (0 when it fits)."""
+        return 0 if self.capacity is None else max(0, self.bytes - self.capacity)
+
+
+def bank_report(problem: Problem, plan: Plan) -> list[BankUsage]:
+    """Per bank (preference order), then per other pool: bytes, peak live bytes and traffic."""
+    placed = place_in_banks(problem, plan.pools)
+    peaks = lower_bounds(placed)
+    moved = traffic(placed)
+    counts: dict[int, int] = defaultdict(int)
+    for buf in placed.buffers:
+        counts[buf.pool] += 1
+    declared = [b.pool for b in problem.banks]
+    others = sorted((set(plan.arena_sizes) | set(placed.pools)) - set(declared))
+    rows = []
+    for pool in declared + others:
+        bank = problem.bank(pool)
+        rows.append(
+            BankUsage(
+                name=bank.name if bank else f"mem_id {pool}",
+                pool=pool,
+                capacity=bank.capacity if bank else problem.capacity,
+                bytes=plan.arena_sizes.get(pool, 0),
+                peak=peaks.get(pool, 0),
+                traffic=moved.get(pool, 0),
+                buffers=counts.get(pool, 0),
+            )
+        )
+    return rows
+
+
+def format_bank_report(rows: Iterable[BankUsage]) -> str:
+    """The per-bank report as a small text table."""
+    rows = list(rows)
+    total = sum(r.traffic for r in rows) or 1
+    lines = [f"{'bank':<12}{'mem_id':>7}{'bytes':>12}{'capacity':>12}{'peak':>12}{'traffic':>14}{'share':>8}"]
+    for r in rows:
+        cap = "-" if r.capacity is None else str(r.capacity)
+        lines.append(
+            f"{r.name:<12}{r.pool:>7}{r.bytes:>12}{cap:>12}{r.peak:>12}{r.traffic:>14}{r.traffic / total:>8.1%}"
+        )
+    return "\n".join(lines)
+
+
 # -- lower bound ---------------------------------------------------------------
 
 
@@ -392,7 +692,8 @@ def lower_bounds(problem: Problem) -> dict[int, int]:
     spans: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     bounds: dict[int, int] = {pool: 0 for pool in problem.pools}
     for buf in problem.roots():
-        spans[buf.pool].append((buf.start, buf.end, buf.size))
+        for seg in buf.segments():
+            spans[buf.pool].append((seg.start, seg.end, seg.high - seg.low))
         if buf.offset is not None:
             bounds[buf.pool] = max(bounds[buf.pool], buf.offset + buf.size)
     for pool, pool_spans in spans.items():
@@ -419,6 +720,8 @@ class ViolationKind(str, Enum):
     OVERLAP = "overlap"
     WRONG_ARENA_SIZE = "wrong_arena_size"
     OVER_CAPACITY = "over_capacity"
+    WRONG_BANK = "wrong_bank"
+    OVER_BANK_CAPACITY = "over_bank_capacity"
 
 
 @dataclass(frozen=True)
@@ -442,6 +745,19 @@ def validate(problem: Problem, plan: Plan) -> list[Violation]:
 
     def add(kind: ViolationKind, buffers: Iterable[str], message: str) -> None:
         found.append(Violation(kind, tuple(buffers), message))
+
+    if problem.banks:
+        found.extend(_bank_choice_violations(problem, plan))
+        if found:
+            return found
+        problem = place_in_banks(problem, plan.pools)
+    elif plan.pools:
+        add(
+            ViolationKind.WRONG_BANK,
+            list(plan.pools)[:10],
+            "plan chooses banks but the problem declares none",
+        )
+        return found
 
     offsets = plan.offsets
     for buffer_id in offsets:
@@ -513,6 +829,55 @@ def validate(problem: Problem, plan: Plan) -> list[Violation]:
                 top,
                 f"pool {pool} needs {need} bytes, over the capacity {problem.capacity}",
             )
+        bank = problem.bank(pool)
+        if bank is not None and need > bank.capacity:
+            top = [b.id for b in problem.buffers if b.pool == pool and offsets[b.id] + b.size > bank.capacity]
+            add(
+                ViolationKind.OVER_BANK_CAPACITY,
+                top,
+                f"bank {bank.name!r} (pool {pool}) needs {need} bytes, {need - bank.capacity} over its"
+                f" capacity {bank.capacity}",
+            )
+    return found
+
+
+def _bank_choice_violations(problem: Problem, plan: Plan) -> list[Violation]:
+    """Buffers the plan puts in a pool they may not go to (or a member apart from its root)."""
+    found = []
+    for bid in plan.pools:
+        if bid not in problem:
+            found.append(
+                Violation(ViolationKind.UNKNOWN_BUFFER, (bid,), f"plan chooses a bank for unknown {bid!r}")
+            )
+    for buf in problem.buffers:
+        root, _ = problem.root_of(buf.id)
+        pool = plan.pools.get(root, problem.buffer(root).pool)
+        if pool not in buf.choices:
+            found.append(
+                Violation(
+                    ViolationKind.WRONG_BANK,
+                    (buf.id,),
+                    f"{buf.id!r} is placed in pool {pool}, which is not one of its banks {list(buf.choices)}",
+                )
+            )
+        elif root != buf.id and plan.pools.get(buf.id, pool) != pool:
+            found.append(
+                Violation(
+                    ViolationKind.WRONG_BANK,
+                    (buf.id, root),
+                    f"group member {buf.id!r} is given pool {plan.pools[buf.id]} but its root {root!r} is in {pool}",
+                )
+            )
+    for sset in problem.same_offsets:
+        placed = {plan.pools.get(b, problem.buffer(b).pool) for b in sset.buffers}
+        if len(placed) > 1:
+            found.append(
+                Violation(
+                    ViolationKind.WRONG_BANK,
+                    sset.buffers,
+                    f"buffers {list(sset.buffers)} share an offset but are placed in pools {sorted(placed)}",
+                )
+            )
     return found
 
 
@@ -527,11 +892,17 @@ def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
     for buf in problem.roots():
         by_pool[buf.pool].append(buf)
     for pool, bufs in by_pool.items():
-        live: SortedList = SortedList()  # (offset, end address, index)
-        for _, is_start, i in timeline.events((buf.start, buf.end) for buf in bufs):
-            buf = bufs[i]
-            lo = offsets[buf.id]
-            item = (lo, lo + buf.size, i)
+        # One rectangle per segment in use (gaps split a lifetime; empty byte ranges overlap nothing).
+        rects = [
+            (seg.start, seg.end, offsets[buf.id] + seg.low, offsets[buf.id] + seg.high, i)
+            for i, buf in enumerate(bufs)
+            for seg in buf.segments()
+            if seg.high > seg.low
+        ]
+        live: SortedList = SortedList()  # (low address, high address, rectangle)
+        for _, is_start, r in timeline.events((start, end) for start, end, _, _, _ in rects):
+            _, _, lo, hi, i = rects[r]
+            item = (lo, hi, r)
             if not is_start:
                 live.discard(item)
                 continue
@@ -539,13 +910,13 @@ def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
             for j in (pos - 1, pos):
                 if 0 <= j < len(live):
                     other_lo, other_hi, k = live[j]
-                    if other_lo < lo + buf.size and lo < other_hi:
-                        other = bufs[k]
+                    if other_lo < hi and lo < other_hi:
+                        other, buf = bufs[rects[k][4]], bufs[i]
                         found.append(
                             Violation(
                                 ViolationKind.OVERLAP,
                                 (other.id, buf.id),
-                                f"{other.id!r} [{other_lo}, {other_hi}) and {buf.id!r} [{lo}, {lo + buf.size})"
+                                f"{other.id!r} [{other_lo}, {other_hi}) and {buf.id!r} [{lo}, {hi})"
                                 f" share bytes while both live in pool {pool}",
                             )
                         )

@@ -15,9 +15,15 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from memplan.planner.errors import SolverOptionError, UnknownSolverError
-from memplan.planner.problem import InfeasibleError, Plan, Problem, check_plan
+from memplan.planner.errors import (
+    BankCapacityError,
+    SolverOptionError,
+    UnknownSolverError,
+    UnsupportedProblemError,
+)
+from memplan.planner.problem import InfeasibleError, Plan, Problem, check_plan, lower_bound, place_in_banks
 from memplan.solvers.contract import Capabilities, SolverEntry
+from memplan.solvers.units import planned_exactly
 
 DEFAULT_SOLVER = "cpsat"
 """What `PlannerPass` and `memplan plan` run when not told (CP-SAT, starting from best-fit's plan)."""
@@ -25,8 +31,8 @@ DEFAULT_SOLVER = "cpsat"
 DEFAULT_TIME_LIMIT_S = 5.0
 """Seconds per method for `PlannerPass`, `memplan plan` and sweeps when not told."""
 
-_EVERYTHING = Capabilities(fixed_offsets=True, groups=True, same_offsets=True, capacity=True)
 _PLACEMENT = Capabilities(fixed_offsets=True, groups=True, same_offsets=True, capacity=False)
+_EXACT = Capabilities(fixed_offsets=True, groups=True, same_offsets=True, capacity=True)
 
 # The order is the order `available()` lists them in.
 REGISTRY: dict[str, SolverEntry] = {
@@ -37,6 +43,7 @@ REGISTRY: dict[str, SolverEntry] = {
             "memplan.solvers.greedy:solve_greedy",
             "memplan.solvers.greedy:GreedyParams",
             Capabilities(fixed_offsets=False, groups=True, same_offsets=False, capacity=False),
+            banked="banked_greedy",
         ),
         SolverEntry(
             "bestfit",
@@ -44,6 +51,7 @@ REGISTRY: dict[str, SolverEntry] = {
             "memplan.solvers.bestfit:BestfitParams",
             _PLACEMENT,
             fallback=("greedy",),
+            banked="banked_bestfit",
         ),
         SolverEntry(
             "skyline",
@@ -55,18 +63,42 @@ REGISTRY: dict[str, SolverEntry] = {
             "cpsat",
             "memplan.solvers.cpsat:solve_cpsat",
             "memplan.solvers.cpsat:CpsatParams",
-            _EVERYTHING,
+            dataclasses.replace(_EXACT, banks=True),
             fallback=("bestfit", "greedy"),
+            bank_fallback=("banked_bestfit",),
         ),
         SolverEntry(
             "milp",
             "memplan.solvers.milp:solve_milp",
             "memplan.solvers.milp:MilpParams",
-            _EVERYTHING,
+            _EXACT,
             fallback=("bestfit", "greedy"),
         ),
     )
 }
+
+# Solvers for problems with banks only (a memory map); `available(banks=True)` lists them.
+BANK_ONLY: dict[str, SolverEntry] = {
+    entry.name: entry
+    for entry in (
+        SolverEntry(
+            "banked_greedy",
+            "memplan.solvers.banked_greedy:solve_banked_greedy",
+            "memplan.solvers.banked_greedy:BankedGreedyParams",
+            Capabilities(fixed_offsets=True, groups=True, same_offsets=False, capacity=False, banks=True),
+        ),
+        SolverEntry(
+            "banked_bestfit",
+            "memplan.solvers.banked_bestfit:solve_banked_bestfit",
+            "memplan.solvers.banked_bestfit:BankedBestfitParams",
+            dataclasses.replace(_PLACEMENT, banks=True),
+        ),
+    )
+}
+
+# Solvers that choose a bank for each buffer themselves. The others plan a problem with banks
+# only when no buffer has a choice (every buffer in its pool, capacities checked afterwards).
+BANK_SOLVERS: tuple[str, ...] = tuple(name for name, e in (BANK_ONLY | REGISTRY).items() if e.supports.banks)
 
 
 def checked_time_limit(solver: str, time_limit_s: float | None) -> float | None:
@@ -87,24 +119,59 @@ def checked_time_limit(solver: str, time_limit_s: float | None) -> float | None:
     return float(time_limit_s)
 
 
-def available() -> list[str]:
-    """Names accepted by `solve`."""
-    return list(REGISTRY)
+def available(banks: bool = False) -> list[str]:
+    """Names accepted by `solve`; with `banks`, the solvers that choose banks (for memory maps)."""
+    return list(BANK_SOLVERS) if banks else list(REGISTRY)
 
 
 def entry(name: str) -> SolverEntry:
     """The registry entry of `name`; an unknown name raises `UnknownSolverError` listing the valid ones."""
-    try:
-        return REGISTRY[name]
-    except KeyError:
+    found = REGISTRY.get(name) or BANK_ONLY.get(name)
+    if found is None:
         raise UnknownSolverError(
             f"unknown solver {name!r}; choose one of: {', '.join(available())}"
-        ) from None
+            f" (for memory maps also {', '.join(BANK_ONLY)})"
+        )
+    return found
 
 
 def get_solver(name: str) -> Callable[..., Plan]:
     """The solve function registered under `name`."""
     return entry(name).load()
+
+
+def for_memory_map(name: str) -> SolverEntry:
+    """The solver that plans for `name` under a memory map: itself or its banked counterpart;
+    `UnsupportedProblemError` if neither chooses banks."""
+    spec = entry(name)
+    banked = entry(spec.banked) if spec.banked else spec
+    if not banked.supports.banks:
+        choices = ", ".join(n for n in BANK_SOLVERS)
+        raise UnsupportedProblemError(
+            f"{name} cannot plan across the banks of a memory map; use one of {choices}"
+            " (greedy and bestfit stand for banked_greedy and banked_bestfit)",
+            "banks",
+        )
+    return banked
+
+
+def alternatives(problem: Problem) -> list[SolverEntry]:
+    """The solvers an error about `problem` may suggest: the bank solvers for a problem with banks."""
+    return [entry(name) for name in BANK_SOLVERS] if problem.banks else list(REGISTRY.values())
+
+
+def prepared(problem: Problem, spec: SolverEntry) -> Problem:
+    """What `spec` plans for `problem`: a problem with banks goes to a solver without bank choice
+    placed in its banks (possible only when no buffer has a choice)."""
+    if not problem.banks or spec.supports.banks:
+        return problem
+    if problem.has_bank_choice:
+        raise UnsupportedProblemError(
+            f"{spec.name} cannot choose banks, but buffers of this problem may go to several;"
+            f" use one of {', '.join(sorted(BANK_SOLVERS))}",
+            "banks",
+        )
+    return place_in_banks(problem, {})
 
 
 def solve(
@@ -122,8 +189,11 @@ def solve(
     Options are the fields of the solver's parameter dataclass (or pass
     `params`, an instance of it). `capacity` (bytes per pool) turns the run
     into a decision problem: the plan must fit, or `InfeasibleError` is
-    raised. `fallback=True` keeps the smallest of the solver's plan and its
-    fallbacks' plans when the solver's is not proven optimal (`solvers.fallback`).
+    raised. A problem with banks must fit every bank, or `BankCapacityError`
+    names the bank and the missing bytes; solvers outside `BANK_SOLVERS` plan
+    it only if no buffer has a bank choice. `fallback=True` keeps the smallest
+    of the solver's plan and its fallbacks' plans when the solver's is not
+    proven optimal (`solvers.fallback`).
     """
     spec = entry(solver)
     time_limit_s = checked_time_limit(solver, time_limit_s)
@@ -133,14 +203,33 @@ def solve(
         params = spec.make_params(options)
     elif options:
         raise SolverOptionError(f"{solver}: give either params or options {sorted(options)}, not both")
-    if fallback:
-        from memplan.solvers.fallback import solve_with_fallback
+    try:
+        if fallback:
+            from memplan.solvers.fallback import solve_with_fallback
 
-        plan = solve_with_fallback(problem, spec, params, time_limit_s)
-    else:
-        spec.check(problem, REGISTRY.values())
-        plan = get_solver(solver)(problem, params, time_limit_s=time_limit_s)
-    _check_capacity(problem, plan, solver)
+            plan = solve_with_fallback(problem, spec, params, time_limit_s)
+        else:
+            target = prepared(problem, spec)
+            spec.check(target, alternatives(target))
+            plan = get_solver(solver)(target, params, time_limit_s=time_limit_s)
+    except InfeasibleError as err:
+        if not planned_exactly(problem) and "not proven" not in str(err):
+            err.proven = False
+            err.add_note(
+                "not proven infeasible: gaps whose window starts above the offset were planned"
+                " with the bytes below the window in use"
+            )
+        raise
+    placed = place_in_banks(problem, plan.pools)
+    check_banks_fit(solver, placed, plan)
+    if plan.proven_optimal and plan.arena_size > lower_bound(problem) and not planned_exactly(problem):
+        plan = dataclasses.replace(
+            plan,
+            proven_optimal=False,
+            status=f"not proven: gaps whose window starts above the offset were planned with the bytes"
+            f" below the window in use ({plan.status})",
+        )
+    _check_capacity(placed, plan, solver)
     check_plan(problem, plan)
     return plan
 
@@ -160,6 +249,26 @@ def _check_capacity(problem: Problem, plan: Plan, solver: str) -> None:
             + (" ..." if len(top) > 10 else ""),
             top,
         )
+
+
+def check_banks_fit(solver: str, placed: Problem, plan: Plan) -> None:
+    """Raise `BankCapacityError` for the first bank the plan overfills."""
+    for bank in placed.banks:
+        need = plan.arena_sizes.get(bank.pool, 0)
+        if need > bank.capacity:
+            top = sorted(
+                b.id
+                for b in placed.buffers
+                if b.pool == bank.pool and plan.offsets.get(b.id, 0) + b.size > bank.capacity
+            )
+            raise BankCapacityError(
+                f"{solver}: bank {bank.name!r} (pool {bank.pool}) needs {need} bytes but holds"
+                f" {bank.capacity}: {need - bank.capacity} bytes missing; buffers above its capacity:"
+                f" {', '.join(top[:10])}" + (" ..." if len(top) > 10 else ""),
+                bank.name,
+                need - bank.capacity,
+                top,
+            )
 
 
 if __name__ != "memplan.solvers":  # pragma: no cover - only a wrong sys.path gets here

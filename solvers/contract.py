@@ -46,7 +46,8 @@ class SolverEntry:
     `function` and `params` are "module:name" strings, imported on first use so
     that asking for `bestfit` never imports OR-Tools or PuLP. `fallback` lists
     the solvers whose plans replace this one's when they are smaller and this
-    one's is not proven optimal (`solvers.fallback`).
+    one's is not proven optimal (`solvers.fallback`); under a memory map the
+    `banked` counterpart plans instead, with `bank_fallback`.
     """
 
     name: str
@@ -54,6 +55,8 @@ class SolverEntry:
     params: str  # "module:Class" of its frozen parameter dataclass
     supports: Capabilities
     fallback: tuple[str, ...] = ()
+    banked: str = ""  # the solver that stands for this one under a memory map ("": itself)
+    bank_fallback: tuple[str, ...] = ()  # fallbacks under a memory map, compared by traffic cost
 
     def load(self) -> Callable[..., Plan]:
         return _load(self.function)

@@ -141,6 +141,12 @@ def solve_cpsat(
     from memplan.solvers import checked_time_limit
 
     time_limit_s = checked_time_limit("cpsat", time_limit_s)
+    if problem.banks:  # bank choice and offsets together: a model of its own
+        from memplan.solvers.cpsat_banks import solve_cpsat_banks
+
+        return solve_cpsat_banks(
+            problem, time_limit_s=time_limit_s, num_workers=params.num_workers, log=params.log
+        )
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     if params.decompose:
         from memplan.solvers.decompose import solve_in_parts

@@ -25,7 +25,17 @@ from typing import Any, cast
 
 import memplan.solvers as solvers
 from memplan.planner.errors import InfeasibleError, UnsupportedProblemError
-from memplan.planner.problem import BufferKind, Outcome, Plan, Problem, align_up, arena_sizes_of, lower_bound
+from memplan.planner.problem import (
+    BufferKind,
+    Outcome,
+    Plan,
+    Problem,
+    align_up,
+    arena_sizes_of,
+    lower_bound,
+    place_in_banks,
+    traffic_cost,
+)
 from memplan.solvers.contract import SolverEntry
 
 
@@ -33,6 +43,8 @@ def solve_with_fallback(
     problem: Problem, entry: SolverEntry, params: Any, time_limit_s: float | None
 ) -> Plan:
     """The smallest plan of `entry` and its fallbacks (their default parameters) that fits."""
+    if problem.banks:
+        return _with_bank_fallback(problem, entry, params, time_limit_s)
     plan = _run(problem, entry, params, time_limit_s)
     if not _fits(problem, plan):  # `solve` reports it; fallbacks are for smaller plans, not rescues
         return plan
@@ -48,18 +60,58 @@ def solve_with_fallback(
     return plan
 
 
+def _with_bank_fallback(
+    problem: Problem, entry: SolverEntry, params: Any, time_limit_s: float | None
+) -> Plan:
+    """Under a memory map: the plan of `entry` (or its banked counterpart) and its bank fallbacks
+    with the least traffic cost; fitting comes first (a fallback that fits replaces one that does not)."""
+    banked = solvers.for_memory_map(entry.name)
+    if banked is not entry:
+        params = banked.make_params({})
+    plan: Plan | None = None
+    error: InfeasibleError | None = None
+    try:
+        plan = _fitting_banks(problem, banked, params, time_limit_s)
+    except InfeasibleError as e:
+        error = e
+    if plan is None or not plan.proven_optimal:
+        for name in banked.bank_fallback:
+            other = solvers.entry(name)
+            try:
+                alt = _fitting_banks(problem, other, other.make_params({}), None)
+            except InfeasibleError:
+                continue
+            if plan is None or _banked_key(problem, alt) < _banked_key(problem, plan):
+                plan = alt
+    if plan is None:
+        assert error is not None, "no plan means the requested solver failed"
+        raise error
+    return plan
+
+
+def _fitting_banks(problem: Problem, entry: SolverEntry, params: Any, time_limit_s: float | None) -> Plan:
+    plan = _run(problem, entry, params, time_limit_s)
+    solvers.check_banks_fit(entry.name, place_in_banks(problem, plan.pools), plan)
+    return plan
+
+
+def _banked_key(problem: Problem, plan: Plan) -> tuple[float, int]:
+    return traffic_cost(problem, plan.pools), plan.arena_size
+
+
 def _run(problem: Problem, entry: SolverEntry, params: Any, time_limit_s: float | None) -> Plan:
     """`entry` on `problem`, planning around submodule reservations if it cannot pin them."""
+    problem = solvers.prepared(problem, entry)
     fn = solvers.get_solver(entry.name)
     if entry.supports.fixed_offsets:
-        entry.check(problem, solvers.REGISTRY.values())
+        entry.check(problem, solvers.alternatives(problem))
         return fn(problem, params, time_limit_s=time_limit_s)
     split = without_reservations(problem)
     if split is None:
-        entry.check(problem, solvers.REGISTRY.values())
+        entry.check(problem, solvers.alternatives(problem))
         return fn(problem, params, time_limit_s=time_limit_s)
     rest, shift = split
-    entry.check(rest, solvers.REGISTRY.values())
+    entry.check(rest, solvers.alternatives(rest))
     return shifted(problem, fn(rest, params, time_limit_s=time_limit_s), shift)
 
 

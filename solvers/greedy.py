@@ -101,8 +101,9 @@ def _plan_pool(
     alignment = math.lcm(*(u.alignment for u in units))
     sizes = [align_up(u.size, alignment) for u in units]
     keys = sizes if sort_alignment is None else [align_up(u.size, sort_alignment) for u in units]
-    starts = [u.rects[0].start for u in units]
-    ends = [u.rects[0].end for u in units]
+    # ExecuTorch's greedy knows no lifetime gaps: a buffer with gaps is planned over its whole span.
+    starts = [min(r.start for r in u.rects) for u in units]
+    ends = [max(r.end for r in u.rects) for u in units]
     # bisect.insort(..., key=size) then reverse == stable ascending sort, reversed.
     order = sorted(range(len(units)), key=keys.__getitem__)[::-1]
 

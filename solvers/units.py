@@ -12,7 +12,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from memplan.planner.problem import Outcome, Plan, Problem, ProblemError, arena_sizes_of, lower_bound
+from memplan.planner.problem import Buffer, Outcome, Plan, Problem, ProblemError, arena_sizes_of, lower_bound
 
 
 @dataclass(frozen=True)
@@ -87,9 +87,31 @@ def units_of(problem: Problem) -> list[Unit]:
             raise ProblemError(
                 f"fixed offset {fix} of {roots} breaks the alignment {align} their group needs"
             )
-        rects = tuple(Rect(b.pool, b.start, b.end, b.size) for b in (problem.buffer(r) for r in roots))
-        units.append(Unit(index, tuple(roots), rects, align, fix))
+        units.append(Unit(index, tuple(roots), _rects([problem.buffer(r) for r in roots]), align, fix))
     return units
+
+
+def _rects(buffers: list[Buffer]) -> tuple[Rect, ...]:
+    """One rectangle per segment of each buffer's life that holds bytes.
+
+    A segment holding bytes `[low, high)` above the offset becomes `[0, high)`:
+    what a solver places above or below is then never closer than allowed (the
+    bytes under `low` are given away; `planned_exactly` says whether any were).
+    A unit holding no bytes at all keeps one empty rectangle over its lifetime.
+    """
+    rects = tuple(
+        Rect(b.pool, seg.start, seg.end, seg.high)
+        for b in buffers
+        for seg in b.segments()
+        if seg.high > seg.low
+    )
+    return rects or (Rect(buffers[0].pool, buffers[0].start, buffers[0].end, 0),)
+
+
+def planned_exactly(problem: Problem) -> bool:
+    """False if a gap's window starts above its buffer's offset: units then claim more bytes than
+    the buffer uses, so a plan of the units is valid but a proof about them is not one about the problem."""
+    return not any(g.window is not None and g.window[0] > 0 for b in problem.buffers for g in b.gaps)
 
 
 def _merge_overlapping(clusters: list[list[str]]) -> None:

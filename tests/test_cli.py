@@ -43,9 +43,9 @@ ERROR_CASES = {
     "plan unknown solver": (["plan", "cat_seed", "--solver", "nope"], "unknown solver 'nope'"),
     "plan unknown method": (
         ["plan", "multi_method_cache", "--solver", "greedy", "--method", "nope"],
-        "unknown method of multi_method_cache 'nope'; choose from: attend, get_cache, set_cache",
+        "unknown method of multi_method_cache 'nope'; choose from: set_cache, get_cache, attend",
     ),
-    "plan bad plot file": (["plan", "cat_seed", "--plot", "out.pdf"], "must end in one of: .png, .svg"),
+    "plan bad plot file": (["plan", "cat_seed", "--plot", "out.jpg"], "must end in one of: .png, .svg, .pdf"),
     "plot bad file": (
         ["plot", "cat_seed", "--solver", "greedy", "--out", "x.jpg"],
         "must end in one of: .png",
@@ -89,7 +89,8 @@ def test_the_installed_console_script_reports_mistakes_in_one_line():
     )
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        f"memplan: error: unknown model 'nope'; choose from: {', '.join(zoo.names())}"
+        f"memplan: error: unknown model 'nope'; choose from: {', '.join(zoo.names())};"
+        " or give a .pt2 file or path/file.py:factory"
     ]
 
 
@@ -135,10 +136,11 @@ def test_plan_prints_one_line_per_method_and_writes_the_gantt(capsys, tmp_path):
     assert code == 0
     lines = out.splitlines()
     assert lines[0] == "multi_method_cache: solver bestfit"
-    assert lines[1].split() == [
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[1:]]
+    assert cells[0] == [
         "method",
         "buffers",
-        "lower_bound",
+        "lower_bound_bytes",
         "arena_bytes",
         "stock_arena_bytes",
         "saving_vs_stock",
@@ -146,7 +148,8 @@ def test_plan_prints_one_line_per_method_and_writes_the_gantt(capsys, tmp_path):
         "solve_seconds",
         "cats_fused",
     ]
-    assert [line.split()[0] for line in lines[2:]] == ["attend", "get_cache", "set_cache"]
+    assert set(cells[1][0]) <= {"-", ":"}  # the Markdown rule under the header
+    assert [row[0] for row in cells[2:]] == ["set_cache", "get_cache", "attend"]  # call order
     assert figure.read_text().lstrip().startswith(("<?xml", "<svg"))
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from memplan.planner.errors import (
@@ -60,6 +62,8 @@ def test_outcome_and_proven_optimal_cannot_disagree() -> None:
     assert Plan({}, {}, "x").outcome is Outcome.HEURISTIC
     with pytest.raises(ProblemError, match="contradicts"):
         Plan({}, {}, "x", proven_optimal=True, outcome=Outcome.TIME_LIMIT)
+    proven = Plan({}, {}, "x", proven_optimal=True, outcome=Outcome.OPTIMAL)
+    assert dataclasses.replace(proven, proven_optimal=False).outcome is Outcome.NOT_PROVEN  # proof withdrawn
 
 
 def test_the_outcome_survives_a_json_round_trip(tmp_path) -> None:

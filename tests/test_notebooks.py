@@ -92,6 +92,7 @@ def test_plan_visualization_draws_all_four_figures(kernel_specs: KernelSpecManag
     shown = text(nb)
     assert "store.k_cache" in shown and "set_cache" in shown and "attend" in shown
     assert "fusion off" in shown and "fusion on" in shown  # the fusion cell's table
+    assert "matches eager: True" in shown  # the notebook's own model, planned and run
 
 
 def test_sweep_analysis_runs_a_tiny_sweep_and_plots_it(
@@ -123,7 +124,7 @@ def test_writing_sweep_outputs_leaves_the_plot_backend_alone(tmp_path: Path) -> 
 
     rows = pd.DataFrame(
         [("m", "forward", "greedy", 120, 100, False, None)],
-        columns=["model", "method", "solver", "arena_bytes", "lower_bound", "proven_optimal", "error"],
+        columns=["model", "method", "solver", "arena_bytes", "lower_bound_bytes", "proven_optimal", "error"],
     )
     before = matplotlib.get_backend()
     matplotlib.use("svg")  # stands in for a notebook's inline backend (any backend but Agg)

@@ -18,8 +18,7 @@ from memplan.planner.problem import (
 @pytest.mark.parametrize(
     "make, message",
     [
-        (lambda: Buffer("x", 0, 2, 0), r"buffer 'x': size must be positive, got 0"),
-        (lambda: Buffer("x", 0, 2, -3), r"buffer 'x': size must be positive, got -3"),
+        (lambda: Buffer("x", 0, 2, -3), r"buffer 'x': size must not be negative, got -3"),
         (lambda: Buffer("x", 2, 2, 8), r"buffer 'x': lifetime \[start=2, end=2\) is empty"),
         (lambda: Buffer("x", 3, 1, 8), r"buffer 'x': lifetime \[start=3, end=1\) is empty"),
         (

@@ -40,21 +40,21 @@ def test_table_has_the_documented_columns_and_one_row_per_method_solver_setting(
     _, df = small_sweep
     assert list(df.columns) == list(sweep_table.COLUMNS)
     assert len(df) == len(MODELS) * len(SOLVERS) * 2  # one method each, fusion on and off
-    assert not df.duplicated(["model", "method", "solver", *sweep_grid.SETTINGS]).any()
+    assert not df.duplicated(["model", "method", "solver", *sweep_table.TABLE_SETTINGS]).any()
     assert df["error"].isna().all(), df["error"].dropna().tolist()
     assert set(df["model"]) == set(MODELS) and set(df["solver"]) == set(SOLVERS)
     assert (df["method"] == "forward").all()
-    assert (df["time_limit_s"] == sweep_grid.DEFAULT_TIME_LIMIT_S).all()
+    assert (df["time_limit_seconds"] == sweep_grid.DEFAULT_TIME_LIMIT_S).all()
     assert df["ran_ok"].all() and df["matches_eager"].all()
 
 
 def test_numbers_are_consistent(small_sweep):
     _, df = small_sweep
-    assert (df["arena_bytes"] >= df["lower_bound"]).all()
-    assert (df["arena_over_lb"] == df["arena_bytes"] / df["lower_bound"]).all()
+    assert (df["arena_bytes"] >= df["lower_bound_bytes"]).all()
+    assert (df["arena_over_lb"] == df["arena_bytes"] / df["lower_bound_bytes"]).all()
     assert ((1 - df["saving_vs_stock"]) * df["stock_arena_bytes"] - df["arena_bytes"]).abs().max() < 1e-6
     assert (df["buffers"] > 0).all()
-    best = df.groupby(["model", "method", *sweep_grid.SETTINGS])["arena_bytes"].transform("min")
+    best = df.groupby(["model", "method", *sweep_table.TABLE_SETTINGS])["arena_bytes"].transform("min")
     proven = df["proven_optimal"].astype(bool)
     assert (df.loc[proven, "arena_bytes"] == best[proven]).all()
     assert (df["solve_seconds"] >= 0).all() and (df["export_seconds"] > 0).all()
@@ -62,7 +62,7 @@ def test_numbers_are_consistent(small_sweep):
     fallbacks = {"greedy": {"greedy"}, "bestfit": {"bestfit", "greedy"}}
     for solver, plan_solver in zip(df["solver"], df["plan_solver"]):
         assert plan_solver in fallbacks.get(solver, {solver, "bestfit", "greedy"})
-    assert (df.loc[~df["cat_fusion"].astype(bool), ["cats_fused", "copy_bytes_removed"]] == 0).all().all()
+    assert (df.loc[~df["cat_fusion"].astype(bool), ["cats_fused", "copy_removed_bytes"]] == 0).all().all()
 
 
 def test_stock_column_is_what_executorch_itself_plans(small_sweep):
@@ -206,7 +206,7 @@ def test_summary_compares_solvers_against_the_lowest_bound_of_a_case():
             model="m",
             method="forward",
             solver="greedy",
-            lower_bound=1000,
+            lower_bound_bytes=1000,
             arena_bytes=1000,
             proven_optimal=True,
         ),
@@ -214,7 +214,7 @@ def test_summary_compares_solvers_against_the_lowest_bound_of_a_case():
             model="m",
             method="forward",
             solver="bestfit",
-            lower_bound=800,
+            lower_bound_bytes=800,
             arena_bytes=800,
             proven_optimal=True,
         ),
@@ -222,7 +222,7 @@ def test_summary_compares_solvers_against_the_lowest_bound_of_a_case():
     df = pd.DataFrame.from_records(
         [
             {c: None for c in sweep_table.COLUMNS}
-            | dict(alignment=16, cat_fusion=True, time_limit_s=5.0, buffers=3, stock_arena_bytes=1000)
+            | dict(alignment=16, cat_fusion=True, time_limit_seconds=5.0, buffers=3, stock_arena_bytes=1000)
             | r
             for r in rows
         ],

@@ -107,6 +107,8 @@ def test_over_capacity_names_the_buffers_above_it() -> None:
 
 def test_every_kind_has_a_bad_plan_here() -> None:
     covered = set(BAD) | {ViolationKind.WRONG_ARENA_SIZE, ViolationKind.OVER_CAPACITY}
+    # the bank kinds: test_banks.py::test_validator_names_a_wrong_bank_and_an_over_capacity_bank
+    covered |= {ViolationKind.WRONG_BANK, ViolationKind.OVER_BANK_CAPACITY}
     assert covered == set(ViolationKind)
 
 

@@ -215,7 +215,7 @@ def sweep_rows() -> pd.DataFrame:
         ("state", "step", "milp", 330, 300, False),
     ]
     return pd.DataFrame(
-        rows, columns=["model", "method", "solver", "arena_bytes", "lower_bound", "proven_optimal"]
+        rows, columns=["model", "method", "solver", "arena_bytes", "lower_bound_bytes", "proven_optimal"]
     )
 
 
@@ -228,7 +228,7 @@ def test_compare_bars_are_arena_over_lower_bound_per_model_and_solver() -> None:
     ax = viz.compare(sweep_rows())
     assert bar_tops(ax, "greedy") == [1.2, 1.06]
     assert bar_tops(ax, "milp") == [1.0, 1.02, 1.0, 1.1]
-    assert [t.get_text() for t in ax.get_xticklabels()] == ["mlp", "llama", "state:init", "state:step"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["mlp", "llama", "state/init", "state/step"]
     (bound,) = [line for line in ax.lines if line.get_gid() == "lower_bound"]
     assert list(bound.get_ydata()) == [1.0, 1.0]
 
@@ -251,7 +251,7 @@ def test_compare_divides_by_the_lowest_bound_of_a_case() -> None:
     """Cat fusion may give solvers different problems of one program: the lowest bound counts."""
     df = pd.DataFrame(
         [("unet", "forward", "greedy", 1200, 1200, True), ("unet", "forward", "cpsat", 1000, 1000, True)],
-        columns=["model", "method", "solver", "arena_bytes", "lower_bound", "proven_optimal"],
+        columns=["model", "method", "solver", "arena_bytes", "lower_bound_bytes", "proven_optimal"],
     )
     ax = viz.compare(df)
     assert bar_tops(ax, "greedy") == [1.2]
@@ -259,8 +259,8 @@ def test_compare_divides_by_the_lowest_bound_of_a_case() -> None:
 
 
 def test_compare_names_missing_columns() -> None:
-    with pytest.raises(ValueError, match=r"lacks columns \['lower_bound'\]"):
-        viz.compare(sweep_rows().drop(columns=["lower_bound"]))
+    with pytest.raises(ValueError, match=r"lacks columns \['lower_bound_bytes'\]"):
+        viz.compare(sweep_rows().drop(columns=["lower_bound_bytes"]))
 
 
 # -- side by side ------------------------------------------------------------------

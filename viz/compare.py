@@ -8,8 +8,8 @@ from matplotlib.axes import Axes
 
 from memplan.viz.style import LOWER_BOUND_COLOUR
 
-REQUIRED = ("model", "method", "solver", "arena_bytes", "lower_bound")
-SETTINGS = ("alignment", "cat_fusion", "time_limit_s")  # sweep settings that may split a solver's bars
+REQUIRED = ("model", "method", "solver", "arena_bytes", "lower_bound_bytes")
+SETTINGS = ("alignment", "cat_fusion", "time_limit_seconds")  # sweep settings that may split a solver's bars
 BOUND_LINE = "lower_bound"  # gid of the line at 1.0
 
 _VALUE_LABELS_UP_TO = 40  # bars; beyond this the numbers would overlap
@@ -26,10 +26,12 @@ def ratios(df: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in REQUIRED if c not in df.columns]
     if missing:
         raise ValueError(f"compare: the sweep table lacks columns {missing}; it needs {list(REQUIRED)}")
-    rows = df[df["arena_bytes"].notna() & df["lower_bound"].notna() & (df["lower_bound"] > 0)].copy()
+    rows = df[
+        df["arena_bytes"].notna() & df["lower_bound_bytes"].notna() & (df["lower_bound_bytes"] > 0)
+    ].copy()
     methods = rows.groupby("model")["method"].nunique()
     rows["case"] = [
-        f"{m}:{meth}" if methods[m] > 1 else str(m) for m, meth in zip(rows["model"], rows["method"])
+        f"{m}/{meth}" if methods[m] > 1 else str(m) for m, meth in zip(rows["model"], rows["method"])
     ]
     varying = [c for c in SETTINGS if c in rows.columns and rows[c].nunique(dropna=False) > 1]
     rows["series"] = [
@@ -38,7 +40,7 @@ def ratios(df: pd.DataFrame) -> pd.DataFrame:
     # Solvers may plan different problems of one program (cat fusion is kept only where it
     # pays), so each arena is compared with the lowest bound of its case, as the summary does.
     case_keys = ["model", "method"] + [c for c in SETTINGS if c in rows.columns]
-    lowest = rows.groupby(case_keys, dropna=False)["lower_bound"].transform("min")
+    lowest = rows.groupby(case_keys, dropna=False)["lower_bound_bytes"].transform("min")
     rows["ratio"] = rows["arena_bytes"].astype(float) / lowest.astype(float)
     rows["proven"] = rows["proven_optimal"].fillna(False).astype(bool) if "proven_optimal" in rows else False
     return (

@@ -12,7 +12,7 @@ from collections import defaultdict
 from collections.abc import Mapping
 
 from memplan.planner.et.extract import Extraction, _pool_of
-from memplan.planner.problem import Plan, Problem, check_plan
+from memplan.planner.problem import Plan, Problem, check_plan, place_in_banks
 
 
 def shared_slots(problem: Problem, offsets: Mapping[str, int], first_id: int = 0) -> dict[str, int]:
@@ -39,8 +39,8 @@ def apply_plan(extraction: Extraction, plan: Plan) -> list[int]:
 
     The plan is validated first, so an invalid plan never reaches a TensorSpec.
     """
-    problem = extraction.problem
-    check_plan(problem, plan)
+    check_plan(extraction.problem, plan)
+    problem = place_in_banks(extraction.problem, plan.pools)  # each tensor in the bank chosen for it
     slots = shared_slots(problem, plan.offsets)
     for bid, spec in extraction.spec_of.items():
         spec.mem_id = problem.buffer(bid).pool

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from types import FrameType
 from typing import Any
 
-from executorch.exir._serialize._program import deserialize_pte_binary
+from executorch.exir._serialize._program import PTEFile, deserialize_pte_binary, serialize_pte_binary
 from executorch.exir.memory_planning import _contains_xnnpack_delegate as contains_xnnpack_delegate
 from executorch.exir.memory_planning import (
     _extend_storage_base_lifetimes as extend_storage_base_lifetimes,
@@ -26,6 +26,7 @@ from executorch.exir.memory_planning import _merge_bufsizes as merge_bufsizes
 
 __all__ = [
     "ExportContext",
+    "PTEFile",
     "contains_xnnpack_delegate",
     "convert_to_linear_pass",
     "deserialize_pte_binary",
@@ -35,6 +36,7 @@ __all__ = [
     "is_inplace_node",
     "is_out_var_node",
     "merge_bufsizes",
+    "serialize_pte_binary",
 ]
 
 

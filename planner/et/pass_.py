@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from executorch.exir.banked_memory_planning import TargetMemoryMap
 from executorch.exir.memory_planning import (
     Verifier,
     greedy,
@@ -29,14 +30,18 @@ from executorch.exir.tensor import ALIGNMENT, TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
-from memplan.planner.errors import PlanningError, ProblemError
+from memplan.planner.errors import PlanningError, ProblemError, UnsupportedProblemError
 from memplan.planner.et.apply import apply_plan
+from memplan.planner.et.banks import state_pool as banked_state_pool
+from memplan.planner.et.banks import stock_sizes as banked_stock_sizes
+from memplan.planner.et.banks import with_memory_map
 from memplan.planner.et.cat.policy import plan_with_cat_fusion
 from memplan.planner.et.cat.report import CatReport
 from memplan.planner.et.cat.rewrite import fuse_cats
 from memplan.planner.et.compat import ExportContext, export_context, merge_bufsizes
 from memplan.planner.et.extract import ExtractionError, control_flow_submodules, extract, state_buffers
 from memplan.planner.et.shared_state import (
+    STATE_POOL,
     MethodState,
     SharedLayout,
     check_default_mem_ids,
@@ -54,8 +59,9 @@ class MethodResult:
     """What the pass did for one method (or control-flow submodule).
 
     `buffer_sizes` is the `non_const_buffer_sizes` written into the program;
-    `stock_sizes` is what ExecuTorch's own greedy gives for the same tensors
-    (before any shared-state arena), for comparison.
+    `stock_sizes` is what ExecuTorch's own greedy (under a memory map: its
+    BankedGreedy; [] when that raises BankPlacementError) gives for the same
+    tensors (before any shared-state arena), for comparison.
     """
 
     problem: Problem
@@ -85,6 +91,12 @@ class PlannerPass(MemoryPlanningPass):
     and removes the cat instruction where sound (memplan.planner.et.cat), unless
     that makes the arena larger (`cat_fusion_allow_growth`); the relax/partial
     options are passed on to `cat.analysis.analyze`.
+    `memory_map` (ExecuTorch's `TargetMemoryMap`) plans across its banks
+    (planner.et.banks): every bank within its size, the traffic kept in the
+    fastest banks; "greedy" and "bestfit" then mean banked_greedy (ExecuTorch's
+    BankedGreedy) and banked_bestfit. Cat fusion is kept wherever the fused
+    plan fits. State shared across methods goes to its own arena, one past
+    every arena the map or a pin uses.
     """
 
     def __init__(
@@ -103,8 +115,14 @@ class PlannerPass(MemoryPlanningPass):
         cat_fusion_relax_alignment: bool = False,
         cat_fusion_partial: bool = False,
         cat_fusion_allow_growth: bool = False,
+        memory_map: TargetMemoryMap | None = None,
     ) -> None:
         solvers.entry(solver).make_params(dict(solver_options or {}))  # bad names fail here, not mid-export
+        if memory_map is not None:
+            try:
+                solvers.for_memory_map(solver)
+            except UnsupportedProblemError as e:
+                raise PlanningError(str(e)) from None
         super().__init__(
             alloc_graph_input=alloc_graph_input,
             alloc_graph_output=alloc_graph_output,
@@ -121,6 +139,7 @@ class PlannerPass(MemoryPlanningPass):
         self.cat_fusion_relax_alignment = cat_fusion_relax_alignment
         self.cat_fusion_partial = cat_fusion_partial
         self.cat_fusion_allow_growth = cat_fusion_allow_growth
+        self.memory_map = memory_map
         self.results: dict[str, MethodResult] = {}
         self.shared_state: SharedLayout | None = None
 
@@ -134,7 +153,7 @@ class PlannerPass(MemoryPlanningPass):
         method = context.method if context else self._fallback_name()
         share = self._shares(context)
         self._set_alloc_node_spec(graph_module)
-        if share and graph_signature is not None:
+        if share and graph_signature is not None and self.memory_map is None:
             check_default_mem_ids(graph_module)
         alloc_mutable = self.alloc_mutable_buffers and not share
         result = self._plan_graph(
@@ -210,6 +229,8 @@ class PlannerPass(MemoryPlanningPass):
             submodules=plan_submodules,
             name=where,
         )
+        if self.memory_map is not None:
+            ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment, where)
         if self.enable_non_cpu_memory_planning:
             off_host = [bid for bid, s in ex.spec_of.items() if s.device != DeviceType.CPU]
             if off_host:
@@ -220,7 +241,10 @@ class PlannerPass(MemoryPlanningPass):
         for pool, size in ex.reserved.items():
             reserved[pool] = size
         graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]  # what ExecuTorch's greedy reads
-        stock = greedy(self.alignment, ex.specs, graph_module, graph_signature, ex.extra_padding).bufsizes
+        if self.memory_map is not None:
+            stock = banked_stock_sizes(self.memory_map, self.alignment, ex, graph_module, graph_signature)
+        else:
+            stock = greedy(self.alignment, ex.specs, graph_module, graph_signature, ex.extra_padding).bufsizes
         fusion, planned = None, ex
         if self.cat_fusion:
             fusion, plan, without = plan_with_cat_fusion(
@@ -230,7 +254,7 @@ class PlannerPass(MemoryPlanningPass):
                 lambda problem: self._solve(problem, where),
                 relax_alignment=self.cat_fusion_relax_alignment,
                 partial=self.cat_fusion_partial,
-                allow_growth=self.cat_fusion_allow_growth,
+                allow_growth=self.cat_fusion_allow_growth or self.memory_map is not None,
             )
             planned = dataclasses.replace(ex, problem=fusion.problem)
         else:
@@ -247,7 +271,7 @@ class PlannerPass(MemoryPlanningPass):
             planned.problem,
             plan,
             sizes,
-            [0] + list(stock[1:]),
+            [0] + list(stock[1:]) if stock else [],
             submodules,
             report,
             dict(planned.spec_of),
@@ -302,6 +326,11 @@ class PlannerPass(MemoryPlanningPass):
             shared=share,
             flags=(self.alloc_graph_input, self.alloc_graph_output),
             owner=self,
+            state_pool=(
+                STATE_POOL
+                if self.memory_map is None
+                else banked_state_pool(self.memory_map, self.results[method].problem)
+            ),
         )
 
 

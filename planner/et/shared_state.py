@@ -49,6 +49,7 @@ class MethodState:
     shared: bool  # planned with share_mutable_buffers (state left out of its own plan)
     flags: tuple[bool, bool]  # alloc_graph_input, alloc_graph_output (for the Verifier)
     owner: Any  # the PlannerPass that planned it; its results get the state buffers
+    state_pool: int = STATE_POOL  # under a memory map: one past every arena the map or a pin uses
 
 
 @dataclass
@@ -60,6 +61,7 @@ class SharedLayout:
     arena: int
     problem: Problem
     plan: Plan
+    pool: int = STATE_POOL  # the arena holding the state
 
 
 @dataclass
@@ -114,26 +116,27 @@ def lay_out(session: Session) -> SharedLayout | None:
     for fqn in mutated:
         offsets[fqn] = arena
         arena += sizes[fqn]
-    problem, plan = joint_problem(shared, mutated, offsets, sizes, alignment, arena)
+    pool = max(m.state_pool for m in shared)
+    problem, plan = joint_problem(shared, mutated, offsets, sizes, alignment, arena, pool)
     check_plan(problem, plan)  # before any TensorSpec is touched
     slot = {fqn: i for i, fqn in enumerate(mutated)}
     for m in shared:
         for ref in m.refs:
             if ref.fqn in offsets:
-                ref.spec.mem_id = STATE_POOL
+                ref.spec.mem_id = pool
                 ref.spec.mem_offset = offsets[ref.fqn]
                 ref.spec.mem_obj_id = slot[ref.fqn]
         bufsizes = m.graph_module.meta["non_const_buffer_sizes"]
-        if len(bufsizes) != STATE_POOL:
+        if len(bufsizes) > pool:
             raise SharedStatePolicyError(
-                f"method {m.method!r}: shared state goes to mem_id {STATE_POOL}, but the method's"
+                f"method {m.method!r}: shared state goes to mem_id {pool}, but the method's"
                 f" own plan already uses arenas {bufsizes}; only mem_id 1 may be used with"
-                " share_mutable_buffers"
+                " share_mutable_buffers (or plan with a memory map)"
             )
-        bufsizes.append(arena)  # in place: the program's meta holds this very list
+        bufsizes.extend([0] * (pool - len(bufsizes)) + [arena])  # in place: the program's meta holds it
     for m in shared:
         _verify_with_state(m)
-    return SharedLayout(offsets, sizes, arena, problem, plan)
+    return SharedLayout(offsets, sizes, arena, problem, plan, pool)
 
 
 def check_default_mem_ids(graph_module: torch.fx.GraphModule) -> None:
@@ -161,6 +164,7 @@ def joint_problem(
     sizes: dict[str, int],
     alignment: int,
     arena: int,
+    pool: int = STATE_POOL,
 ) -> tuple[Problem, Plan]:
     """The program-wide problem of mem_id 2, with the layout as its plan.
 
@@ -179,7 +183,7 @@ def joint_problem(
                     size=sizes[fqn],
                     alignment=alignment,
                     offset=offsets[fqn],
-                    pool=STATE_POOL,
+                    pool=pool,
                     kind=BufferKind.MUTABLE_STATE,
                     label=fqn,
                 )
@@ -191,7 +195,7 @@ def joint_problem(
     problem = Problem(tuple(buffers), same_offsets=tuple(same), name="shared state")
     plan = Plan(
         offsets={b.id: offsets[b.label] for b in buffers},
-        arena_sizes={STATE_POOL: arena},
+        arena_sizes={pool: arena},
         solver="shared-state layout",
         proven_optimal=True,
         lower_bound=arena,
@@ -214,7 +218,7 @@ def with_state(problem: Problem, plan: Plan, m: MethodState, layout: SharedLayou
                 size=layout.sizes[fqn],
                 alignment=m.alignment,
                 offset=off,
-                pool=STATE_POOL,
+                pool=layout.pool,
                 kind=BufferKind.MUTABLE_STATE,
                 label=fqn,
             )
@@ -222,7 +226,7 @@ def with_state(problem: Problem, plan: Plan, m: MethodState, layout: SharedLayou
         offsets[bid] = off
     new_problem = dataclasses.replace(problem, buffers=problem.buffers + tuple(extra))
     new_plan = dataclasses.replace(
-        plan, offsets=offsets, arena_sizes={**plan.arena_sizes, STATE_POOL: layout.arena}
+        plan, offsets=offsets, arena_sizes={**plan.arena_sizes, layout.pool: layout.arena}
     )
     check_plan(new_problem, new_plan)
     return new_problem, new_plan
