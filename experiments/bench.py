@@ -21,13 +21,13 @@ COLUMNS = (
     "file",
     "solver",
     "buffers",
-    "capacity",
-    "lower_bound",
+    "capacity_bytes",
+    "lower_bound_bytes",
     "arena_bytes",
     "arena_over_lb",
     "fits",
     "proven_optimal",
-    "seconds",
+    "solve_seconds",
     "error",
 )
 
@@ -37,8 +37,9 @@ def bench_csv(
     solvers: Sequence[str],
     time_limit_s: float,
     capacity_from_name: bool = False,
+    progress: bool = False,
 ) -> pd.DataFrame:
-    """One row per (CSV file, solver), files in name order."""
+    """One row per (CSV file, solver), files in name order; `progress` shows a bar over the files."""
     from memplan import solvers as registry
 
     for name in solvers:
@@ -52,12 +53,14 @@ def bench_csv(
     files = sorted(folder.glob("*.csv"))
     if not files:
         raise SweepConfigError(f"no .csv files in {str(folder)!r}")
+    from tqdm import tqdm
+
     rows = []
-    for path in files:
+    for path in tqdm(files, desc="bench-csv", unit="file", disable=not progress or None):
         rows += _bench_file(path, solvers, time_limit_s, capacity_from_name)
     df = pd.DataFrame.from_records(rows, columns=list(COLUMNS))
     return df.astype(
-        {c: "Int64" for c in ("buffers", "capacity", "lower_bound", "arena_bytes")}
+        {c: "Int64" for c in ("buffers", "capacity_bytes", "lower_bound_bytes", "arena_bytes")}
         | {"fits": "boolean", "proven_optimal": "boolean"}
     )
 
@@ -77,8 +80,8 @@ def _bench_file(
     base = {
         "file": path.name,
         "buffers": len(problem.buffers),
-        "capacity": problem.capacity,
-        "lower_bound": bound,
+        "capacity_bytes": problem.capacity,
+        "lower_bound_bytes": bound,
     }
     rows = []
     for solver in solvers:
@@ -101,7 +104,7 @@ def _bench_file(
                 "arena_over_lb": plan.arena_size / bound if bound else None,
                 "fits": None if problem.capacity is None else plan.arena_size <= problem.capacity,
                 "proven_optimal": plan.proven_optimal,
-                "seconds": plan.seconds,
+                "solve_seconds": plan.seconds,
             }
         )
     return rows

@@ -4,12 +4,21 @@
         [--instances A,B] [--configs full,no-skyline-search] [--time-limit 10]
         [--minimise-time-limits 10,30,60] [--minimise-configs full,bisection,skyline-presolve]
         [--llama PROBLEM.json] [--layered 10000,100000] [--layered-time-limit 60]
+        [--minimalloc-binary PATH] [--save-better docs/minimalloc_solutions]
 
 Sections (Markdown tables, printed row by row):
 
 - minimalloc: each instance as MiniMalloc poses it, a decision problem at
   capacity 1,048,576, per solver configuration (the ablation: each technique
   switched off in turn); `x paper` is our seconds over MiniMalloc's published time.
+  With `--minimalloc-binary`, MiniMalloc's own C++ solver runs each instance
+  right after memplan's first configuration (same capacity and time limit, in
+  a subprocess, interleaved so both see the same machine load), and the table
+  adds its seconds (its own "Elapsed time", the solve without file I/O) and
+  memplan's over them. Build it outside this repository:
+  `git clone https://github.com/google/minimalloc && cd minimalloc && git submodule update
+  --init && cmake -S . -B build -DCMAKE_BUILD_TYPE=Release && cmake --build build
+  --target minimalloc` (C++20, abseil); the binary is `build/minimalloc`.
 - minimise: the same instances minimised (no capacity), against the best known
   peak, at each of `--minimise-time-limits` (a proven run ends the instance), for
   the full configuration, plain bisection in place of the probe ladder, and
@@ -26,6 +35,9 @@ them as rough. Every plan is validated by solvers.solve.
 from __future__ import annotations
 
 import argparse
+import re
+import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -71,6 +83,7 @@ def run(problem: Problem, config: str, time_limit_s: float, capacity: int | None
         "proven": plan.proven_optimal,
         "seconds": time.perf_counter() - began,
         "status": plan.status,
+        "plan": plan,
     }
 
 
@@ -90,44 +103,77 @@ def minimalloc_problem(name: str, directory: Path) -> Problem:
     return read_minimalloc_csv(directory / f"{name}.{CAPACITY}.csv")
 
 
-def bench_minimalloc(instances: Sequence[str], configs: Sequence[str], limit: float, directory: Path) -> None:
-    table(
-        [
-            "instance",
-            "config",
-            "buffers",
-            "lower bound",
-            "capacity",
-            "arena",
-            "fits",
-            "seconds",
-            "x paper",
-            "status",
-        ]
-    )
+def run_minimalloc(binary: str, csv: Path, capacity: int, limit: float) -> dict[str, Any]:
+    """MiniMalloc's C++ solver on one file: its own solve time and whether it found a plan."""
+    with tempfile.TemporaryDirectory() as tmp:
+        command = [binary, f"--capacity={capacity}", f"--input={csv}", f"--output={Path(tmp) / 'out.csv'}"]
+        command.append(f"--timeout={limit:g}s")
+        began = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, text=True, timeout=limit + 60)
+        wall = time.perf_counter() - began
+    log = done.stdout + done.stderr
+    elapsed = re.search(r"Elapsed time ([0-9.]+)s", log)
+    return {
+        "seconds": float(elapsed.group(1)) if elapsed else wall,
+        "fits": done.returncode == 0,
+        "status": "ok" if done.returncode == 0 else log.strip().splitlines()[-1][:90],
+    }
+
+
+def bench_minimalloc(
+    instances: Sequence[str],
+    configs: Sequence[str],
+    limit: float,
+    directory: Path,
+    binary: str | None = None,
+) -> None:
+    header = ["instance", "config", "buffers", "lower bound", "capacity", "arena", "fits", "seconds"]
+    if binary:
+        header += ["MiniMalloc s", "MiniMalloc fits", "x MiniMalloc"]
+    table(header + ["x paper", "status"])
     for name in instances:
         problem = minimalloc_problem(name, directory)
-        for config in configs:
+        for i, config in enumerate(configs):
             r = run(problem, config, limit, capacity=CAPACITY)
             fits = r["arena"] is not None
-            row(
-                [
-                    name,
-                    config,
-                    len(problem.buffers),
-                    f"{lower_bound(problem):,}",
-                    f"{CAPACITY:,}",
-                    f"{r['arena']:,}" if fits else "none",
-                    "yes" if fits else "no",
-                    f"{r['seconds']:.2f}",
-                    f"{r['seconds'] / KNOWN[name][1]:.1f}" if fits else "-",
-                    r["status"][:90],
-                ]
-            )
+            cells = [
+                name,
+                config,
+                len(problem.buffers),
+                f"{lower_bound(problem):,}",
+                f"{CAPACITY:,}",
+                f"{r['arena']:,}" if fits else "none",
+                "yes" if fits else "no",
+                f"{r['seconds']:.2f}",
+            ]
+            if binary and i == 0:
+                theirs = run_minimalloc(binary, directory / f"{name}.{CAPACITY}.csv", CAPACITY, limit)
+                ratio = r["seconds"] / theirs["seconds"] if theirs["seconds"] > 0 else float("inf")
+                cells += [f"{theirs['seconds']:.2f}", "yes" if theirs["fits"] else "no", f"{ratio:.2f}"]
+            elif binary:
+                cells += ["", "", ""]
+            cells += [f"{r['seconds'] / KNOWN[name][1]:.1f}" if fits else "-", r["status"][:90]]
+            row(cells)
+
+
+def save_if_better(problem: Problem, result: dict[str, Any], best_known: int, folder: Path | None) -> str:
+    """Write a plan below the best known peak as a MiniMalloc CSV solution; return its path ('' if none)."""
+    if folder is None or result["arena"] is None or result["arena"] >= best_known:
+        return ""
+    from memplan.planner.io import write_minimalloc_csv
+
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{problem.name.split('.')[0]}.{result['arena']}.csv"
+    write_minimalloc_csv(problem, path, result["plan"])
+    return str(path)
 
 
 def bench_minimise(
-    instances: Sequence[str], configs: Sequence[str], limits: Sequence[float], directory: Path
+    instances: Sequence[str],
+    configs: Sequence[str],
+    limits: Sequence[float],
+    directory: Path,
+    save_better: Path | None = None,
 ) -> None:
     table(
         [
@@ -150,6 +196,9 @@ def bench_minimise(
         for config in configs:
             for limit in limits:
                 r = run(problem, config, limit)
+                saved = save_if_better(problem, r, best, save_better)
+                if saved:
+                    r["status"] = f"{r['status'][:60]}; saved {saved}"
                 row(
                     [
                         name,
@@ -282,6 +331,14 @@ def main(argv: Sequence[str] | None = None) -> None:
     )
     parser.add_argument("--layered", default="10000,100000", help="generated problem sizes")
     parser.add_argument("--layered-time-limit", type=float, default=60.0)
+    parser.add_argument(
+        "--save-better",
+        help="folder: minimised plans below the best known peak are written there as MiniMalloc CSV solutions",
+    )
+    parser.add_argument(
+        "--minimalloc-binary",
+        help="MiniMalloc's C++ solver, run next to memplan in the minimalloc section (see the docstring to build it)",
+    )
     args = parser.parse_args(argv)
 
     sections = [s for s in args.sections.split(",") if s]
@@ -298,10 +355,13 @@ def main(argv: Sequence[str] | None = None) -> None:
             parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
     directory = Path(args.minimalloc_dir)
     if "minimalloc" in sections:
-        bench_minimalloc(instances, configs, args.time_limit, directory)
+        if args.minimalloc_binary and not Path(args.minimalloc_binary).is_file():
+            parser.error(f"--minimalloc-binary {args.minimalloc_binary}: no such file")
+        bench_minimalloc(instances, configs, args.time_limit, directory, args.minimalloc_binary)
     if "minimise" in sections:
         limits = [float(s) for s in args.minimise_time_limits.split(",") if s]
-        bench_minimise(instances, minimise_configs, limits, directory)
+        save = Path(args.save_better) if args.save_better else None
+        bench_minimise(instances, minimise_configs, limits, directory, save)
     if "llama" in sections:
         bench_llama(["full", "no-decompose", "no-skyline-heuristic"], args.time_limit, args.llama)
     if "layered" in sections:

@@ -1,7 +1,7 @@
 """Print what cat fusion does to zoo models: a table per model, one row per method.
 
     python -m memplan.experiments.catfusion_report                    # cat_seed, unet, densenet_block
-    python -m memplan.experiments.catfusion_report unet --solver cpsat --partial --check --cats
+    python -m memplan.experiments.catfusion_report --models unet --solvers cpsat --partial --check --cats
 
 Columns: cats found / fused / aliased / partial / refused (with reason
 counts), copy bytes removed per inference, arena bytes with and without
@@ -16,7 +16,10 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from memplan.experiments import runtime, zoo
+import pandas as pd
+
+from memplan.experiments import programs, runtime, script_args
+from memplan.experiments.tables import markdown
 from memplan.planner.et.cat.decisions import CatStatus
 from memplan.planner.et.cat.report import CatReport
 from memplan.planner.et.pass_ import PlannerPass
@@ -33,7 +36,7 @@ def reports(
     check: bool,
 ) -> dict[str, tuple[CatReport, int]]:
     """Lower one zoo model with cat fusion on: per method, the cat report and the stock planner's arena bytes."""
-    model = zoo.get(model_name)
+    model = programs.load(model_name)
     planner = PlannerPass(
         solver=solver,
         time_limit_s=time_limit_s,
@@ -51,60 +54,51 @@ def reports(
     }
 
 
-def row(model: str, method: str, report: CatReport, stock: int) -> list[str]:
+def row(model: str, method: str, report: CatReport, stock: int) -> list[object]:
     refused = ", ".join(
         f"{r.value}={n}" for r, n in sorted(report.refusals().items(), key=lambda kv: kv[0].value)
     )
     return [
-        model,
-        method,
-        str(len(report.decisions)),
-        str(report.count(CatStatus.FUSED)),
-        str(report.count(CatStatus.ALIASED)),
-        str(report.count(CatStatus.PARTIAL)),
+        f"{model}/{method}" if method != "forward" else model,
+        len(report.decisions),
+        report.count(CatStatus.FUSED),
+        report.count(CatStatus.ALIASED),
+        report.count(CatStatus.PARTIAL),
         f"{report.count(CatStatus.REFUSED)}" + (f" ({refused})" if refused else ""),
-        str(report.copy_bytes_removed),
-        str(report.arena_with),
-        "-" if report.arena_without is None else str(report.arena_without),
-        str(report.lower_bound_with),
-        str(report.lower_bound_without),
-        str(stock),
+        report.copy_bytes_removed,
+        report.arena_with,
+        report.arena_without,
+        report.lower_bound_with,
+        report.lower_bound_without,
+        stock,
     ]
 
 
 HEADER = [
     "model",
-    "method",
     "cats",
     "fused",
     "aliased",
     "partial",
     "refused (reasons)",
-    "copy B removed",
-    "arena with",
-    "arena without",
-    "LB with",
-    "LB without",
-    "stock ET",
+    "copy_removed_bytes",
+    "arena_with_fusion_bytes",
+    "arena_without_fusion_bytes",
+    "lower_bound_with_fusion_bytes",
+    "lower_bound_without_fusion_bytes",
+    "stock_arena_bytes",
 ]
 
 
-def format_table(rows: list[list[str]]) -> str:
-    widths = [max(len(r[i]) for r in [HEADER, *rows]) for i in range(len(HEADER))]
-
-    def line(cells: list[str]) -> str:  # names left, numbers right
-        return "  ".join(c.rjust(w) if i >= 2 else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-
-    lines = [line(r) for r in [HEADER, *rows]]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
+def format_table(rows: list[list[object]]) -> str:
+    return markdown(
+        pd.DataFrame(rows, columns=["solver", *HEADER]).astype({"arena_without_fusion_bytes": "Int64"})
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("models", nargs="*", default=list(DEFAULT_MODELS), help="zoo model names")
-    ap.add_argument("--solver", default="bestfit", help="memplan solver (default: bestfit)")
-    ap.add_argument("--time-limit", type=float, default=5.0, help="seconds per solve for exact solvers")
+    script_args.add_common(ap, models=DEFAULT_MODELS, cat_fusion=None)
     ap.add_argument(
         "--partial", action="store_true", help="allow PARTIAL fusion (clone the unplaceable inputs)"
     )
@@ -112,13 +106,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="run in executorch.runtime and compare with eager")
     ap.add_argument("--cats", action="store_true", help="list every cat's decision")
     args = ap.parse_args(argv)
+    models, solvers = script_args.models_of(args), script_args.solvers_of(args)
     rows = []
-    for name in args.models:
-        found = reports(name, args.solver, args.time_limit, args.partial, args.relax_alignment, args.check)
-        for method, (report, stock) in found.items():
-            rows.append(row(name, method, report, stock))
-            if args.cats:
-                print(f"{name}/{method}:\n{report.summary()}\n")
+    with script_args.library_warnings_silenced():
+        work = [(m, s) for m in models for s in solvers]
+        for name, solver in script_args.progress(work, len(work), "catfusion_report", args.quiet):
+            found = reports(name, solver, args.time_limit, args.partial, args.relax_alignment, args.check)
+            for method, (report, stock) in found.items():
+                rows.append([solver, *row(name, method, report, stock)])
+                if args.cats:
+                    print(f"{name}/{method} ({solver}):\n{report.summary()}\n")
     print(format_table(rows))
     if args.check:
         print("outputs match eager PyTorch for every model")

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import NoReturn
 
 USAGE_EXIT = 2
@@ -63,6 +64,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds per solve for time-limited solvers (default: %(default)s)",
     )
     p.add_argument("--check", action="store_true", help="run every program and compare with eager PyTorch")
+    p.add_argument(
+        "--memory-map",
+        default="",
+        help="plan across banks, fastest first, e.g. sram:64KiB,dram:16MiB (mem_ids 1, 2, ...); adds"
+        " per-bank columns (default solvers then: greedy = ExecuTorch's BankedGreedy, bestfit, cpsat)",
+    )
+    p.add_argument(
+        "--reproducible",
+        action="store_true",
+        help="solvers in their reproducible mode: the same plans on any machine load (milp has none)",
+    )
     p.add_argument("--jobs", type=int, help="parallel workers (default: one per core)")
     p.add_argument(
         "--executor", choices=EXECUTORS, default="local", help="where runs execute (default: local)"
@@ -138,6 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="read each problem's capacity from its file name (MiniMalloc benchmark style)",
     )
+    p.add_argument("--out", metavar="FILE", help="also write the table (.csv, or .parquet with pyarrow)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
 
     sub.add_parser("models", help="list zoo models")
     sub.add_parser("solvers", help="list solvers")
@@ -184,7 +198,9 @@ def _sweep(args: argparse.Namespace) -> int:
         retry_errors=args.retry_errors,
         progress=not args.quiet,
         isolate=True,
+        reproducible=args.reproducible,
         fmt=args.format,
+        memory_map=args.memory_map,
     )
     if not args.quiet:
         print(report.summary_markdown(df))
@@ -314,14 +330,31 @@ def _export_problem(args: argparse.Namespace) -> int:
 
 def _bench_csv(args: argparse.Namespace) -> int:
     from memplan.experiments import bench, sweep_grid
+    from memplan.experiments.tables import markdown
 
+    out = Path(args.out) if args.out else None
+    if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
+        raise sweep_grid.SweepConfigError(f"--out {args.out!r} must end in .csv or .parquet")
+    if out is not None and out.suffix.lower() == ".parquet":
+        from memplan.experiments.results import require_pyarrow
+
+        require_pyarrow()
     df = bench.bench_csv(
         args.dir,
         sweep_grid.parse_list(args.solvers, "solver"),
         args.time_limit,
         capacity_from_name=args.capacity_from_name,
+        progress=not args.quiet,
     )
-    print(df.to_string(index=False))
+    print(markdown(df))
+    if out is not None:
+        try:
+            df.to_parquet(out, index=False) if out.suffix.lower() == ".parquet" else df.to_csv(
+                out, index=False
+            )
+        except OSError as exc:
+            raise sweep_grid.SweepConfigError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
+        print(f"wrote {out}", file=sys.stderr)
     return 0
 
 

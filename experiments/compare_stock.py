@@ -1,7 +1,7 @@
 """ExecuTorch's own memory planning against memplan's, for every zoo model.
 
-    python -m memplan.experiments.compare_stock [--models a b] [--solvers greedy bestfit cpsat]
-                                        [--time-limit 10] [--check] [--cat-fusion]
+    python -m memplan.experiments.compare_stock [--models a,b] [--solvers greedy,bestfit,cpsat]
+                                        [--time-limit 5] [--check] [--cat-fusion on|off]
 
 Per model: the arena bytes of the program planned by the stock
 `MemoryPlanningPass`, by `PlannerPass` with each solver, the lower bound of the
@@ -9,8 +9,10 @@ extracted problems, and whether CP-SAT proved its plans optimal. Program bytes
 are what the runtime allocates: all host-only methods of a program share one
 set of arenas, each sized to the largest method's, so it is the sum over
 arenas (mem_id >= 1) of the largest method's size, XNNPACK padding included.
-Cat fusion is off unless asked for, so every planner places the same tensors.
-`--check` also runs every memplan program and compares it with eager PyTorch.
+Defaults as the sweep's: every registered solver, 5 s, cat fusion on (`--cat-fusion
+off` makes every planner place the same tensors). The table is Markdown
+(experiments.tables); `saving` columns are positive when memplan is smaller
+than stock. `--check` also runs every memplan program against eager PyTorch.
 """
 
 from __future__ import annotations
@@ -21,11 +23,12 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from memplan.experiments import runtime, zoo
+import pandas as pd
+
+from memplan.experiments import programs, runtime, script_args
+from memplan.experiments.tables import markdown
 from memplan.planner.et.pass_ import MethodResult, PlannerPass
 from memplan.planner.problem import lower_bounds
-
-SOLVERS = ("greedy", "bestfit", "cpsat")
 
 
 @dataclass
@@ -69,7 +72,7 @@ def plan_solvers(results: Iterable[MethodResult]) -> set[str]:
 
 
 def compare(name: str, solvers: Sequence[str], time_limit_s: float, check: bool, cat_fusion: bool) -> Row:
-    model = zoo.get(name)
+    model = programs.load(name)
     row = Row(name, program_bytes(runtime.stock_arena_bytes(runtime.lower(model))))
     for solver in solvers:
         pass_ = PlannerPass(solver=solver, time_limit_s=time_limit_s, cat_fusion=cat_fusion)
@@ -87,45 +90,35 @@ def compare(name: str, solvers: Sequence[str], time_limit_s: float, check: bool,
 
 
 def format_table(rows: Sequence[Row], solvers: Sequence[str]) -> str:
-    head = ["model", "stock"] + list(solvers) + ["lower bound", "cpsat optimal", "best vs stock"]
-    lines = [head]
+    """Markdown: stock bytes, memplan bytes per solver (`*`: a fallback plan was kept), the bound, the best saving."""
+    records = []
     for r in rows:
         best = min(r.memplan.values()) if r.memplan else r.stock
-        lines.append(
-            [r.model, str(r.stock)]
-            + [str(r.memplan[s]) + ("*" if r.fallbacks.get(s) else "") for s in solvers]
-            + [
-                str(r.lower_bound),
-                "-" if r.cpsat_optimal is None else ("yes" if r.cpsat_optimal else "no"),
-                f"{100.0 * (best - r.stock) / r.stock:+.1f}%" if r.stock else "-",
-            ]
-        )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
-    out = []
-    for i, line in enumerate(lines):
-        out.append(
-            " | ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(line, widths)))
-        )
-        if i == 0:
-            out.append("-+-".join("-" * w for w in widths))
-    return "\n".join(out)
+        record: dict[str, object] = {"model": r.model, "stock_bytes": r.stock}
+        for s in solvers:
+            record[f"{s}_bytes"] = f"{r.memplan[s]:,}" + ("*" if r.fallbacks.get(s) else "")
+        record["lower_bound_bytes"] = r.lower_bound
+        record["cpsat_optimal"] = r.cpsat_optimal
+        record["saving_vs_stock"] = (1 - best / r.stock) if r.stock else None
+        records.append(record)
+    return markdown(pd.DataFrame(records).astype({"cpsat_optimal": "boolean"}))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", nargs="*", default=None, help="zoo models (default: all)")
-    ap.add_argument("--solvers", nargs="*", default=list(SOLVERS), choices=SOLVERS + ("milp",))
-    ap.add_argument("--time-limit", type=float, default=10.0, help="seconds per method for cpsat/milp")
+    script_args.add_common(ap)
     ap.add_argument("--check", action="store_true", help="run every memplan program against eager")
-    ap.add_argument("--cat-fusion", action="store_true", help="let PlannerPass fuse cats")
     args = ap.parse_args(argv)
+    solvers, models = script_args.solvers_of(args), script_args.models_of(args)
+    fusion = script_args.switch_of(args.cat_fusion)
     rows = []
-    for name in args.models or zoo.names():
-        row = compare(name, args.solvers, args.time_limit, args.check, args.cat_fusion)
-        rows.append(row)
-        timing = ", ".join(f"{s} {t:.1f}s" for s, t in row.seconds.items())
-        print(f"{name}: lowered ({timing})", file=sys.stderr)
-    print(format_table(rows, args.solvers))
+    with script_args.library_warnings_silenced():
+        for name in script_args.progress(models, len(models), "compare_stock", args.quiet):
+            row = compare(name, solvers, args.time_limit, args.check, fusion)
+            rows.append(row)
+            timing = ", ".join(f"{s} {t:.1f}s" for s, t in row.seconds.items())
+            print(f"{name}: lowered ({timing})", file=sys.stderr)
+    print(format_table(rows, solvers))
     kept = [f"{r.model} {s}: {', '.join(sorted(f))}" for r in rows for s, f in r.fallbacks.items() if f]
     if kept:
         print("* some methods use a fallback plan (solvers.fallback): " + "; ".join(kept))

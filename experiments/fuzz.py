@@ -86,11 +86,12 @@ def random_case(seed: int) -> Problem:
 
 
 def _huge(rng: random.Random, n: int) -> Problem:
-    """Sizes near 2^40 next to small ones: coordinates that do not scale down."""
+    """Sizes near 2^40 (or 2^56) next to small ones: coordinates that do not scale down."""
+    big = 1 << rng.choice((40, 40, 56))
     buffers = []
     for i in range(n):
         start = rng.randrange(6)
-        size = (1 << 40) + rng.randrange(1 << 20) if rng.random() < 0.5 else rng.randint(1, 1 << 20)
+        size = big + rng.randrange(1 << 20) if rng.random() < 0.5 else rng.randint(1, 1 << 20)
         buffers.append(
             Buffer(f"h{i}", start, start + rng.randint(1, 4), size, alignment=rng.choice((1, 2, 16)))
         )
@@ -182,6 +183,8 @@ def check(problem: Problem, plan: Plan) -> list[str]:
         need = max(offsets[b.id] + b.size for b in problem.buffers if b.pool == pool)
         if plan.arena_sizes.get(pool, -1) < need:
             faults.append(f"pool {pool} declares {plan.arena_sizes.get(pool)} bytes, needs {need}")
+        if problem.capacity is not None and need > problem.capacity:
+            faults.append(f"pool {pool} needs {need} bytes, over the capacity {problem.capacity}")
     return faults
 
 

@@ -21,13 +21,25 @@ def library_warnings_silenced() -> Iterator[None]:
         yield
 
 
-def stock_arenas(model, alignment: int) -> dict[str, int]:
-    """Per method: the bytes ExecuTorch's own MemoryPlanningPass needs over all arenas."""
+def stock_arenas(model, alignment: int, memory_map: str = "") -> dict[str, int]:
+    """Per method: the bytes ExecuTorch's own MemoryPlanningPass needs over all arenas.
+
+    With a memory map: its `banked_memory_planning_pass` (which raises BankPlacementError when
+    the map cannot hold the program, and refuses share_mutable_buffers).
+    """
     from executorch.exir.passes import MemoryPlanningPass
 
     from memplan.experiments import runtime
 
-    stock_pass = MemoryPlanningPass(**{**model.memory_planning_config, "alignment": alignment})
+    if memory_map:
+        from executorch.exir.banked_memory_planning import banked_memory_planning_pass
+
+        from memplan.planner.et.banks import parse_memory_map
+
+        config = {**model.memory_planning_config, "alignment": alignment}
+        stock_pass = banked_memory_planning_pass(parse_memory_map(memory_map), **config)
+    else:
+        stock_pass = MemoryPlanningPass(**{**model.memory_planning_config, "alignment": alignment})
     program = runtime.lower(model, memory_planning_pass=stock_pass)
     return {m: sum(sizes) for m, sizes in runtime.stock_arena_bytes(program).items()}
 
@@ -49,6 +61,7 @@ class Lowered:
         rows = []
         for method, result in sorted(self.planner_pass.results.items()):
             fused, removed = _cat_numbers(getattr(result, "cat_report", None))
+            state = getattr(result, "state_report", None)
             rows.append(
                 {
                     "method": method,
@@ -61,22 +74,59 @@ class Lowered:
                     "export_seconds": self.export_seconds,
                     "cats_fused": fused,
                     "copy_bytes_removed": removed,
+                    "state_copies_removed": 0 if state is None else len(state.removed),
+                    "state_copy_removed_bytes": 0 if state is None else state.copy_bytes_removed,
+                    **_bank_columns(result),
                 }
             )
         return rows
 
 
-def lower_planned(model, solver: str, alignment: int, cat_fusion: bool, time_limit_s: float) -> Lowered:
-    """Lower `model` to ExecuTorch with PlannerPass(solver, settings)."""
+def lower_planned(
+    model,
+    solver: str,
+    alignment: int,
+    cat_fusion: bool,
+    time_limit_s: float,
+    reproducible: bool = False,
+    state_in_place: bool = True,
+    memory_map: str = "",
+) -> Lowered:
+    """Lower `model` to ExecuTorch with PlannerPass(solver, settings), across `memory_map`'s banks if given."""
     from memplan import PlannerPass
     from memplan.experiments import runtime
+    from memplan.planner.et.banks import parse_memory_map
 
     planner_pass = PlannerPass(
-        solver=solver, time_limit_s=time_limit_s, alignment=alignment, cat_fusion=cat_fusion
+        solver=solver,
+        time_limit_s=time_limit_s,
+        alignment=alignment,
+        cat_fusion=cat_fusion,
+        memory_map=parse_memory_map(memory_map) if memory_map else None,
+        solver_options={"reproducible": True} if reproducible else None,
+        state_in_place=state_in_place,
     )
     began = time.perf_counter()
     program = runtime.lower(model, memory_planning_pass=planner_pass)
     return Lowered(program, planner_pass, time.perf_counter() - began)
+
+
+def _bank_columns(result: Any) -> dict[str, Any]:
+    """Per declared bank: `<bank>_bytes`, `<bank>_peak`, `<bank>_traffic_share` (empty without banks)."""
+    from memplan.planner.problem import bank_report
+
+    if not result.problem.banks:
+        return {}
+    rows = bank_report(result.problem, result.plan)
+    total = sum(r.traffic for r in rows) or 1
+    columns: dict[str, Any] = {}
+    for row in rows:
+        if result.problem.bank(row.pool) is None:
+            continue
+        columns[f"{row.name}_bytes"] = row.bytes
+        columns[f"{row.name}_peak"] = row.peak
+        columns[f"{row.name}_traffic_share"] = row.traffic / total
+    return columns
 
 
 def _cat_numbers(report: Any) -> tuple[int, int]:

@@ -18,7 +18,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from memplan import viz
-from memplan.planner.problem import Plan, Problem, lower_bound
+from memplan.planner.problem import lower_bound
 from memplan.viz.captions import describe
 from memplan.viz.style import format_bytes
 
@@ -38,14 +38,22 @@ def zoo_model(name: str):
 
 
 @functools.lru_cache(maxsize=32)
-def planned(model: str, solver: str, cat_fusion: bool = True, time_limit_s: float = TIME_LIMIT_S) -> dict:
-    """Method name -> `MethodResult` (problem, plan, cat_report) of `model` lowered with `solver`.
+def planned(
+    model: str,
+    solver: str,
+    cat_fusion: bool = True,
+    time_limit_s: float = TIME_LIMIT_S,
+    state_in_place: bool = True,
+) -> dict:
+    """Method name -> `MethodResult` (problem, plan, cat_report, state_report) of `model` lowered with `solver`.
 
     Cached: a figure and the numbers printed for it come from one lowering.
     """
     from memplan.experiments.lowering import lower_planned
 
-    lowered = lower_planned(zoo_model(model), solver, ALIGNMENT, cat_fusion, time_limit_s)
+    lowered = lower_planned(
+        zoo_model(model), solver, ALIGNMENT, cat_fusion, time_limit_s, state_in_place=state_in_place
+    )
     return lowered.planner_pass.results
 
 
@@ -96,6 +104,30 @@ def cat_fusion_figure(
     return fig
 
 
+def state_figure(
+    model: str, solver: str = "cpsat", method: str = "forward", time_limit_s: float = TIME_LIMIT_S
+) -> Figure:
+    """The same solver with ExecuTorch's write-back copies and with the state updated where it lives."""
+    off = planned(model, solver, True, time_limit_s, state_in_place=False)[method]
+    on = planned(model, solver, True, time_limit_s, state_in_place=True)[method]
+    report = on.state_report
+    removed = len(report.removed) if report else 0
+    saved = format_bytes(report.copy_bytes_removed) if report else "0 B"
+    fig = viz.side_by_side(
+        off.problem,
+        off.plan,
+        on.problem,
+        on.plan,
+        (
+            f"write-back copies (stock ExecuTorch): {describe(off.problem, off.plan)}",
+            f"state in place ({removed} copies, {saved} per call removed): {describe(on.problem, on.plan)}",
+        ),
+        label_top=6,
+    )
+    _caption(fig, f"{model} ({method}), {solver}: new state values written where the state lives")
+    return fig
+
+
 def call_order(model: str) -> list[str]:
     """The model's methods in the order its call sequence first uses them."""
     return list(dict.fromkeys(name for name, _ in zoo_model(model).calls))
@@ -131,52 +163,24 @@ def profile_figure(
     problem = next(iter(results.values())).problem
     plans = {s: r.plan for s, r in results.items()}
     title = f"{model} ({method}): live bytes vs. arenas; lower bound {format_bytes(lower_bound(problem))}"
-    window = _peak_window(problem, plans)
-    if window is None:
+    if viz.peak_window(problem, plans) is None:
         fig, ax = plt.subplots(figsize=(10, 4))
         viz.profile(problem, plans, ax=ax)
         ax.set_title(title)
         fig.tight_layout()
         return fig
     fig, (ax, zoom) = plt.subplots(1, 2, figsize=(12, 4.2), gridspec_kw={"width_ratios": [3, 1]})
-    viz.profile(problem, plans, ax=ax)
+    viz.profile(problem, plans, ax=ax, zoom=zoom)
     ax.set_title(title)
     ax.legend(loc="lower center", ncol=3, fontsize=8)  # the zoom panel takes the space on the right
-    viz.profile(problem, plans, ax=zoom)
-    zoom.get_legend().remove()
-    (x0, x1), (y0, y1) = window
-    zoom.set_xlim(x0, x1)
-    zoom.set_ylim(y0, y1)
-    zoom.set_ylabel("")
-    zoom.set_title("around the peak", fontsize=10)
-    ax.indicate_inset((x0, y0, x1 - x0, y1 - y0), edgecolor="0.3")
     fig.tight_layout()
     return fig
-
-
-def _peak_window(
-    problem: Problem, plans: dict[str, Plan], near: float = 0.02
-) -> tuple[tuple[float, float], tuple[float, float]] | None:
-    """(x range, y range) around the peak and the lowest two arenas within `near` of
-    each other (a few hundred bytes apart they share a pixel row on the full scale);
-    None when no two arenas are that close."""
-    from memplan.viz.profile import live_bytes
-
-    times, levels = live_bytes(problem)
-    arenas = sorted(p.arena_size for p in plans.values())
-    pairs = [(a, b) for a, b in zip(arenas, arenas[1:]) if b - a <= near * b]
-    if not levels or not pairs:
-        return None
-    low, high = pairs[0]
-    at = times[levels.index(max(levels))]
-    margin = max(high - low, high // 200, 1)
-    width = max((times[-1] - times[0]) // 20, 2)
-    return (at - width, at + width), (low - 3 * margin, high + 2 * margin)
 
 
 FIGURES = {
     "llama_decode_cpsat_vs_greedy.png": lambda: solver_figure("llama_decode", ["cpsat", "greedy"]),
     "unet_cat_fusion.png": lambda: cat_fusion_figure("unet"),
+    "llama_decode_state_in_place.png": lambda: state_figure("llama_decode"),
     "multi_method_state.png": lambda: shared_state_figure("multi_method_cache"),
     "profile_llama_decode.png": lambda: profile_figure("llama_decode", ["greedy", "bestfit", "cpsat"]),
 }

@@ -72,12 +72,15 @@ def summary_markdown(df: pd.DataFrame) -> str:
         " for the problem it solved. The lower bound is the lowest over the solvers' problems"
         " (cat fusion, kept only where it pays for a solver, lowers it), so it bounds every column.",
     ]
-    for (alignment, fusion, limit), group in df.groupby(
-        ["alignment", "cat_fusion", "time_limit_seconds"], dropna=False
+    if "reproducible" not in df:  # a table from before the setting existed
+        df = df.assign(reproducible=False)
+    for (alignment, fusion, limit, reproducible), group in df.groupby(
+        ["alignment", "cat_fusion", "time_limit_seconds", "reproducible"], dropna=False
     ):
+        mode = ", reproducible mode" if reproducible is True else ""
         lines += [
             "",
-            f"## alignment {alignment}, cat fusion {'on' if fusion else 'off'}, time limit {limit:g} s",
+            f"## alignment {alignment}, cat fusion {'on' if fusion else 'off'}, time limit {limit:g} s{mode}",
             "",
         ]
         lines += _settings_table(group, solvers)

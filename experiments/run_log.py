@@ -56,6 +56,7 @@ class RunLog:
                 raise SweepConfigError(
                     f"{self.path}:{torn[0][0]}: not a sweep record ({torn[0][1]}); use another --out folder"
                 )
+            entry["run"] = asdict(run)  # records from before a setting existed get its default
             self.entries[run.key] = entry
             kept = line_end
         if foreign or cut > 1:

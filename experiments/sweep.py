@@ -27,6 +27,7 @@ from memplan.experiments.executors import default_jobs, run_all
 from memplan.experiments.lowering import library_warnings_silenced, lower_planned, stock_arenas
 from memplan.experiments.run_log import RunLog
 from memplan.experiments.sweep_grid import (
+    BANK_SWEEP_SOLVERS,
     DEFAULT_ALIGNMENTS,
     DEFAULT_CAT_FUSION,
     DEFAULT_TIME_LIMIT_S,
@@ -57,29 +58,39 @@ def sweep(
     retry_errors: bool = False,
     progress: bool = True,
     isolate: bool = False,
+    reproducible: bool = False,
     fmt: str = "csv",
+    memory_map: str = "",
 ) -> pd.DataFrame:
     """Run every missing unit of the grid and write the folder's table, summary and plot.
 
     Defaults: the default zoo sweep, every registered solver, ExecuTorch's
     alignment (16), cat fusion on, 5 s per solve; the table as `fmt` (csv or
-    parquet). Returns the folder's table.
+    parquet). Returns the folder's table. `memory_map` ("sram:64KiB,dram:16MiB")
+    plans every run across those banks (default solvers: greedy = ExecuTorch's
+    BankedGreedy, bestfit, cpsat) and adds per-bank columns.
     With `isolate`, runs go to worker processes even with `jobs=1`, so a
     solver that crashes the interpreter (a segfault in native code) becomes an
-    error row; the `memplan sweep` command always isolates.
+    error row; the `memplan sweep` command always isolates. `reproducible`
+    runs every solver in its reproducible mode (solvers.solve): the same grid
+    gives the same plans on any load; milp has none, so its runs are error rows.
     """
     from memplan.experiments import report, results, zoo
 
     results.check_format(fmt)
     models = list(zoo.names() if models is None else models)
-    solvers = list(default_solvers() if solvers is None else solvers)
+    if solvers is None:
+        solvers = list(BANK_SWEEP_SOLVERS) if memory_map else default_solvers()
+    solvers = list(solvers)
     jobs = default_jobs() if jobs is None else jobs
-    validate_grid(models, solvers, alignments, cat_fusion, time_limit_s, jobs, executor)
+    validate_grid(models, solvers, alignments, cat_fusion, time_limit_s, jobs, executor, memory_map)
     folder = prepare_out(out)
     log = RunLog(folder)
     todo = [
         run
-        for run in grid(models, solvers, alignments, cat_fusion, time_limit_s, check)
+        for run in grid(
+            models, solvers, alignments, cat_fusion, time_limit_s, check, reproducible, memory_map
+        )
         if not log.is_done(run, retry_errors)
     ]
     _run(todo, log, executor, jobs, address, progress, isolate)
@@ -145,12 +156,20 @@ def _describe(exc: BaseException) -> str:
 
 
 def _stock(run: StockRun) -> dict[str, Any]:
-    return {"error": None, "arena_bytes": stock_arenas(_exported(run.model), run.alignment)}
+    return {"error": None, "arena_bytes": stock_arenas(_exported(run.model), run.alignment, run.memory_map)}
 
 
 def _plan(run: PlanRun) -> dict[str, Any]:
     model = _exported(run.model)
-    lowered = lower_planned(model, run.solver, run.alignment, run.cat_fusion, run.time_limit_s)
+    lowered = lower_planned(
+        model,
+        run.solver,
+        run.alignment,
+        run.cat_fusion,
+        run.time_limit_s,
+        run.reproducible,
+        memory_map=run.memory_map,
+    )
     verdict = _check(model, lowered.program) if run.check else {}
     return {"error": None, "rows": [{**row, **verdict} for row in lowered.rows()]}
 

@@ -19,7 +19,7 @@ DEFAULT_ALIGNMENTS = (16,)
 DEFAULT_CAT_FUSION = (True,)
 
 # Settings that, with model and solver, identify a run (and so a resumable unit).
-SETTINGS = ("alignment", "cat_fusion", "time_limit_s")
+SETTINGS = ("alignment", "cat_fusion", "time_limit_s", "reproducible")
 KEY = ("model", "solver", *SETTINGS)
 
 
@@ -29,14 +29,15 @@ class SweepConfigError(ValueError):
 
 @dataclass(frozen=True)
 class StockRun:
-    """Lower `model` with ExecuTorch's own MemoryPlanningPass at `alignment`."""
+    """Lower `model` with ExecuTorch's own MemoryPlanningPass at `alignment` (its banked pass under a map)."""
 
     model: str
     alignment: int
+    memory_map: str = ""  # "sram:64KiB,dram:16MiB" (planner.et.banks.parse_memory_map), "" for none
 
     @property
     def key(self) -> tuple:
-        return ("stock", self.model, self.alignment)
+        return ("stock", self.model, self.alignment) + ((self.memory_map,) if self.memory_map else ())
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,21 @@ class PlanRun:
     cat_fusion: bool
     time_limit_s: float
     check: bool = False
+    reproducible: bool = False  # the solver's reproducible mode (solvers.solve)
+    memory_map: str = ""  # as in StockRun; part of the key only when given (older run logs stay valid)
 
     @property
     def key(self) -> tuple:
-        return ("plan", self.model, self.solver, self.alignment, self.cat_fusion, self.time_limit_s)
+        key = (
+            "plan",
+            self.model,
+            self.solver,
+            self.alignment,
+            self.cat_fusion,
+            self.time_limit_s,
+            self.reproducible,
+        )
+        return key + ((self.memory_map,) if self.memory_map else ())
 
 
 Run = StockRun | PlanRun
@@ -65,6 +77,8 @@ def grid(
     cat_fusion: Sequence[bool] = DEFAULT_CAT_FUSION,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     check: bool = False,
+    reproducible: bool = False,
+    memory_map: str = "",
 ) -> list[Run]:
     """Every run of the sweep, model by model, each model's stock runs first.
 
@@ -74,9 +88,9 @@ def grid(
     """
     runs: list[Run] = []
     for model in dict.fromkeys(models):
-        runs += [StockRun(model, a) for a in dict.fromkeys(alignments)]
+        runs += [StockRun(model, a, memory_map) for a in dict.fromkeys(alignments)]
         runs += [
-            PlanRun(model, solver, a, fuse, float(time_limit_s), check)
+            PlanRun(model, solver, a, fuse, float(time_limit_s), check, reproducible, memory_map)
             for a in dict.fromkeys(alignments)
             for fuse in dict.fromkeys(cat_fusion)
             for solver in dict.fromkeys(solvers)
@@ -92,6 +106,7 @@ def validate_grid(
     time_limit_s: float,
     jobs: int,
     executor: str,
+    memory_map: str = "",
 ) -> None:
     """Raise `SweepConfigError` naming the bad value and the valid choices."""
     from memplan import solvers as solver_registry
@@ -108,6 +123,8 @@ def validate_grid(
             raise SweepConfigError(f"model {name!r}: no such file")
     for name in solvers:
         check_choice("solver", name, solver_registry.available())
+    if memory_map:
+        check_memory_map(memory_map, solvers)
     if not alignments:
         raise SweepConfigError("no alignment given; give powers of two such as 16")
     for alignment in alignments:
@@ -138,6 +155,25 @@ def did_you_mean(value: str, choices: Sequence[str]) -> str:
 def _is_file_spec(name: str) -> bool:
     """A `.pt2` file or `path/file.py:factory` rather than a zoo name (experiments.programs)."""
     return name.endswith(".pt2") or ".py:" in name
+
+
+BANK_SWEEP_SOLVERS = ("greedy", "bestfit", "cpsat")  # under a map: banked_greedy, banked_bestfit, cpsat
+
+
+def check_memory_map(memory_map: str, solvers: Sequence[str]) -> None:
+    """The map must parse, and every solver must be able to plan across banks."""
+    from memplan.planner.et.banks import parse_memory_map
+
+    try:
+        parse_memory_map(memory_map)
+    except ValueError as exc:
+        raise SweepConfigError(str(exc)) from None
+    cannot = [s for s in solvers if s not in BANK_SWEEP_SOLVERS]
+    if cannot:
+        raise SweepConfigError(
+            f"solvers {cannot} cannot plan across the banks of --memory-map; choose from"
+            f" {', '.join(BANK_SWEEP_SOLVERS)} (greedy = ExecuTorch's BankedGreedy)"
+        )
 
 
 def check_alignment(alignment: int) -> None:

@@ -35,6 +35,8 @@ COLUMNS = (
     "export_seconds",
     "cats_fused",
     "copy_removed_bytes",
+    "state_copies_removed",
+    "state_copy_removed_bytes",
     "ran_ok",
     "matches_eager",
     "error",
@@ -48,7 +50,10 @@ DTYPES = {
     "stock_arena_bytes": "Int64",
     "cats_fused": "Int64",
     "copy_removed_bytes": "Int64",
+    "state_copies_removed": "Int64",
+    "state_copy_removed_bytes": "Int64",
     "cat_fusion": "boolean",
+    "reproducible": "boolean",
     "proven_optimal": "boolean",
     "ran_ok": "boolean",
     "matches_eager": "boolean",
@@ -62,25 +67,29 @@ DTYPES = {
 
 def table(log: RunLog) -> pd.DataFrame:
     """One row per (model, method, solver, settings), sorted by those columns."""
-    stock: dict[tuple[str, int], dict[str, int]] = {}
+    stock: dict[tuple[str, int, str], dict[str, int]] = {}
     for entry in log.entries.values():
         if entry["kind"] == "stock" and entry["result"]["error"] is None:
             run = entry["run"]
-            stock[(run["model"], run["alignment"])] = entry["result"]["arena_bytes"]
+            stock[(run["model"], run["alignment"], run.get("memory_map", ""))] = entry["result"][
+                "arena_bytes"
+            ]
     records = []
     for entry in log.entries.values():
         if entry["kind"] != "plan":
             continue
         run, result = entry["run"], entry["result"]
-        base = {k: run[k] for k in KEY}
+        base = {k: run[k] for k in KEY} | ({"memory_map": run["memory_map"]} if run.get("memory_map") else {})
         if result["error"] is not None:
             records.append({**base, "method": "", "error": result["error"]})
             continue
-        arenas = stock.get((run["model"], run["alignment"]), {})
+        arenas = stock.get((run["model"], run["alignment"], run.get("memory_map", "")), {})
         for row in result["rows"]:
             records.append({**base, "stock_arena_bytes": arenas.get(row["method"]), **row})
     records = [{RENAMED.get(k, k): v for k, v in r.items()} for r in records]
-    df = pd.DataFrame.from_records(records, columns=list(COLUMNS))
+    # Sweeps with a memory map add "memory_map" and per-bank columns (lowering._bank_columns).
+    extra = [k for k in dict.fromkeys(k for r in records for k in r) if k not in COLUMNS]
+    df = pd.DataFrame.from_records(records, columns=list(COLUMNS) + extra)
     df = df.astype(DTYPES)
     df["error"] = df["error"].astype("string")
     df["arena_over_lb"] = df["arena_bytes"] / df["lower_bound_bytes"]

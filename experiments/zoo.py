@@ -13,14 +13,18 @@ from typing import Any
 
 from memplan.experiments.models.common import ZooModel
 from memplan.experiments.models.concat import concat_model
+from memplan.experiments.models.hybrid import lfm2_hybrid, qwen35_hybrid
 from memplan.experiments.models.llama import llama
 from memplan.experiments.models.mlperf import mlperf
+from memplan.experiments.models.recurrent import lstm
 from memplan.experiments.models.stateful import encoder_decoder_cache, multi_method_cache
 
 __all__ = ["UnknownModelError", "ZooModel", "get", "names"]
 
 # Default Llama config for the zoo (small: dim 64, 2 layers, 4 heads, vocab 128, ctx 32).
 _LLAMA_SMALL: dict[str, Any] = dict(n_layers=2, dim=64, n_heads=4, seq_len=32)
+# Hybrids for the zoo: 2 state-space-like layers + 1 full attention, dim 64, ctx 32, 3 decode calls.
+_HYBRID_SMALL: dict[str, Any] = dict(dim=64, n_heads=4, seq_len=32, n_calls=3)
 
 _REGISTRY: dict[str, Callable[[], ZooModel]] = {
     "ds_cnn": lambda: mlperf("ds_cnn"),
@@ -33,6 +37,11 @@ _REGISTRY: dict[str, Callable[[], ZooModel]] = {
     "cat_seed": lambda: concat_model("cat_seed"),
     "unet": lambda: concat_model("unet"),
     "densenet_block": lambda: concat_model("densenet_block"),
+    "lstm": lstm,
+    "qwen35_hybrid_decode": lambda: qwen35_hybrid(
+        linear_layers=2, **_HYBRID_SMALL, name="qwen35_hybrid_decode"
+    ),
+    "lfm2_hybrid_decode": lambda: lfm2_hybrid(conv_layers=2, **_HYBRID_SMALL, name="lfm2_hybrid_decode"),
     "multi_method_cache": multi_method_cache,
     "encoder_decoder_cache": encoder_decoder_cache,
     "ds_cnn_xnnpack": lambda: mlperf("ds_cnn", partitioner="xnnpack"),

@@ -11,6 +11,7 @@ This module imports nothing heavy (no torch), so pure solvers can use it.
 
 from __future__ import annotations
 
+import html
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -325,6 +326,51 @@ class Problem:
         self._check_magnitude()
         self._check_bank_choices()
 
+    # -- views -------------------------------------------------------------
+    def __repr__(self) -> str:
+        """One line, whatever the size (the field-by-field form of a big problem floods a notebook)."""
+        parts = [
+            f"{len(self.buffers):,} buffers",
+            f"{len(self.groups):,} groups",
+            f"{len(self.same_offsets):,} same-offset sets",
+            f"pools {self.pools}",
+            f"lower bound {lower_bound(self):,} B",
+        ]
+        if self.capacity is not None:
+            parts.append(f"capacity {self.capacity:,} B")
+        if self.banks:
+            parts.append(f"{len(self.banks)} banks")
+        return f"Problem({self.name!r}, {', '.join(parts)})"
+
+    def to_frame(self) -> Any:
+        """The buffers as a pandas DataFrame, one row each (pandas is imported here, not at import)."""
+        import pandas as pd
+
+        rows = []
+        for b in self.buffers:
+            parent = self._parent_of.get(b.id)
+            rows.append(
+                {
+                    "id": b.id,
+                    "start": b.start,
+                    "end": b.end,
+                    "size": b.size,
+                    "alignment": b.alignment,
+                    "offset": b.offset,
+                    "pool": b.pool,
+                    "kind": b.kind.value,
+                    "label": b.label,
+                    "parent": parent[0] if parent else None,
+                    "offset_in_parent": parent[1] if parent else None,
+                }
+            )
+        return pd.DataFrame(rows).astype({"offset": "Int64", "offset_in_parent": "Int64"})
+
+    def _repr_html_(self) -> str:
+        frame = self.to_frame()
+        more = f"<p>first 20 of {len(frame):,} buffers</p>" if len(frame) > 20 else ""
+        return f"<p>{html.escape(repr(self))}</p>{more}" + frame.head(20).to_html(index=False)
+
     # -- lookups -----------------------------------------------------------
     def buffer(self, buffer_id: str) -> Buffer:
         try:
@@ -554,6 +600,31 @@ class Plan:
     def arena_size(self) -> int:
         """Bytes over all pools together."""
         return sum(self.arena_sizes.values())
+
+    def __repr__(self) -> str:
+        """One line: solver, arena (per pool when several), proof, time, how many offsets."""
+        pools = "" if len(self.arena_sizes) <= 1 else f" {dict(sorted(self.arena_sizes.items()))}"
+        proof = "proven optimal" if self.proven_optimal else (self.status or "not proven optimal")
+        return (
+            f"Plan({self.solver!r}, arena {self.arena_size:,} B{pools}, {proof},"
+            f" {self.seconds:.3f} s, {len(self.offsets):,} offsets)"
+        )
+
+    def to_frame(self, problem: Problem | None = None) -> Any:
+        """Offsets as a pandas DataFrame; with `problem`, each buffer's lifetime, size and pool too."""
+        import pandas as pd
+
+        rows = []
+        for buffer_id, offset in self.offsets.items():
+            row: dict[str, Any] = {"id": buffer_id, "offset": offset}
+            if problem is not None and buffer_id in problem:
+                b = problem.buffer(buffer_id)
+                row.update(start=b.start, end=b.end, size=b.size, pool=b.pool, kind=b.kind.value)
+            rows.append(row)
+        return pd.DataFrame(rows)
+
+    def _repr_html_(self) -> str:
+        return f"<p>{html.escape(repr(self))}</p>" + self.to_frame().head(20).to_html(index=False)
 
 
 def arena_sizes_of(problem: Problem, offsets: Mapping[str, int]) -> dict[int, int]:

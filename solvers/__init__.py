@@ -44,6 +44,7 @@ REGISTRY: dict[str, SolverEntry] = {
             "memplan.solvers.greedy:GreedyParams",
             Capabilities(fixed_offsets=False, groups=True, same_offsets=False, capacity=False),
             banked="banked_greedy",
+            reproducible="deterministic",
         ),
         SolverEntry(
             "bestfit",
@@ -52,12 +53,14 @@ REGISTRY: dict[str, SolverEntry] = {
             _PLACEMENT,
             fallback=("greedy",),
             banked="banked_bestfit",
+            reproducible="untimed",
         ),
         SolverEntry(
             "skyline",
             "memplan.solvers.skyline:solve_skyline",
             "memplan.solvers.skyline:SkylineParams",
             _PLACEMENT,
+            reproducible="untimed",
         ),
         SolverEntry(
             "cpsat",
@@ -66,6 +69,7 @@ REGISTRY: dict[str, SolverEntry] = {
             dataclasses.replace(_EXACT, banks=True),
             fallback=("bestfit", "greedy"),
             bank_fallback=("banked_bestfit",),
+            reproducible="option",
         ),
         SolverEntry(
             "milp",
@@ -86,12 +90,14 @@ BANK_ONLY: dict[str, SolverEntry] = {
             "memplan.solvers.banked_greedy:solve_banked_greedy",
             "memplan.solvers.banked_greedy:BankedGreedyParams",
             Capabilities(fixed_offsets=True, groups=True, same_offsets=False, capacity=False, banks=True),
+            reproducible="deterministic",
         ),
         SolverEntry(
             "banked_bestfit",
             "memplan.solvers.banked_bestfit:solve_banked_bestfit",
             "memplan.solvers.banked_bestfit:BankedBestfitParams",
             dataclasses.replace(_PLACEMENT, banks=True),
+            reproducible="untimed",
         ),
     )
 }
@@ -117,6 +123,10 @@ def checked_time_limit(solver: str, time_limit_s: float | None) -> float | None:
             " (None: the solver's default)"
         )
     return float(time_limit_s)
+
+
+def _reproducible() -> list[str]:
+    return [name for name, e in (REGISTRY | BANK_ONLY).items() if e.reproducible]
 
 
 def available(banks: bool = False) -> list[str]:
@@ -179,6 +189,7 @@ def solve(
     solver: str = "bestfit",
     time_limit_s: float | None = None,
     capacity: int | None = None,
+    reproducible: bool = False,
     *,
     fallback: bool = False,
     params: Any = None,
@@ -194,6 +205,9 @@ def solve(
     it only if no buffer has a bank choice. `fallback=True` keeps the smallest
     of the solver's plan and its fallbacks' plans when the solver's is not
     proven optimal (`solvers.fallback`).
+    `reproducible` asks for the same plan on every run of the same input and
+    options, whatever the machine's load (`SolverEntry.reproducible` says how
+    each solver gets there; milp, with only wall-clock limits, refuses).
     """
     spec = entry(solver)
     time_limit_s = checked_time_limit(solver, time_limit_s)
@@ -203,6 +217,16 @@ def solve(
         params = spec.make_params(options)
     elif options:
         raise SolverOptionError(f"{solver}: give either params or options {sorted(options)}, not both")
+    if reproducible:
+        if not spec.reproducible:
+            raise SolverOptionError(
+                f"{solver}: no reproducible mode (its time limit is wall-clock time, so what it finds"
+                f" depends on the machine's load); reproducible solvers: {', '.join(_reproducible())}"
+            )
+        if spec.reproducible == "untimed":
+            time_limit_s = None
+        elif spec.reproducible == "option":
+            params = dataclasses.replace(params, reproducible=True)
     try:
         if fallback:
             from memplan.solvers.fallback import solve_with_fallback
@@ -222,7 +246,7 @@ def solve(
         raise
     placed = place_in_banks(problem, plan.pools)
     check_banks_fit(solver, placed, plan)
-    if plan.proven_optimal and plan.arena_size > lower_bound(problem) and not planned_exactly(problem):
+    if plan.proven_optimal and plan.arena_size > lower_bound(placed) and not planned_exactly(problem):
         plan = dataclasses.replace(
             plan,
             proven_optimal=False,

@@ -57,6 +57,9 @@ class SolverEntry:
     fallback: tuple[str, ...] = ()
     banked: str = ""  # the solver that stands for this one under a memory map ("": itself)
     bank_fallback: tuple[str, ...] = ()  # fallbacks under a memory map, compared by traffic cost
+    # How it gives the same plan on every run: "deterministic" (always), "untimed" (every ordering,
+    # no time cut), "option" (its params take reproducible=True); "": it cannot.
+    reproducible: str = ""
 
     def load(self) -> Callable[..., Plan]:
         return _load(self.function)

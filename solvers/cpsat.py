@@ -104,6 +104,7 @@ class CpsatParams:
     skyline_presolve: bool | None = None  # CP-SAT presolves before each skyline search (None: by size)
     minimise: bool | None = None  # minimise the arena (None: without a capacity only)
     log: bool = False  # CP-SAT's search log on stdout
+    reproducible: bool = False  # deterministic time budget, no races: same input, same plan
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "skyline_orders", tuple(self.skyline_orders))
@@ -136,7 +137,9 @@ def solve_cpsat(
     `params.minimise` defaults to True without a capacity and False with one. On a
     time-out the best plan found is returned (never worse than the heuristic's) and
     its outcome says it is not proven; `proven_optimal` is set only when CP-SAT
-    proves optimality or the arena equals the lower bound.
+    proves optimality or the arena equals the lower bound. `params.reproducible`
+    makes the time limit a deterministic-time budget and the search free of
+    races, so the same input gives the same plan (solvers.cpsat_reproducible).
     """
     from memplan.solvers import checked_time_limit
 
@@ -145,16 +148,39 @@ def solve_cpsat(
         from memplan.solvers.cpsat_banks import solve_cpsat_banks
 
         return solve_cpsat_banks(
-            problem, time_limit_s=time_limit_s, num_workers=params.num_workers, log=params.log
+            problem,
+            time_limit_s=time_limit_s,
+            num_workers=params.num_workers,
+            log=params.log,
+            reproducible=params.reproducible,
         )
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
+
+    def solve_part(part: Problem, seconds: float) -> Plan:
+        if not params.reproducible:
+            return _solve(part, seconds, params)
+        from memplan.solvers.cpsat_reproducible import solve_reproducibly
+
+        return solve_reproducibly(
+            part,
+            seconds,
+            num_workers=params.num_workers,
+            warm_start=params.warm_start,
+            cumulative=params.cumulative,
+            symmetry=params.symmetry,
+            search=params.search,
+            skyline=SkylineSettings(params.skyline_orders, params.skyline_presolve, params.log),
+            minimise=params.minimise,
+            log=params.log,
+        )
+
     if params.decompose:
         from memplan.solvers.decompose import solve_in_parts
 
         return solve_in_parts(
-            problem, lambda part, seconds: _solve(part, seconds, params), time_limit_s=limit, solver="cpsat"
+            problem, solve_part, time_limit_s=limit, solver="cpsat", fixed_shares=params.reproducible
         )
-    return _solve(problem, limit, params)
+    return solve_part(problem, limit)
 
 
 def _solve(problem: Problem, limit: float, params: CpsatParams) -> Plan:

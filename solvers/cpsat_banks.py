@@ -42,19 +42,32 @@ COST_SCALE = 1000  # bank costs are floats; the objective is in integers
 
 
 def solve_cpsat_banks(
-    problem: Problem, *, time_limit_s: float | None = None, num_workers: int = 2, log: bool = False
+    problem: Problem,
+    *,
+    time_limit_s: float | None = None,
+    num_workers: int = 2,
+    log: bool = False,
+    reproducible: bool = False,
 ) -> Plan:
-    """The least-traffic plan that fits every bank; `proven_optimal` when CP-SAT proves it."""
+    """The least-traffic plan that fits every bank; `proven_optimal` when CP-SAT proves it.
+
+    `reproducible`: the heuristic runs untimed and CP-SAT spends the limit as deterministic time
+    on one worker, so the same problem gives the same plan whatever the machine's load.
+    """
     began = time.perf_counter()
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
-    hint, hint_error = _heuristic(problem, limit)
+    hint, hint_error = _heuristic(problem, None if reproducible else limit / 4)
     units = units_of(problem)
     model = _BankModel(problem, units)
     if hint is not None:
         model.hint(hint)
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.1, limit - (time.perf_counter() - began))
-    solver.parameters.num_workers = num_workers
+    if reproducible:
+        solver.parameters.max_deterministic_time = limit
+        solver.parameters.num_workers = 1
+    else:
+        solver.parameters.max_time_in_seconds = max(0.1, limit - (time.perf_counter() - began))
+        solver.parameters.num_workers = num_workers
     solver.parameters.log_search_progress = log
     status = solver.Solve(model.model)
     if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
@@ -84,11 +97,11 @@ def solve_cpsat_banks(
     )
 
 
-def _heuristic(problem: Problem, limit: float) -> tuple[Plan | None, BankCapacityError | None]:
+def _heuristic(problem: Problem, limit: float | None) -> tuple[Plan | None, BankCapacityError | None]:
     from memplan.solvers.banked_bestfit import solve_banked_bestfit
 
     try:
-        return solve_banked_bestfit(problem, time_limit_s=limit / 4), None
+        return solve_banked_bestfit(problem, time_limit_s=limit), None
     except BankCapacityError as e:
         return None, e
     except InfeasibleError as e:

@@ -193,8 +193,12 @@ def solve_in_parts(
     time_limit_s: float,
     solver: str,
     peel: bool | str = True,
+    fixed_shares: bool = False,
 ) -> Plan:
     """Plan each independent part with `solve_part` and join the plans.
+
+    With `fixed_shares` a part's time depends only on the limit and the part
+    sizes, never on how long the parts before it took (reproducible runs).
 
     The time limit is shared: when minimising, each part gets the remaining
     time in proportion to its share of the remaining units, so small parts
@@ -220,11 +224,12 @@ def solve_in_parts(
         problem, units, peel=peel if minimising else bool(peel)
     )  # padding spoils infeasibility proofs
     if not cut.peeled and len(cut.parts) <= 1:  # nothing to split: the time spent looking is gone
-        return solve_part(problem, max(time_limit_s - (time.perf_counter() - began), 0.01))
+        spent = 0.0 if fixed_shares else time.perf_counter() - began
+        return solve_part(problem, max(time_limit_s - spent, 0.01))
 
     offsets = _stacked_offsets(problem, cut.peeled)
     base = cut.base
-    remaining_units = sum(len(p) for p in cut.parts)
+    remaining_units = total_units = sum(len(p) for p in cut.parts)
     plans: list[tuple[Plan, set[int]]] = []
     for number, part_units in enumerate(sorted(cut.parts, key=len)):
         pools = {r.pool for u in part_units for r in u.rects}
@@ -238,6 +243,8 @@ def solve_in_parts(
                 )
         part = subproblem(problem, part_units, capacity, f"{problem.name}[part {number}]")
         left = time_limit_s - (time.perf_counter() - began)
+        if fixed_shares:
+            left = time_limit_s * remaining_units / total_units if minimising else time_limit_s
         if minimising:
             share = max(left * len(part_units) / remaining_units, min(left, MIN_PART_SECONDS), 0.01)
         else:  # every part must fit: a part may use all the time the ones before it left

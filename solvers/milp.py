@@ -160,16 +160,28 @@ def _solve(
             f"not proven: the MILP ({len(pairs)} order pairs) did not build within {BUILD_SHARE:.0%}"
             f" of the time limit {limit:g}s ({progress}); best-fit plan returned",
         )
+    if model.magnitude > ACCEPTED_MAGNITUDE:
+        if fits:
+            return finish(
+                heuristic_offsets,
+                Outcome.NOT_PROVEN,
+                f"not proven: the MILP's numbers reach {model.magnitude} units of {divisor} bytes, beyond"
+                f" the {ACCEPTED_MAGNITUDE:.0e} the backends accept; best-fit plan returned",
+            )
+        raise InfeasibleError(
+            f"milp: no plan within capacity {problem.capacity} found (not proven infeasible: the MILP's"
+            f" numbers exceed what {backend} accepts); best-fit needs {max(heuristic.arena_sizes.values())} bytes"
+        )
     if warm_start and fits:
         model.set_start(heuristic_offsets)
     remaining = max(limit - (time.perf_counter() - began), 0.01)
     try:
         status, proven_by_solver, objective = model.solve(solver, remaining)
-    except pulp.PulpSolverError as err:  # e.g. the CBC binary exiting abnormally
+    except (pulp.PulpSolverError, IndexError) as err:  # e.g. CBC exiting abnormally; PuLP misreading HiGHS
         return finish(
             heuristic_offsets,
             Outcome.SOLVER_FAILED,
-            f"not proven: {backend} failed ({err}); best-fit plan returned",
+            f"not proven: {backend} failed ({type(err).__name__}: {err}); best-fit plan returned",
         )
 
     doubt = model.doubt()
@@ -315,6 +327,12 @@ units: below this magnitude that is less than one unit, so a claimed optimum or 
 one of the integer model. Above it (byte coordinates near 2^40 that do not scale down) both were
 measured claiming optima one byte above a reachable lower bound and infeasibility of problems
 best-fit solves; the plan is still returned, marked not proven."""
+
+
+ACCEPTED_MAGNITUDE = 10**15
+"""Largest scaled number handed to a backend at all: HiGHS rejects matrix values above 1e15
+(`large_matrix_value`) and drops those rows, after which PuLP cannot read its solution (measured with
+sizes near 2^57); doubles also stop holding every integer soon after (2^53)."""
 
 
 class _OutOfTime(Exception):

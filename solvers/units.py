@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from memplan.planner.problem import Buffer, Outcome, Plan, Problem, ProblemError, arena_sizes_of, lower_bound
 
 
-@dataclass(frozen=True)
-class Rect:
-    """One lifetime-by-bytes rectangle of a unit, in one pool."""
+class Rect(NamedTuple):
+    """One lifetime-by-bytes rectangle of a unit, in one pool (a tuple: cheap to build by the 100,000)."""
 
     pool: int
     start: int
@@ -28,34 +27,47 @@ class Rect:
         return self.pool == other.pool and self.start < other.end and other.start < self.end
 
 
-@dataclass(frozen=True)
-class Unit:
-    """Rectangles that share one offset; `alignment` and `fixed` apply to that offset."""
+class Unit(NamedTuple):
+    """Rectangles that share one offset; `alignment` and `fixed` apply to that offset.
 
-    index: int
+    `size` (the tallest rectangle), `lifetime` and `area` (summed over the
+    rectangles) are stored, not recomputed: orderings sort by them. Build
+    units with `make_unit`.
+    """
+
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: units are indexed by it
     roots: tuple[str, ...]
     rects: tuple[Rect, ...]
     alignment: int
     fixed: int | None
-
-    @property
-    def size(self) -> int:
-        return max(r.size for r in self.rects)
-
-    @property
-    def lifetime(self) -> int:
-        return sum(r.end - r.start for r in self.rects)
-
-    @property
-    def area(self) -> int:
-        return sum(r.size * (r.end - r.start) for r in self.rects)
+    size: int
+    lifetime: int
+    area: int
 
     def conflicts(self, other: Unit) -> bool:
         return any(a.lives_with(b) for a in self.rects for b in other.rects)
 
 
+def make_unit(
+    index: int, roots: tuple[str, ...], rects: tuple[Rect, ...], alignment: int, fixed: int | None
+) -> Unit:
+    """A `Unit` with its size, lifetime and area computed from the rectangles."""
+    return Unit(
+        index,
+        roots,
+        rects,
+        alignment,
+        fixed,
+        max(r.size for r in rects),
+        sum(r.end - r.start for r in rects),
+        sum(r.size * (r.end - r.start) for r in rects),
+    )
+
+
 def units_of(problem: Problem) -> list[Unit]:
     """One unit per group root or same-offset set, with merged alignment and fixed offset."""
+    if not problem.groups and not problem.same_offsets:
+        return _single_buffer_units(problem)
     alignment: dict[str, int] = {}
     fixed: dict[str, int | None] = {}
     for buf in problem.buffers:
@@ -87,7 +99,24 @@ def units_of(problem: Problem) -> list[Unit]:
             raise ProblemError(
                 f"fixed offset {fix} of {roots} breaks the alignment {align} their group needs"
             )
-        units.append(Unit(index, tuple(roots), _rects([problem.buffer(r) for r in roots]), align, fix))
+        units.append(make_unit(index, tuple(roots), _rects([problem.buffer(r) for r in roots]), align, fix))
+    return units
+
+
+def _single_buffer_units(problem: Problem) -> list[Unit]:
+    """`units_of` when every buffer is its own unit (no groups, no same-offset sets): one pass."""
+    units = []
+    for index, b in enumerate(problem.buffers):
+        if b.offset is not None and b.offset % b.alignment:
+            raise ProblemError(
+                f"fixed offset {b.offset} of {[b.id]} breaks the alignment {b.alignment} their group needs"
+            )
+        if b.gaps:
+            units.append(make_unit(index, (b.id,), _rects([b]), b.alignment, b.offset))
+            continue
+        life = b.end - b.start
+        rect = Rect(b.pool, b.start, b.end, b.size)
+        units.append(Unit(index, (b.id,), (rect,), b.alignment, b.offset, b.size, life, b.size * life))
     return units
 
 
@@ -159,6 +188,8 @@ def make_plan(
     bound: int | None = None,
 ) -> Plan:
     """A `Plan` from unit offsets, with arena sizes computed from the offsets."""
+    if not isinstance(outcome, Outcome):  # e.g. a bool where `proven_optimal` used to go
+        raise TypeError(f"make_plan: outcome must be an Outcome, got {outcome!r}")
     offsets = expand(problem, units, unit_offsets)
     return Plan(
         offsets=offsets,

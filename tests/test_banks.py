@@ -193,3 +193,31 @@ def test_csv_refuses_banks_rather_than_losing_them(tmp_path) -> None:
 
     with pytest.raises(ProblemError, match=r"declares banks \['sram', 'dram'\].*lost.*save_json"):
         write_minimalloc_csv(two_bank_problem(), tmp_path / "p.csv")
+
+
+def test_gantt_and_profile_draw_one_panel_per_bank_with_its_capacity() -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from memplan.viz import bank_gantt, bank_profile
+
+    base = layered_problem(120, 1)
+    bound = lower_bound(base)
+    problem = with_banks(base, [bound // 2, bound // 2, 4 * bound], seed=1)
+    plan = solve(problem, "banked_bestfit")
+    for draw in (bank_gantt, bank_profile):
+        fig = draw(problem, plan)
+        axes = fig.axes if draw is bank_profile else [ax for ax in fig.axes if ax.get_title()]
+        assert [ax.get_title().split(" ")[0] for ax in axes] == ["bank1", "bank2", "bank3"]
+        lines = [[a for a in ax.get_children() if a.get_gid() == "capacity"] for ax in axes]
+        assert [bool(found) for found in lines] == [True, True, False]  # 4 x the bound is out of sight
+        assert all(ax.get_ylim()[1] >= bound // 2 for ax in axes[:2])
+
+
+def test_reproducible_bank_solvers_give_the_same_plan_twice() -> None:
+    base = layered_problem(80, 3)
+    bound = lower_bound(base)
+    problem = with_banks(base, [bound // 3, 2 * bound], seed=3)
+    for name in ("banked_greedy", "banked_bestfit", "cpsat"):
+        first, second = (solve(problem, name, time_limit_s=1, reproducible=True) for _ in range(2))
+        assert (dict(first.offsets), dict(first.pools)) == (dict(second.offsets), dict(second.pools)), name

@@ -47,3 +47,42 @@ def test_unknown_names_are_refused(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit):
         bench_scale.main(argv)
     assert "unknown" in capsys.readouterr().err
+
+
+def _fake_minimalloc(tmp_path, body: str):
+    binary = tmp_path / "minimalloc"
+    binary.write_text(f"#!/bin/sh\n{body}\n")
+    binary.chmod(0o755)
+    return str(binary)
+
+
+def test_minimalloc_binary_time_is_its_own_elapsed_time(tmp_path) -> None:
+    binary = _fake_minimalloc(tmp_path, 'echo "Elapsed time 0.125s" >&2')
+    result = bench_scale.run_minimalloc(binary, tmp_path / "x.csv", 1024, limit=1)
+    assert result == {"seconds": 0.125, "fits": True, "status": "ok"}
+
+
+def test_minimalloc_binary_failure_is_reported(tmp_path) -> None:
+    binary = _fake_minimalloc(
+        tmp_path, 'echo "Elapsed time 2.000s" >&2; echo "DEADLINE_EXCEEDED" >&2; exit 1'
+    )
+    result = bench_scale.run_minimalloc(binary, tmp_path / "x.csv", 1024, limit=1)
+    assert not result["fits"] and result["seconds"] == 2.0 and "DEADLINE" in result["status"]
+
+
+def test_a_missing_minimalloc_binary_is_refused(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit):
+        bench_scale.main(["--sections", "minimalloc", "--minimalloc-binary", str(tmp_path / "nope")])
+    assert "no such file" in capsys.readouterr().err
+
+
+def test_a_plan_below_the_best_known_is_saved_as_a_minimalloc_solution(tmp_path) -> None:
+    from memplan.planner.io import read_minimalloc_csv
+
+    problem = Problem((Buffer("a", 0, 2, 4), Buffer("b", 1, 3, 4)), name="T.64")
+    result = bench_scale.run(problem, "full", time_limit_s=5)
+    assert bench_scale.save_if_better(problem, result, best_known=8, folder=tmp_path) == ""
+    path = bench_scale.save_if_better(problem, result, best_known=9, folder=tmp_path)
+    assert path.endswith("T.8.csv")
+    solved = read_minimalloc_csv(path)
+    assert {b.id for b in solved.buffers} == {"a", "b"}

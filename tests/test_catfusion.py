@@ -538,10 +538,11 @@ def test_fusion_off_keeps_every_cat_and_reports_nothing():
 
 
 def test_report_script_prints_one_row_per_model(capsys):
-    assert report_main(["cat_seed", "--check"]) == 0
+    assert report_main(["--models", "cat_seed", "--solvers", "bestfit", "--check", "--quiet"]) == 0
     out = capsys.readouterr().out
-    row = next(line for line in out.splitlines() if line.startswith("cat_seed"))
-    assert row.split()[2:8] == ["1", "1", "0", "0", "0", "512"]
+    row = next(line for line in out.splitlines() if "cat_seed" in line)
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[:8] == ["bestfit", "cat_seed", "1", "1", "0", "0", "0", "512"]
     assert "outputs match" in out
 
 

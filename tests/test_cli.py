@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from memplan import solvers
@@ -180,24 +181,28 @@ def test_bench_csv_solves_each_file_with_each_solver_and_reports_bad_files(capsy
             "--time-limit",
             "2",
             "--capacity-from-name",
+            "--out",
+            str(tmp_path / "bench.csv"),
+            "--quiet",
         ],
         capsys,
     )
     assert code == 0
-    lines = out.splitlines()
-    assert lines[0].split()[:3] == ["file", "solver", "buffers"]
-    rows = {tuple(line.split()[:2]): line for line in lines[1:]}
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()]
+    assert cells[0][:3] == ["file", "solver", "buffers"]
+    rows = {tuple(row[:2]): row for row in cells[2:]}
     assert set(rows) == {
         (f, s)
         for f in (f"roomy.{need}.csv", f"tight.{lower_bound(problem) - 1}.csv", "broken.7.csv")
         for s in ("greedy", "bestfit")
     }
-    assert (
-        f" {need} " in rows[(f"roomy.{need}.csv", "bestfit")]
-        and "True" in rows[(f"roomy.{need}.csv", "bestfit")]
-    )
-    assert "no plan within capacity" in rows[(f"tight.{lower_bound(problem) - 1}.csv", "bestfit")]
-    assert "broken.7.csv:2" in rows[("broken.7.csv", "greedy")]
+    roomy = dict(zip(cells[0], rows[(f"roomy.{need}.csv", "bestfit")]))
+    assert roomy["arena_bytes"] == f"{need:,}" and roomy["fits"] == "yes"
+    assert "no plan within capacity" in " ".join(rows[(f"tight.{lower_bound(problem) - 1}.csv", "bestfit")])
+    assert "broken.7.csv:2" in " ".join(rows[("broken.7.csv", "greedy")])
+    assert "<NA>" not in out and "nan" not in out.lower().replace("nanos", "")
+    written = pd.read_csv(tmp_path / "bench.csv")
+    assert len(written) == 6 and "lower_bound_bytes" in written.columns
 
 
 def test_bench_csv_on_a_folder_without_csv_files_exits_2(capsys, tmp_path):

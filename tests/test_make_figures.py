@@ -9,6 +9,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
+from memplan import viz  # noqa: E402
 from memplan.experiments import make_figures  # noqa: E402
 from memplan.planner.problem import Buffer, Plan, Problem  # noqa: E402
 
@@ -26,9 +27,9 @@ def plan_of(arena: int, solver: str) -> Plan:
 def test_zoom_only_when_two_arenas_nearly_coincide() -> None:
     problem = Problem((Buffer("a", 0, 40, 1000), Buffer("b", 10, 20, 500)))  # peak 1500 over [10, 20)
     far = {"x": plan_of(1500, "x"), "y": plan_of(2000, "y")}
-    assert make_figures._peak_window(problem, far) is None
+    assert viz.peak_window(problem, far) is None
     near = {"x": plan_of(1500, "x"), "y": plan_of(1510, "y"), "z": plan_of(3000, "z")}
-    (x0, x1), (y0, y1) = make_figures._peak_window(problem, near)
+    (x0, x1), (y0, y1) = viz.peak_window(problem, near)
     assert x0 < 10 < x1
     assert y0 < 1500 and 1510 < y1 < 3000  # both close arenas inside, the far one out
 

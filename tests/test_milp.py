@@ -184,3 +184,17 @@ def test_a_solution_that_breaks_the_model_when_rounded_is_not_a_proof(
     plan = solve(problem, "milp", warm_start=False, decompose=False)
     assert validate(problem, plan) == []
     assert plan.outcome is Outcome.NOT_PROVEN and "exact check" in plan.status
+
+
+@pytest.mark.parametrize("backend", ["cbc", "highs"])
+def test_numbers_beyond_what_the_backends_accept_give_best_fit_not_a_crash(backend: str) -> None:
+    """HiGHS drops rows with values over 1e15 and PuLP then fails reading its solution (IndexError)."""
+    k = 1 << 56  # the wall problem in units of 2^56 bytes, plus one byte that stops the scaling
+    problem = Problem(
+        tuple(Buffer(f"b{i}", 0, 2, 3 * k) for i in range(4))
+        + (Buffer("wall", 0, 2, k, offset=5 * k), Buffer("byte", 0, 2, 1))
+    )
+    assert solve(problem, "bestfit").arena_size > lower_bound(problem)  # else the MILP never runs
+    plan = solve(problem, "milp", backend=backend, decompose=False, time_limit_s=5)
+    assert validate(problem, plan) == [] and not plan.proven_optimal
+    assert "beyond the 1e+15 the backends accept" in plan.status

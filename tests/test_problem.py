@@ -100,3 +100,19 @@ def test_lower_bound_covers_the_end_of_a_fixed_buffer() -> None:
 
 def test_empty_problem_needs_nothing() -> None:
     assert lower_bound(Problem(())) == 0
+
+
+def test_problem_and_plan_have_short_reprs_and_frames() -> None:
+    from memplan.planner.generate import random_problem
+    from memplan.solvers import solve
+
+    problem = random_problem(2000, seed=3)
+    plan = solve(problem, "bestfit")
+    assert len(repr(problem)) < 200 and "2,000 buffers" in repr(problem) and "lower bound" in repr(problem)
+    assert len(repr(plan)) < 200 and "bestfit" in repr(plan) and f"{plan.arena_size:,} B" in repr(plan)
+    frame = problem.to_frame()
+    assert len(frame) == 2000 and list(frame["size"]) == [b.size for b in problem.buffers]
+    placed = plan.to_frame(problem)
+    assert (placed["offset"] + placed["size"] <= plan.arena_size).all()
+    assert "<table" in problem._repr_html_() and "first 20 of 2,000" in problem._repr_html_()
+    assert "<table" in plan._repr_html_()

@@ -174,3 +174,22 @@ def test_not_a_program_is_a_clear_error(tmp_path):
         read_program(bad)
     with pytest.raises(PteError, match="cannot read"):
         read_program(tmp_path / "missing.pte")
+
+
+def test_a_zero_byte_tensor_stays_inside_the_smaller_arena():
+    """densenet_block: batch norm's zero-byte saved statistics sit above the arena a re-plan needs."""
+    from memplan.experiments import zoo
+
+    data = _stock_pte(zoo.get("densenet_block"))
+    before = read_program(data).methods["forward"]
+    program = deserialize_pte_binary(data).program.execution_plan[0]
+    result = replan(data, "cpsat", time_limit_s=5)
+    (method,) = result.methods
+    assert before.zero_size and sum(method.after) < sum(method.before)
+    assert max(program.values[v].val.allocation_info.memory_offset_low for v in before.zero_size) >= sum(
+        method.after
+    ), "the case this test guards: a zero-byte tensor planned above the new arena"
+    after = deserialize_pte_binary(result.data).program.execution_plan[0]
+    for value in before.zero_size:
+        assert after.values[value].val.allocation_info.memory_offset_low < sum(after.non_const_buffer_sizes)
+    assert check_same_outputs(data, result.data) == 2

@@ -274,3 +274,114 @@ def test_side_by_side_shares_the_byte_scale(problem: Problem, plan: Plan) -> Non
     assert [left.get_title(), right.get_title()] == ["big", "small"]
     assert left.get_ylim() == right.get_ylim() == (0, plan.arena_size)
     assert len(boxes(left, BUFFERS)) == len(problem.buffers) and len(boxes(right, BUFFERS)) == 1
+
+
+# -- the breakdown plots, each on a given ax ---------------------------------------------------
+
+
+def _kinds_problem() -> tuple[Problem, Plan]:
+    from memplan.planner.problem import BufferKind
+
+    buffers = (
+        Buffer("in", 0, 2, 64, kind=BufferKind.GRAPH_INPUT),
+        Buffer("a", 1, 3, 32),
+        Buffer("s", 0, 4, 16, kind=BufferKind.MUTABLE_STATE),
+        Buffer("out", 3, 4, 48, kind=BufferKind.GRAPH_OUTPUT),
+    )
+    plan = Plan({"in": 0, "a": 64, "s": 96, "out": 0}, {0: 112}, "bestfit")
+    return Problem(buffers), plan
+
+
+def test_kinds_stacks_live_bytes_by_kind_on_the_given_ax() -> None:
+    problem, plan = _kinds_problem()
+    fig, ax = plt.subplots()
+    assert viz.kinds(problem, plan, ax=ax) is ax
+    gids = {c.get_gid() for c in ax.collections}
+    assert {"kind_graph_input", "kind_activation", "kind_mutable_state", "kind_graph_output"} <= gids
+    (arena,) = [line for line in ax.lines if line.get_gid() == "arena"]
+    assert arena.get_ydata()[0] == 112
+    from memplan.viz.breakdown import kind_bytes
+
+    times, levels = kind_bytes(problem)
+    assert [sum(v[i] for v in levels.values()) for i in range(len(times))] == live_bytes(problem)[1]
+    plt.close(fig)
+
+
+def test_fragmentation_is_arena_minus_live_bytes_per_plan() -> None:
+    problem, plan = _kinds_problem()
+    tight = Plan(plan.offsets, {0: 112}, "cpsat")
+    fig, ax = plt.subplots()
+    assert viz.fragmentation(problem, {"bestfit": plan, "cpsat": tight}, ax=ax) is ax
+    (line,) = [ln for ln in ax.lines if ln.get_gid() == "free_bestfit"]
+    # live bytes: 80 (in+s), 112 (in+a+s), 48 (a+s), 64 (s+out), then 0 after the end
+    assert list(line.get_ydata()) == [112 - 80, 0, 112 - 48, 112 - 64, 112]
+    from memplan.viz.style import solver_colour
+
+    assert line.get_color() == solver_colour("bestfit")
+    plt.close(fig)
+
+
+def test_anytime_draws_the_best_so_far_per_solver_and_the_bound() -> None:
+    from memplan.viz.style import solver_colour
+
+    fig, ax = plt.subplots()
+    assert viz.anytime({"cpsat": [(0.1, 130), (1.0, 140), (0.3, 120)]}, lower_bound=112, ax=ax) is ax
+    (line,) = [ln for ln in ax.lines if ln.get_gid() == "anytime_cpsat"]
+    assert list(line.get_ydata()) == [130, 120, 120]  # never worse than an earlier point
+    assert line.get_color() == solver_colour("cpsat")
+    (bound,) = [ln for ln in ax.lines if ln.get_gid() == "lower_bound"]
+    assert bound.get_ydata()[0] == 112
+    plt.close(fig)
+
+
+def test_anytime_curve_measures_growing_limits() -> None:
+    from memplan.experiments.anytime import curve
+    from memplan.planner.problem import lower_bound
+
+    problem = layered_problem(30, seed=2, alignment=1)
+    points = curve(problem, "cpsat", limits=(0.2, 1.0))
+    assert len(points) == 2 and all(arena >= lower_bound(problem) for _, arena in points)
+
+
+def test_one_colour_per_solver_in_compare_and_profile() -> None:
+    from matplotlib.colors import to_hex
+
+    from memplan.viz.style import solver_colour
+
+    ax = viz.compare(sweep_rows())
+    for container in ax.containers:
+        if hasattr(container, "patches") and container.get_label() in ("greedy", "milp"):
+            assert (
+                to_hex(container.patches[0].get_facecolor()) == solver_colour(container.get_label()).lower()
+            )
+    problem, plan = _kinds_problem()
+    fig, ax2 = plt.subplots()
+    viz.profile(problem, {"greedy": plan, "cpsat": plan}, ax=ax2)
+    colours = {ln.get_gid(): ln.get_color() for ln in ax2.lines}
+    assert colours["arena_greedy"] == solver_colour("greedy") and colours["arena_cpsat"] == solver_colour(
+        "cpsat"
+    )
+    plt.close(fig)
+
+
+def test_compare_draws_bars_at_exactly_one_and_keeps_proof_marks_beyond_40_bars() -> None:
+    rows = pd.DataFrame(
+        [(f"m{i}", "forward", s, 100, 100, True) for i in range(25) for s in ("greedy", "cpsat")],
+        columns=["model", "method", "solver", "arena_bytes", "lower_bound_bytes", "proven_optimal"],
+    )
+    ax = viz.compare(rows)
+    bars = [b for c in ax.containers for b in c]
+    assert len(bars) == 50 and all(b.get_height() > 0 for b in bars)  # 1.000 is a visible bar
+    marks = [t.get_text() for t in ax.texts]
+    assert marks.count("*") == 50
+
+
+def test_profile_zoom_draws_around_the_peak_on_the_given_ax() -> None:
+    problem, plan = _kinds_problem()
+    close = Plan(plan.offsets, {0: 113}, "greedy")
+    fig, (ax, zoom) = plt.subplots(1, 2)
+    viz.profile(problem, {"bestfit": plan, "greedy": close}, ax=ax, zoom=zoom)
+    assert zoom.get_title() == "around the peak"
+    (y0, y1) = zoom.get_ylim()
+    assert y0 < 112 < 113 < y1 and y1 - y0 < 112
+    plt.close(fig)

@@ -23,6 +23,7 @@ REQUIRED = [
     "cat_seed",
     "unet",
     "densenet_block",
+    "lstm",
     "multi_method_cache",
     "encoder_decoder_cache",
 ]

@@ -6,7 +6,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 from matplotlib.axes import Axes
 
-from memplan.viz.style import LOWER_BOUND_COLOUR
+from memplan.viz.style import LOWER_BOUND_COLOUR, solver_colour
 
 REQUIRED = ("model", "method", "solver", "arena_bytes", "lower_bound_bytes")
 SETTINGS = ("alignment", "cat_fusion", "time_limit_seconds")  # sweep settings that may split a solver's bars
@@ -51,10 +51,12 @@ def ratios(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def compare(df: pd.DataFrame, ax: Axes | None = None) -> Axes:
-    """Grouped bars of arena / lower bound: a group per model, a bar per solver.
+    """Grouped bars of arena / lower bound: a group per model, a bar per solver (its fixed colour).
 
-    Bars rise from the lower-bound line at 1.0, so small excesses stay
-    visible; `*` over a bar marks a proven optimum.
+    Bars rise from a base just below the lower-bound line at 1.0, so a bar at
+    exactly 1.000 is still drawn and small excesses stay visible. `*` over a
+    bar marks a proven optimum, for any number of bars; the values are printed
+    up to 40 bars.
     """
     table = ratios(df)
     cases = list(dict.fromkeys(table["case"]))
@@ -62,27 +64,31 @@ def compare(df: pd.DataFrame, ax: Axes | None = None) -> Axes:
     if ax is None:
         _, ax = plt.subplots(figsize=(max(6.0, 0.6 * len(cases) + 3), 4.5))
     width = 0.8 / max(len(series), 1)
-    colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    top = float(table["ratio"].max()) if len(table) else 1.0
+    span = max(top - 1.0, 0.02)
+    base = 1.0 - 0.08 * span
+    numbers = len(table) <= _VALUE_LABELS_UP_TO
     for n, name in enumerate(series):
         part = table[table["series"] == name]
         xs = [cases.index(c) - 0.4 + width * (n + 0.5) for c in part["case"]]
         bars = ax.bar(
             xs,
-            part["ratio"] - 1.0,
+            part["ratio"] - base,
             width=width,
-            bottom=1.0,
+            bottom=base,
             label=name,
-            color=colours[n % len(colours)],
+            color=solver_colour(name),
             gid=f"bars_{name}",
         )
-        if len(table) <= _VALUE_LABELS_UP_TO:
+        if numbers:
             texts = [f"{r:.3f}{'*' if p else ''}" for r, p in zip(part["ratio"], part["proven"])]
             ax.bar_label(bars, labels=texts, fontsize=6, rotation=90, padding=2)
+        else:
+            ax.bar_label(bars, labels=["*" if p else "" for p in part["proven"]], fontsize=7, padding=1)
     ax.axhline(
         1.0, color=LOWER_BOUND_COLOUR, linestyle="--", linewidth=1.0, label="lower bound", gid=BOUND_LINE
     )
-    top = float(table["ratio"].max()) if len(table) else 1.0
-    ax.set_ylim(1.0 - 0.05 * max(top - 1.0, 0.02), 1.0 + 1.15 * max(top - 1.0, 0.02))
+    ax.set_ylim(base, 1.0 + 1.15 * span)
     ax.set_xticks(range(len(cases)), cases, rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("arena / lower bound")
     ax.set_title("arena over the lower bound (* = proven optimal)")

@@ -1,4 +1,4 @@
-"""Shared look of the plots: colours per buffer kind and byte-unit axes."""
+"""Shared look of the plots: colours per buffer kind and per solver, and byte-unit axes."""
 
 from __future__ import annotations
 
@@ -28,6 +28,30 @@ KIND_NAMES: dict[BufferKind, str] = {
 }
 ARENA_COLOUR = "#D55E00"
 LOWER_BOUND_COLOUR = "#0072B2"
+
+# One colour per solver in every figure (bars, arena lines, curves); names not listed here get a
+# colour of their own from `_SPARE_COLOURS`, the same one in every figure of a process.
+SOLVER_COLOURS: dict[str, str] = {
+    "stock": "#7F7F7F",
+    "greedy": "#E69F00",
+    "bestfit": "#009E73",
+    "skyline": "#CC79A7",
+    "cpsat": "#0072B2",
+    "milp": "#D55E00",
+}
+_SPARE_COLOURS = ("#56B4E9", "#F0E442", "#8C564B", "#17BECF", "#BCBD22", "#9467BD", "#000000")
+_spare: dict[str, str] = {}
+
+
+def solver_colour(name: str) -> str:
+    """The fixed colour of solver `name` (a series label 'cpsat, alignment=64' uses its solver's)."""
+    solver = name.split(",")[0].split(" (")[0].strip()
+    if solver in SOLVER_COLOURS:
+        return SOLVER_COLOURS[solver]
+    if solver not in _spare:
+        _spare[solver] = _SPARE_COLOURS[len(_spare) % len(_SPARE_COLOURS)]
+    return _spare[solver]
+
 
 _UNITS = ((1 << 30, "GiB"), (1 << 20, "MiB"), (1 << 10, "KiB"))
 

@@ -5,4 +5,5 @@ mlperf    MLPerf Tiny models from ExecuTorch's examples
 llama     ExecuTorch's Llama transformer with random weights
 concat    small hand-written models built around `torch.cat` (U-Net, DenseNet)
 stateful  multi-method programs sharing mutable buffers
+hybrid    decode programs with state: Llama KV cache, Qwen3.5-style and LFM2-style hybrids
 """

@@ -39,7 +39,7 @@ def llama_args(
     )
 
 
-def _build_transformer(args) -> nn.Module:
+def build_transformer(args) -> nn.Module:
     from executorch.examples.models.llama.llama_transformer import construct_transformer
 
     model = construct_transformer(args).eval()
@@ -80,7 +80,7 @@ def llama(
         raise ValueError("prefill_tokens must be <= seq_len")
     with seeded():
         args = llama_args(n_layers, dim, n_heads, seq_len, kv_cache, vocab_size)
-        model = _build_transformer(args)
+        model = build_transformer(args)
         T = prefill_tokens
         if kv_cache:
             max_chunks = seq_len // T

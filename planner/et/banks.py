@@ -145,3 +145,37 @@ def stock_sizes(
     finally:
         for spec in extraction.specs:
             spec.realign(alignment)
+
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2}
+_UNITS |= {"g": 1000**3, "gb": 1000**3, "gib": 1024**3}
+
+
+def parse_memory_map(spec: str) -> TargetMemoryMap:
+    """`"sram:64KiB,dram:16MiB"` -> a TargetMemoryMap, banks in that (preference) order at mem_ids 1, 2, ...
+
+    A bank may add its alignment: `sram:64KiB:64`. Sizes take B, KB/KiB, MB/MiB, GB/GiB.
+    """
+    from executorch.exir.banked_memory_planning import Bank as EtBank
+
+    banks = []
+    for mem_id, item in enumerate((t.strip() for t in spec.split(",") if t.strip()), start=1):
+        parts = item.split(":")
+        if len(parts) not in (2, 3) or not parts[0]:
+            raise ValueError(f"memory map {spec!r}: bank {item!r} is not name:size or name:size:alignment")
+        name, size = parts[0], _bytes(spec, parts[1])
+        alignment = int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else None
+        if len(parts) == 3 and alignment is None:
+            raise ValueError(f"memory map {spec!r}: bank {name!r} has alignment {parts[2]!r}, not a number")
+        banks.append(EtBank(name, size, mem_id, alignment))
+    if not banks:
+        raise ValueError(f"memory map {spec!r} names no bank; write it as sram:64KiB,dram:16MiB")
+    return TargetMemoryMap(banks)
+
+
+def _bytes(spec: str, text: str) -> int:
+    number = text.strip().rstrip("bBiIkKmMgG")
+    unit = text.strip()[len(number) :].lower()
+    if not number.isdigit() or unit not in _UNITS:
+        raise ValueError(f"memory map {spec!r}: size {text!r} is not a number of B, KiB, MiB or GiB")
+    return int(number) * _UNITS[unit]

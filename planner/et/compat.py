@@ -23,6 +23,7 @@ from executorch.exir.memory_planning import _get_mutable_buffer_specs as get_mut
 from executorch.exir.memory_planning import _is_inplace_node as is_inplace_node
 from executorch.exir.memory_planning import _is_out_var_node as is_out_var_node
 from executorch.exir.memory_planning import _merge_bufsizes as merge_bufsizes
+from executorch.exir.passes.replace_view_copy_with_view_pass import _ViewSpec as ViewSpec
 
 __all__ = [
     "ExportContext",
@@ -37,6 +38,7 @@ __all__ = [
     "is_out_var_node",
     "merge_bufsizes",
     "serialize_pte_binary",
+    "ViewSpec",
 ]
 
 

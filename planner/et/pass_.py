@@ -5,7 +5,9 @@
 
 It extracts each method's `Problem` (planner.extract), solves it with a
 memplan solver, validates the plan, writes it into the TensorSpecs the way
-`apply_algo` would, and runs ExecuTorch's own `Verifier` on the result. The
+`apply_algo` would, and checks the result with ExecuTorch's `Verifier`
+semantics (planner.et.verify: its storage-reuse check in O(n log n), its
+graph input/output check as is). The
 per-method dict form of `memory_planning_pass` works too. Problems and plans
 stay available as `pass_.results[method].problem` / `.plan`.
 """
@@ -51,6 +53,8 @@ from memplan.planner.et.shared_state import (
     reject_foreign_planners,
     with_state,
 )
+from memplan.planner.et.state import StateReport, update_state_in_place
+from memplan.planner.et.verify import verify_storage_reuse
 from memplan.planner.problem import Outcome, Plan, Problem
 
 
@@ -61,7 +65,8 @@ class MethodResult:
     `buffer_sizes` is the `non_const_buffer_sizes` written into the program;
     `stock_sizes` is what ExecuTorch's own greedy (under a memory map: its
     BankedGreedy; [] when that raises BankPlacementError) gives for the same
-    tensors (before any shared-state arena), for comparison.
+    tensors (before any shared-state arena), for comparison: with
+    `state_in_place` that is the program after its write-backs were rewritten.
     """
 
     problem: Problem
@@ -72,6 +77,7 @@ class MethodResult:
     cat_report: CatReport | None = None  # set when cat fusion is on (memplan.planner.et.cat)
     specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
     padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
+    state_report: StateReport | None = None  # set when state_in_place is on (memplan.planner.et.state)
 
 
 class PlannerPass(MemoryPlanningPass):
@@ -97,6 +103,10 @@ class PlannerPass(MemoryPlanningPass):
     BankedGreedy) and banked_bestfit. Cat fusion is kept wherever the fused
     plan fits. State shared across methods goes to its own arena, one past
     every arena the map or a pin uses.
+    `state_in_place` lets the op computing a mutable buffer's new value write
+    it where the buffer lives and removes ExecuTorch's write-back `copy_`
+    where that is legal; a copy that stays is moved up to right after the
+    last reader of the old value (memplan.planner.et.state).
     """
 
     def __init__(
@@ -116,6 +126,7 @@ class PlannerPass(MemoryPlanningPass):
         cat_fusion_partial: bool = False,
         cat_fusion_allow_growth: bool = False,
         memory_map: TargetMemoryMap | None = None,
+        state_in_place: bool = True,
     ) -> None:
         solvers.entry(solver).make_params(dict(solver_options or {}))  # bad names fail here, not mid-export
         if memory_map is not None:
@@ -140,6 +151,7 @@ class PlannerPass(MemoryPlanningPass):
         self.cat_fusion_partial = cat_fusion_partial
         self.cat_fusion_allow_growth = cat_fusion_allow_growth
         self.memory_map = memory_map
+        self.state_in_place = state_in_place
         self.results: dict[str, MethodResult] = {}
         self.shared_state: SharedLayout | None = None
 
@@ -156,6 +168,11 @@ class PlannerPass(MemoryPlanningPass):
         if share and graph_signature is not None and self.memory_map is None:
             check_default_mem_ids(graph_module)
         alloc_mutable = self.alloc_mutable_buffers and not share
+        state_report = None
+        if self.state_in_place:
+            state_report = update_state_in_place(
+                graph_module, graph_signature, state_planned=self.alloc_mutable_buffers
+            )
         result = self._plan_graph(
             graph_module,
             graph_signature,
@@ -164,12 +181,19 @@ class PlannerPass(MemoryPlanningPass):
             self.alloc_graph_output,
             alloc_mutable,
         )
+        result.state_report = state_report
         self.results[method] = result
-        verifier = Verifier(
-            graph_module, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable, graph_signature
+        verify_storage_reuse(
+            graph_module,
+            graph_signature,
+            alloc_graph_input=self.alloc_graph_input,
+            alloc_graph_output=self.alloc_graph_output,
+            alloc_mutable_buffers=alloc_mutable,
+            allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap,
         )
-        verifier.verify_storage_reuse(self.allow_lifetime_and_storage_overlap)
-        verifier.verify_graph_input_output()
+        Verifier(
+            graph_module, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable, graph_signature
+        ).verify_graph_input_output()
         if graph_signature is not None:
             self._register(context, method, graph_module, graph_signature, share)
         return PassResult(graph_module, True)

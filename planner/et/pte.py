@@ -118,6 +118,7 @@ class MethodLayout:
     layout: Plan | None = None
     members: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     slack: dict[int, int] = field(default_factory=dict)
+    zero_size: list[int] = field(default_factory=list)  # planned values of 0 bytes: any offset in the arena
     alignment: int = DEFAULT_ALIGNMENT
     cannot: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -300,6 +301,7 @@ class _Scan:
         if not self.cannot:
             self._walk()
         self.layout.tensors = [self._public(t) for t in self.tensors.values()]
+        self.layout.zero_size = list(self.zero_size)
 
     # -- planned tensors --------------------------------------------------------------
     def _collect(self) -> None:

@@ -113,4 +113,7 @@ def _write(program: ProgramLayout, layout: MethodLayout, report: MethodReplan) -
             info = execution_plan.values[value].val.allocation_info
             offset = base + rel
             info.memory_offset_low, info.memory_offset_high = offset & 0xFFFFFFFF, offset >> 32
+    for value in layout.zero_size:  # no bytes, but the runtime wants the offset inside the (smaller) arena
+        info = execution_plan.values[value].val.allocation_info
+        info.memory_offset_low = info.memory_offset_high = 0
     execution_plan.non_const_buffer_sizes = list(report.after)

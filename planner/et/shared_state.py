@@ -26,11 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from executorch.exir.memory_planning import Verifier, get_node_tensor_specs
+from executorch.exir.memory_planning import get_node_tensor_specs
 from torch.export.exported_program import ExportedProgram, ExportGraphSignature
 
 from memplan.planner.errors import SharedStatePolicyError
 from memplan.planner.et.extract import StateRef
+from memplan.planner.et.verify import verify_storage_reuse
 from memplan.planner.problem import Buffer, BufferKind, Outcome, Plan, Problem, SameOffset, check_plan
 
 STATE_POOL = 2  # the arena after ExecuTorch's default activation arena (mem_id 1)
@@ -289,6 +290,12 @@ def _reject_unshared(session: Session, mutated: list[str]) -> None:
 
 
 def _verify_with_state(m: MethodState) -> None:
-    """ExecuTorch's verifier over the method's tensors, state included."""
+    """ExecuTorch's storage-reuse check over the method's tensors, state included."""
     alloc_in, alloc_out = m.flags
-    Verifier(m.graph_module, alloc_in, alloc_out, True, m.graph_signature).verify_storage_reuse()
+    verify_storage_reuse(
+        m.graph_module,
+        m.graph_signature,
+        alloc_graph_input=alloc_in,
+        alloc_graph_output=alloc_out,
+        alloc_mutable_buffers=True,
+    )
