@@ -108,6 +108,22 @@ def rows(models: Sequence[str], time_limit_s: float) -> list[list[str]]:
     return table
 
 
+def figure(path: str, time_limit_s: float) -> None:
+    """U-Net over sram = 50 % of its bound and a 16 MiB dram, planned by cpsat: Gantt and profile per bank."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from memplan.viz.banks import bank_gantt
+
+    problem = extracted("unet")
+    case = with_capacities(problem, lower_bound(problem) // 2, ROOMY)
+    plan = run(case, "cpsat", time_limit_s).plan
+    assert plan is not None, "a 16 MiB dram holds U-Net"
+    bank_gantt(case, plan, title="U-Net, sram = 50% of the single-arena lower bound, cpsat").savefig(
+        path, dpi=110
+    )
+
+
 HEADER = [
     "model",
     "buffers",
@@ -133,7 +149,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--models", nargs="+", default=list(MODELS))
     parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per cpsat run")
+    parser.add_argument(
+        "--figure", help="also draw U-Net's cpsat plan at a 50%% sram, one panel per bank, here"
+    )
     args = parser.parse_args(argv)
+    if args.figure:
+        figure(args.figure, args.time_limit)
     table = rows(args.models, args.time_limit)
     print()
     print(markdown(table))

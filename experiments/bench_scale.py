@@ -39,11 +39,13 @@ import re
 import subprocess
 import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from memplan.experiments.minimalloc_benchmarks import CAPACITY, CHALLENGING, MINIMALLOC_DIR
+from memplan.experiments.tables import shorten
 from memplan.planner.problem import InfeasibleError, Problem, lower_bound
 from memplan.solvers import solve
 
@@ -116,7 +118,7 @@ def run_minimalloc(binary: str, csv: Path, capacity: int, limit: float) -> dict[
     return {
         "seconds": float(elapsed.group(1)) if elapsed else wall,
         "fits": done.returncode == 0,
-        "status": "ok" if done.returncode == 0 else log.strip().splitlines()[-1][:90],
+        "status": "ok" if done.returncode == 0 else shorten(log.strip().splitlines()[-1], 90),
     }
 
 
@@ -152,7 +154,7 @@ def bench_minimalloc(
                 cells += [f"{theirs['seconds']:.2f}", "yes" if theirs["fits"] else "no", f"{ratio:.2f}"]
             elif binary:
                 cells += ["", "", ""]
-            cells += [f"{r['seconds'] / KNOWN[name][1]:.1f}" if fits else "-", r["status"][:90]]
+            cells += [f"{r['seconds'] / KNOWN[name][1]:.1f}" if fits else "-", shorten(r["status"], 90)]
             row(cells)
 
 
@@ -198,7 +200,7 @@ def bench_minimise(
                 r = run(problem, config, limit)
                 saved = save_if_better(problem, r, best, save_better)
                 if saved:
-                    r["status"] = f"{r['status'][:60]}; saved {saved}"
+                    r["status"] = f"{shorten(r['status'], 60)}; saved {saved}"
                 row(
                     [
                         name,
@@ -211,7 +213,7 @@ def bench_minimise(
                         "yes" if r["arena"] <= best else f"no (+{(r['arena'] - best) / best:.2%})",
                         "yes" if r["proven"] else "no",
                         f"{r['seconds']:.2f}",
-                        r["status"][:90],
+                        shorten(r["status"], 90),
                     ]
                 )
                 if r["proven"]:
@@ -265,7 +267,7 @@ def bench_llama(configs: Sequence[str], limit: float, path: str | None) -> None:
                     f"{r['arena']:,}",
                     "yes" if r["proven"] else "no",
                     f"{r['seconds']:.2f}",
-                    r["status"][:90],
+                    shorten(r["status"], 90),
                 ]
             )
 
@@ -304,12 +306,13 @@ def bench_layered(sizes: Sequence[int], configs: Sequence[str], limit: float) ->
                     f"{r['arena'] / bound:.4f}",
                     "yes" if r["proven"] else "no",
                     f"{r['seconds']:.1f}",
-                    r["status"][:90],
+                    shorten(r["status"], 90),
                 ]
             )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
+    warnings.simplefilter("ignore")  # torch and ExecuTorch warn on every export, as the CLI silences them
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sections", default="minimalloc,minimise,llama,layered")
     parser.add_argument("--instances", default=",".join(KNOWN), help="MiniMalloc instances (default: all)")

@@ -11,8 +11,10 @@ from __future__ import annotations
 import argparse
 import functools
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
@@ -65,9 +67,12 @@ def _caption(fig: Figure, text: str) -> None:
 def solver_figure(
     model: str, solvers: Sequence[str], method: str = "forward", time_limit_s: float = TIME_LIMIT_S
 ) -> Figure:
-    """One Gantt chart per solver on a shared byte scale, cat fusion off so every
-    solver plans the same problem."""
-    results = {s: planned(model, s, cat_fusion=False, time_limit_s=time_limit_s)[method] for s in solvers}
+    """One Gantt chart per solver on a shared byte scale, cat fusion and state in place off so
+    every solver plans ExecuTorch's own problem."""
+    results = {
+        s: planned(model, s, cat_fusion=False, time_limit_s=time_limit_s, state_in_place=False)[method]
+        for s in solvers
+    }
     charts = [(r.problem, r.plan, f"{s}: {describe(r.problem, r.plan)}") for s, r in results.items()]
     fig = viz.panels(charts, label_top=6, panel_size=(8.0 if len(charts) <= 2 else 6.0, 5.0))
     first = next(iter(results.values())).problem
@@ -158,8 +163,12 @@ def shared_state_figure(model: str, solver: str = "cpsat", time_limit_s: float =
 def profile_figure(
     model: str, solvers: Sequence[str], method: str = "forward", time_limit_s: float = TIME_LIMIT_S
 ) -> Figure:
-    """Bytes live per step against each solver's arena (cat fusion off: one problem for all)."""
-    results = {s: planned(model, s, cat_fusion=False, time_limit_s=time_limit_s)[method] for s in solvers}
+    """Bytes live per step against each solver's arena (cat fusion and state in place off:
+    ExecuTorch's own problem for all)."""
+    results = {
+        s: planned(model, s, cat_fusion=False, time_limit_s=time_limit_s, state_in_place=False)[method]
+        for s in solvers
+    }
     problem = next(iter(results.values())).problem
     plans = {s: r.plan for s, r in results.items()}
     title = f"{model} ({method}): live bytes vs. arenas; lower bound {format_bytes(lower_bound(problem))}"
@@ -186,24 +195,28 @@ FIGURES = {
 }
 
 
-# (model, solver, cat fusion) of every plan drawn above, for the numbers in docs/figures.md
-NUMBERS = [
-    ("llama_decode", "greedy", False),
-    ("llama_decode", "bestfit", False),
-    ("llama_decode", "cpsat", False),
+# (model, solver, cat fusion[, state in place]) of every plan drawn above, for the numbers in docs/figures.md
+NUMBERS: list[tuple[Any, ...]] = [  # numbers() arguments: model, solver, cat fusion[, state in place]
+    ("llama_decode", "greedy", False, False),
+    ("llama_decode", "bestfit", False, False),
+    ("llama_decode", "cpsat", False, False),
+    ("llama_decode", "cpsat", True, False),
+    ("llama_decode", "cpsat", True, True),
     ("unet", "cpsat", False),
     ("unet", "cpsat", True),
     ("multi_method_cache", "cpsat", True),
 ]
 
 
-def numbers(model: str, solver: str, cat_fusion: bool) -> list[str]:
+def numbers(model: str, solver: str, cat_fusion: bool, state_in_place: bool = True) -> list[str]:
     """One line per method: buffers, lower bound, arena per pool (what the figures show)."""
     lines = []
-    for method, r in sorted(planned(model, solver, cat_fusion).items()):
+    results = planned(model, solver, cat_fusion, state_in_place=state_in_place)
+    for method, r in sorted(results.items()):
         pools = ", ".join(f"pool {p}: {s:,}" for p, s in sorted(r.plan.arena_sizes.items()))
         lines.append(
             f"{model:20s} {method:10s} {solver:8s} fusion {'on ' if cat_fusion else 'off'}"
+            f" state {'on ' if state_in_place else 'off'}"
             f" buffers {len(r.problem.buffers):4d}  lower bound {lower_bound(r.problem):>8,} B"
             f"  arena {r.plan.arena_size:>8,} B ({pools}){'  proven' if r.plan.proven_optimal else ''}"
         )
@@ -214,6 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default="docs", help="folder for the PNGs (default: %(default)s)")
     args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")  # torch and ExecuTorch warn on every export, as the CLI silences them
     plt.switch_backend("Agg")  # files only; importing this module leaves a notebook's backend alone
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -224,8 +238,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         plt.close(fig)
         size = (out / name).stat().st_size
         print(f"wrote {out / name} ({size / 1024:.0f} KiB, {time.perf_counter() - began:.1f} s)")
-    for model, solver, fusion in NUMBERS:
-        print("\n".join(numbers(model, solver, fusion)))
+    for entry in NUMBERS:
+        print("\n".join(numbers(*entry)))
     return 0
 
 

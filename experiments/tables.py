@@ -22,6 +22,17 @@ def markdown(df: pd.DataFrame, formats: Mapping[str, str] | None = None) -> str:
     return shown.to_markdown(index=False, disable_numparse=True, stralign="right")
 
 
+def shorten(text: str, width: int) -> str:
+    """`text` cut to at most `width` characters at a word boundary, with '...' when cut."""
+    text = " ".join(str(text).split())
+    if len(text) <= width:
+        return text
+    cut = text[: max(width - 3, 1)]
+    if " " in cut:
+        cut = cut[: cut.rindex(" ")]
+    return cut.rstrip(" ,;:") + "..."
+
+
 def saving_text(value: float | None) -> str:
     """A saving as '+8.6%' (smaller than the reference) or '-3.0%' (larger); '' when unknown."""
     return "" if value is None or pd.isna(value) else f"{value:+.1%}"

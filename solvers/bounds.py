@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import memplan.planner.timeline as timeline
 from memplan.planner.problem import InfeasibleError, Problem, align_up, common_divisor, lower_bounds
-from memplan.solvers.units import Unit
+from memplan.solvers.units import Unit, planned_exactly
 
 
 def aligned_lower_bounds(units: Sequence[Unit]) -> dict[int, int]:
@@ -44,7 +44,13 @@ def aligned_lower_bounds(units: Sequence[Unit]) -> dict[int, int]:
 
 
 def pool_bounds(problem: Problem, units: Sequence[Unit]) -> dict[int, int]:
-    """Per pool: the larger of the plain and the alignment-padded lower bound."""
+    """Per pool: the larger of the plain and the alignment-padded lower bound.
+
+    The padded one is computed from the units' rectangles, which claim more bytes
+    than a gap window above the offset uses: then only the plain bound holds.
+    """
+    if not planned_exactly(problem):
+        return lower_bounds(problem)
     aligned = aligned_lower_bounds(units)
     return {pool: max(lb, aligned.get(pool, 0)) for pool, lb in lower_bounds(problem).items()}
 

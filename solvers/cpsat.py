@@ -314,8 +314,16 @@ def _solve(problem: Problem, limit: float, params: CpsatParams) -> Plan:
             f" (lower bound per pool: {bounds})",
             proven=True,
         )
-    if status == cp_model.MODEL_INVALID:
-        raise SolverFailure(f"cpsat: invalid model ({model.model.validate()}); this is a bug")
+    if status == cp_model.MODEL_INVALID:  # e.g. domains summing past int64: coordinates near 2^62
+        reason = model.model.validate()
+        if best is None:
+            raise InfeasibleError(
+                f"cpsat: no plan within capacity {capacity} found (not proven infeasible: CP-SAT refuses"
+                f" the model: {reason})"
+            )
+        return finish(
+            best, Outcome.NOT_PROVEN, f"not proven: CP-SAT refuses the model ({reason}); {how} kept"
+        )
     found = model.offsets(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
     if found is None and best is None:
         raise InfeasibleError(

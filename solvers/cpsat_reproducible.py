@@ -159,6 +159,14 @@ def solve_reproducibly(
             f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
             f" (lower bound per pool: {bounds})"
         )
+    if status == cp_model.MODEL_INVALID:  # e.g. domains summing past int64: coordinates near 2^62
+        return _or_fail(
+            finish,
+            best,
+            heuristic,
+            capacity,
+            f"not proven: CP-SAT refuses the model ({model.model.validate()})",
+        )
     found = model.offsets(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
     candidates = [(o, s) for o, s in ((found, "cpsat"), (best, how)) if o is not None]
     if not candidates:

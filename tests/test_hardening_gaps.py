@@ -170,3 +170,13 @@ def test_gaps_and_zero_sizes_survive_csv_and_json_round_trips(tmp_path: Path) ->
     plan = solvers.solve(problem, "cpsat", time_limit_s=2)
     save_json(plan, tmp_path / "plan.json")
     assert validate(problem, load_json(tmp_path / "plan.json")) == []
+
+
+@pytest.mark.parametrize("solver", EXACT)
+def test_a_window_above_the_offset_gives_no_proof_even_when_the_solver_is_called_directly(
+    solver: str,
+) -> None:
+    problem = Problem((Buffer("w", 0, 4, 10, gaps=(Gap(1, 3, (6, 10)),)), Buffer("v", 1, 3, 6)))
+    plan = solvers.get_solver(solver)(problem, time_limit_s=2)
+    assert validate(problem, plan) == []
+    assert plan.arena_size == 10 or not plan.proven_optimal

@@ -139,3 +139,15 @@ def test_bench_csv_keeps_the_good_files_and_gives_bad_ones_an_error_row(tmp_path
     assert (
         empty["arena_bytes"] == 0 and np.isnan(empty["arena_over_lb"]) and not isinstance(empty["error"], str)
     )
+
+
+@pytest.mark.parametrize("reproducible", [False, True])
+def test_cpsat_on_coordinates_its_model_cannot_hold_returns_the_heuristic_plan(reproducible: bool) -> None:
+    k = 1 << 57  # the variable domains sum past int64: CP-SAT calls the model invalid
+    problem = Problem(
+        tuple(Buffer(f"b{i}", 0, 2, 3 * k) for i in range(4))
+        + (Buffer("wall", 0, 2, k, offset=5 * k), Buffer("byte", 0, 2, 1))
+    )
+    plan = solvers.solve(problem, "cpsat", time_limit_s=2, reproducible=reproducible)
+    assert plan.arena_size == solvers.solve(problem, "bestfit").arena_size and not plan.proven_optimal
+    assert "CP-SAT refuses the model" in plan.status

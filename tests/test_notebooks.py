@@ -87,8 +87,8 @@ def test_plan_visualization_draws_all_four_figures(kernel_specs: KernelSpecManag
     }
     nb = execute("plan_visualization.ipynb", values, kernel_specs, tmp_path)
     assert not [o for o in outputs(nb) if o.output_type == "error"]
-    # solvers side by side, fusion off/on, the methods with shared state, the profile
-    assert len(images(nb)) == 4
+    # solvers side by side, fusion off/on, the methods with shared state, the profile, kinds + fragmentation
+    assert len(images(nb)) == 5
     shown = text(nb)
     assert "store.k_cache" in shown and "set_cache" in shown and "attend" in shown
     assert "fusion off" in shown and "fusion on" in shown  # the fusion cell's table

@@ -126,9 +126,14 @@ def _banked_stock(model: zoo.ZooModel, memory_map: TargetMemoryMap) -> StockReco
 def assert_replica_matches(model: zoo.ZooModel, memory_map: TargetMemoryMap) -> None:
     """banked_greedy under PlannerPass == ExecuTorch's BankedGreedy (and with one bank == greedy)."""
     stock = _banked_stock(model, memory_map)
-    # ExecuTorch's banked pass cannot share state across methods: compare plans without sharing.
+    # The same tensors as stock: no cat fusion, no in-place state; and ExecuTorch's banked pass cannot
+    # share state across methods, so neither do we here.
     planner = PlannerPass(
-        solver="greedy", memory_map=memory_map, cat_fusion=False, share_mutable_buffers=False
+        solver="greedy",
+        memory_map=memory_map,
+        cat_fusion=False,
+        state_in_place=False,
+        share_mutable_buffers=False,
     )
     runtime.lower(model, memory_planning_pass=planner)
     for records, sizes, result in zip(

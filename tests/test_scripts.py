@@ -37,3 +37,13 @@ def test_scripts_default_to_the_sweeps_solvers_and_time_limit():
     args = parser.parse_args([])
     assert script_args.solvers_of(args) == solvers.available()
     assert args.time_limit == DEFAULT_TIME_LIMIT_S and script_args.switch_of(args.cat_fusion) is True
+
+
+def test_shorten_cuts_at_a_word_boundary():
+    from memplan.experiments.tables import shorten
+
+    text = "not proven: skyline probes (12) found 1,234 bytes, none found below 1,000"
+    cut = shorten(text, 40)
+    assert len(cut) <= 40 and cut.endswith("...") and text.startswith(cut[:-3])
+    assert text[len(cut) - 3] == " "  # the cut falls between words
+    assert shorten("short", 40) == "short"

@@ -3,6 +3,8 @@ program still computes what eager PyTorch computes over consecutive calls in exe
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from et_helpers import assert_shared
@@ -15,7 +17,7 @@ from memplan.experiments.state_report import main as report_main
 from memplan.experiments.state_report import multi_method_cache, program_arena, state_copies
 from memplan.experiments.zoo import ZooModel
 from memplan.planner.et.pass_ import PlannerPass
-from memplan.planner.et.state import StateRefusal, StateStatus
+from memplan.planner.et.state import StateRefusal, StateStatus, analyze, is_write_back
 from memplan.planner.problem import lower_bound
 
 N_CALLS = 5
@@ -147,6 +149,19 @@ class StateFromInput(nn.Module):
         return y
 
 
+class CondState(nn.Module):
+    """A submodule (planned on its own) computes the new value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("state", torch.zeros(4, 8))
+
+    def forward(self, x):
+        new = torch.cond(x.sum() > 0, lambda s, x: s + x, lambda s, x: s - x, (self.state, x))
+        self.state.copy_(new)
+        return self.state * 2
+
+
 def inputs_4x8(i: int) -> tuple:
     return (torch.randn(4, 8),)
 
@@ -159,6 +174,7 @@ REFUSED = {
         {StateRefusal.KERNEL_NOT_ALIAS_SAFE},
     ),
     "dtype_change": (DtypeChange(), inputs_4x8, {StateRefusal.DTYPE_MISMATCH}),
+    "control_flow_output": (CondState(), inputs_4x8, {StateRefusal.CONTROL_FLOW_OUTPUT}),
     "graph_output": (ReturnsTheState(), inputs_4x8, {StateRefusal.NEW_VALUE_IS_GRAPH_OUTPUT}),
     "value_is_an_input": (StateFromInput(), inputs_4x8, {StateRefusal.NEW_VALUE_IS_INPUT}),
 }
@@ -356,3 +372,83 @@ def test_report_script_prints_one_row_per_program(capsys):
     out = capsys.readouterr().out
     for name in ("llama_kv", "qwen35_hybrid", "lfm2_hybrid", "multi_method_cache"):
         assert f"| {name} |" in out
+
+
+class MutatesItsInput(nn.Module):
+    def forward(self, x):
+        x.mul_(2)
+        return x + 1
+
+
+def test_a_mutated_user_input_keeps_its_copy():
+    """ExecuTorch also returns the mutated input, so eager is compared with the program's first output."""
+    model = make("user_input", MutatesItsInput(), inputs_4x8)
+    pass_ = PlannerPass(solver="bestfit")
+    program = runtime.lower(model, memory_planning_pass=pass_)
+    [d] = decisions(pass_)
+    assert d.status is StateStatus.KEPT and d.reasons == (StateRefusal.USER_INPUT_MUTATION,)
+    assert state_copies(program) == (1, 128)
+    got = runtime.run_pte(program.buffer, model.calls)
+    want = runtime.eager_outputs(model)
+    assert all(torch.allclose(g[-1], w[0]) for g, w in zip(got, want))
+
+
+# -- reasons no exported program reaches: the analysis on edited planning graphs -------------------
+
+
+class TwoStates(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("a", torch.zeros(4, 8))
+        self.register_buffer("b", torch.zeros(4, 8))
+
+    def forward(self, x):
+        self.a.add_(x)
+        self.b.add_(x * 2)
+        return x.sum(0)
+
+
+class GraphRecorder(PlannerPass):
+    """Keeps the graph and signature planning receives, before anything rewrites them."""
+
+    def run(self, graph_module, graph_signature=None):
+        self.graph = copy.deepcopy(graph_module)
+        self._set_alloc_node_spec(self.graph)  # as PlannerPass.run does before deciding
+        self.signature = graph_signature
+        return super().run(graph_module, graph_signature)
+
+
+def planning_graph(module: nn.Module):
+    model = make("two_states", module, inputs_4x8, n_calls=1)
+    recorder = GraphRecorder(solver="bestfit", state_in_place=False)
+    runtime.lower(model, memory_planning_pass=recorder)
+    copies = [n for n in recorder.graph.graph.nodes if is_write_back(n)]
+    return recorder.graph, recorder.signature, copies
+
+
+def test_a_value_written_back_into_two_buffers_is_refused_for_both():
+    gm, signature, (copy_a, copy_b) = planning_graph(TwoStates())
+    assert [d.status for d in analyze(gm, signature)] == [StateStatus.IN_PLACE] * 2
+    copy_b.replace_input_with(copy_b.args[1], copy_a.args[1])  # b gets a's new value too
+    found = analyze(gm, signature)
+    assert [d.status for d in found] != [StateStatus.IN_PLACE] * 2
+    assert all(StateRefusal.NEW_VALUE_SHARED in d.reasons for d in found)
+    assert copy_b.name in found[0].detail and copy_a.name in found[1].detail
+
+
+def test_state_another_op_writes_in_place_is_refused():
+    gm, signature, (copy_a, _) = planning_graph(TwoStates())
+    state = copy_a.args[0]
+    with gm.graph.inserting_before(copy_a):
+        writer = gm.graph.call_function(torch.ops.aten.mul_.Scalar, (state, 2.0))
+    [a, b] = analyze(gm, signature)
+    assert a.status is StateStatus.KEPT and StateRefusal.STATE_WRITTEN_IN_PLACE in a.reasons
+    assert f"{writer.name} writes a in place" in a.detail
+    assert b.status is StateStatus.IN_PLACE
+
+
+def test_unplanned_state_is_refused():
+    gm, signature, _ = planning_graph(TwoStates())
+    found = analyze(gm, signature, state_planned=False)
+    assert all(d.reasons == (StateRefusal.STATE_NOT_PLANNED,) for d in found)
+    assert all(d.status is StateStatus.KEPT for d in found)

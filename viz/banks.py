@@ -42,6 +42,9 @@ def bank_gantt(problem: Problem, plan: Plan, *, label_top: int = 6, title: str |
             pools={},
         )
         gantt(sub, sub_plan, ax, label_top=label_top, title=_title(row, total))
+        ax.set_xlim(
+            min(b.start for b in problem.buffers), max(b.end for b in problem.buffers)
+        )  # one time axis
         _capacity_line(ax, row)
     if title:
         fig.suptitle(title)

@@ -179,3 +179,18 @@ def _bytes(spec: str, text: str) -> int:
     if not number.isdigit() or unit not in _UNITS:
         raise ValueError(f"memory map {spec!r}: size {text!r} is not a number of B, KiB, MiB or GiB")
     return int(number) * _UNITS[unit]
+
+
+def bank_buffer_sizes(
+    sizes: list[int], memory_map: TargetMemoryMap, arena_sizes: dict[int, int]
+) -> list[int]:
+    """`non_const_buffer_sizes` as ExecuTorch's BankedGreedy writes them under `memory_map`.
+
+    Every declared bank has an entry (0 when empty), and a bank left empty gets no XNNPACK
+    padding: ExecuTorch pads only the arenas that hold something.
+    """
+    out = list(sizes) + [0] * (max(memory_map.mem_ids()) + 1 - len(sizes))
+    for mem_id in memory_map.mem_ids():
+        if arena_sizes.get(mem_id, 0) == 0:
+            out[mem_id] = 0
+    return out

@@ -34,9 +34,9 @@ from torch.export.exported_program import ExportGraphSignature
 from memplan import solvers
 from memplan.planner.errors import PlanningError, ProblemError, UnsupportedProblemError
 from memplan.planner.et.apply import apply_plan
+from memplan.planner.et.banks import bank_buffer_sizes, with_memory_map
 from memplan.planner.et.banks import state_pool as banked_state_pool
 from memplan.planner.et.banks import stock_sizes as banked_stock_sizes
-from memplan.planner.et.banks import with_memory_map
 from memplan.planner.et.cat.policy import plan_with_cat_fusion
 from memplan.planner.et.cat.report import CatReport
 from memplan.planner.et.cat.rewrite import fuse_cats
@@ -284,6 +284,8 @@ class PlannerPass(MemoryPlanningPass):
         else:
             plan = self._solve(ex.problem, where)
         sizes = apply_plan(planned, plan)
+        if self.memory_map is not None:
+            sizes = bank_buffer_sizes(sizes, self.memory_map, dict(plan.arena_sizes))
         insert_calls_to_free(graph_module, set(ex.specs))
         report = None
         if fusion is not None:

@@ -13,7 +13,9 @@ delegate calls alike. What each instruction reads and writes decides what must s
   it is tied to the last writers of those bytes, as one block with their combined lifetime. Nothing
   wrote them: it is state carried between calls, and stays where it is for the whole method (and
   every other method keeps off those bytes, since host methods share arenas);
-* tensors whose bytes and lifetimes overlap in the file are aliases and stay together.
+* tensors whose bytes and lifetimes overlap in the file are aliases and stay together;
+* a planned tensor no instruction names (and that is no input or output) stays where it is, for the
+  whole method: nothing says when it is used. Zero-byte tensors are not in the problem.
 
 The layout in the file must then be a valid plan of the derived problem; if it is not, or the method
 has control flow (jumps, moves, several chains), an operator without a known schema or an element
