@@ -7,9 +7,11 @@ A plan is checked here, pair by pair, without the project's validator; a
 claimed proof is checked against the other solvers' plans: a plan marked
 optimal must be the smallest any solver found, and a claim that no plan fits
 the capacity is false when another solver's plan fits. Prints a Markdown table
-per solver: problems tried, plans, invalid plans, false proofs, crashes (any
-exception that is not an `InfeasibleError` or an `UnsupportedProblemError`),
-and the first few failures; `--save` writes each failing problem as JSON.
+per solver: problems tried, plans (and how many claimed optimal), invalid
+plans, false proofs, crashes (any exception that is not an `InfeasibleError`
+or an `UnsupportedProblemError`), and the first few failures; `--save` writes
+each failing problem as JSON. Solvers are called directly, not through
+`solvers.solve` (which validates), so an invalid plan reaches the checker.
 """
 
 from __future__ import annotations
@@ -285,6 +287,7 @@ def fuzz(
                 plan = o.plan
                 assert plan is not None and best is not None, "a plan without faults is a valid one"
                 report.counts[o.label]["plans"] += 1
+                report.counts[o.label]["proven"] += plan.proven_optimal
                 if plan.arena_size < bound:
                     report.fail(
                         problem, o.label, "invalid", f"arena {plan.arena_size} below the bound {bound}"
@@ -296,7 +299,7 @@ def fuzz(
     return report
 
 
-COLUMNS = ("tried", "plans", "no plan", "unsupported", "invalid", "false proof", "crash")
+COLUMNS = ("tried", "plans", "proven", "no plan", "unsupported", "invalid", "false proof", "crash")
 
 
 def table(report: Report) -> str:

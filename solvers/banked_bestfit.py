@@ -46,8 +46,9 @@ from memplan.planner.problem import (
     place_in_banks,
     traffic_cost,
 )
-from memplan.solvers.bestfit import solve_bestfit
-from memplan.solvers.units import Unit, units_of
+from memplan.solvers.banked_greedy import solve_banked_greedy
+from memplan.solvers.bestfit import BestfitParams, solve_bestfit
+from memplan.solvers.units import Rect, Unit, units_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,6 +66,10 @@ PRIORITIES: dict[str, Callable[[_Candidate], tuple]] = {
     "traffic_per_area": lambda c: (c.traffic / max(1, c.unit.area), c.traffic, -c.unit.index),
     "area": lambda c: (c.unit.area, c.unit.size, -c.unit.index),
 }
+
+
+# Best-fit orderings tried while repairing a bank's choice (the final packing tries all of them).
+REPAIR_ORDERINGS = ("size", "area")
 
 
 @dataclass(frozen=True)
@@ -101,8 +106,6 @@ def solve_banked_bestfit(
         pools = _sliced(problem, candidates)
         attempts.append(("slice", *_packed(problem, pools, "heuristic (slices of one best-fit arena)")))
     try:
-        from memplan.solvers.banked_greedy import solve_banked_greedy
-
         attempts.append(("banked_greedy", solve_banked_greedy(problem), None))
     except (InfeasibleError, UnsupportedProblemError):
         pass
@@ -298,7 +301,7 @@ def _sliced(problem: Problem, candidates: list[_Candidate]) -> dict[str, int]:
     return pools
 
 
-def _lives_with(rect, spans: list[tuple[int, int]]) -> bool:
+def _lives_with(rect: Rect, spans: list[tuple[int, int]]) -> bool:
     return any(rect.start < end and start < rect.end for start, end in spans)
 
 
@@ -307,7 +310,7 @@ def _over_capacity(problem: Problem, pools: dict[str, int], bank: Bank) -> list[
     sub = _bank_problem(problem, pools, bank.pool)
     if sub is None:
         return None
-    plan = solve_bestfit(sub)
+    plan = solve_bestfit(sub, BestfitParams(orderings=REPAIR_ORDERINGS))
     if plan.arena_size <= bank.capacity:
         return None
     return [(b.start, b.end) for b in sub.buffers if plan.offsets[b.id] + b.size > bank.capacity]

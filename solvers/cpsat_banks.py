@@ -17,6 +17,7 @@ a proven-infeasible model raises `BankCapacityError`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 
@@ -108,6 +109,33 @@ def _heuristic(problem: Problem, limit: float | None) -> tuple[Plan | None, Bank
         return None, BankCapacityError(str(e), problem.banks[-1].name, 0)
 
 
+def _reach(problem: Problem, units: list[Unit]) -> dict[int, int]:
+    """Per pool: an address no optimal plan needs to go above.
+
+    Every unit that may go to the pool, packed there by best-fit (pins at their offsets, the
+    bank's alignment applied): whatever subset an optimal plan puts in the pool fits below that
+    arena in the same layout, so offsets above it never help. Capping a roomy bank (a 16 MiB
+    DRAM) there keeps the model small without losing an optimum.
+    """
+    from memplan.solvers.bestfit import solve_bestfit
+
+    top: dict[int, int] = {}
+    for pool in {p for u in units for p in problem.buffer(u.roots[0]).choices}:
+        pools = {r: pool for u in units if pool in problem.buffer(u.roots[0]).choices for r in u.roots}
+        keep = {b.id for b in problem.buffers if problem.root_of(b.id)[0] in pools}
+        placed = place_in_banks(problem, pools)
+        sub = dataclasses.replace(
+            placed,
+            buffers=tuple(b for b in placed.buffers if b.id in keep),
+            groups=tuple(g for g in placed.groups if g.parent in keep),
+            same_offsets=tuple(s for s in placed.same_offsets if s.buffers[0] in keep),
+            banks=(),
+            capacity=None,
+        )
+        top[pool] = solve_bestfit(sub).arena_size
+    return top
+
+
 class _BankModel:
     """The CP-SAT model of one problem with banks; keeps the variables to read a plan back."""
 
@@ -123,19 +151,20 @@ class _BankModel:
         self.offset: dict[tuple[int, int], cp_model.IntVar] = {}
         boxes: dict[int, list[tuple]] = {}
         objective = []
+        moved: dict[str, int] = {}
+        for b in problem.buffers:
+            root_id = problem.root_of(b.id)[0]
+            moved[root_id] = moved.get(root_id, 0) + b.size * b.accesses
+        reach = _reach(problem, units)
         for u in units:
             root = problem.buffer(u.roots[0])
-            traffic = sum(b.size * b.accesses for b in problem.buffers if problem.root_of(b.id)[0] in u.roots)
+            traffic = sum(moved.get(r, 0) for r in u.roots)
             lits = []
             for pool in root.choices:
                 bank = banks.get(pool)
                 alignment = u.alignment if bank is None else math.lcm(u.alignment, bank.alignment)
                 size = max(align_up(r.size, alignment) for r in u.rects) if bank else u.size
-                cap = (
-                    (bank.capacity // g)
-                    if bank
-                    else sum(max(r.size for r in v.rects) for v in units) // g + 1
-                )
+                cap = min(bank.capacity, reach[pool]) // g if bank else reach[pool] // g + 1
                 step = max(1, alignment // g)
                 top = cap - size // g
                 lit = (

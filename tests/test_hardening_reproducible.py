@@ -58,6 +58,13 @@ def test_heuristics_in_reproducible_mode_run_every_ordering_whatever_the_time_li
         assert _fingerprint(rushed)[:3] == _fingerprint(full)[:3]
 
 
+def test_every_solver_but_milp_has_a_reproducible_mode() -> None:
+    problem = random_problem(12, seed=2)
+    for name in solvers.available():
+        if name != "milp":
+            assert validate(problem, solvers.solve(problem, name, time_limit_s=1, reproducible=True)) == []
+
+
 def test_milp_refuses_a_reproducible_mode_it_cannot_keep() -> None:
     with pytest.raises(SolverOptionError, match="milp: no reproducible mode"):
         solvers.solve(random_problem(5, seed=1), "milp", reproducible=True)

@@ -168,3 +168,27 @@ def test_replica_matches_executorch_and_greedy_with_one_bank_on_every_zoo_model(
 @pytest.mark.parametrize("name", ["densenet_block"])
 def test_replica_matches_executorch_with_one_bank_on_a_small_zoo_model(name: str) -> None:
     assert_replica_matches(zoo.get(name), TargetMemoryMap([Bank("all", 1 << 30, 1)]))
+
+
+@SLOW
+@pytest.mark.parametrize("name", ["unet", "lstm", "llama_decode"])
+def test_zoo_models_over_two_and_three_tight_banks_run_and_match_eager(name: str) -> None:
+    """Banks sized from the model's own bound, so every bank is really used (and BankedGreedy may fail)."""
+    model = zoo.get(name)
+    probe = PlannerPass(solver="bestfit", memory_map=two_banks(1 << 30), cat_fusion=False)
+    runtime.lower(model, memory_planning_pass=probe)
+    from memplan.planner.problem import lower_bound
+
+    bound = lower_bound(probe.results["forward"].problem)
+    maps = (
+        TargetMemoryMap([Bank("sram", bound // 2, 1), Bank("dram", bound * 7 // 10, 2)]),
+        TargetMemoryMap(
+            [Bank("tcm", bound // 4, 1), Bank("sram", bound // 4, 3, 32), Bank("dram", bound, 2)]
+        ),
+    )
+    for memory_map in maps:
+        planner = PlannerPass(solver="cpsat", time_limit_s=5, memory_map=memory_map)
+        lowered(model, planner)
+        result = planner.results["forward"]
+        used = {r.name: r.bytes for r in bank_report(result.problem, result.plan)}
+        assert all(used[b.name] > 0 and used[b.name] <= b.size for b in memory_map.banks), used

@@ -140,7 +140,7 @@ def test_a_failing_model_becomes_an_error_row(tmp_path, monkeypatch):
 
 
 def test_a_failing_solver_becomes_an_error_row_naming_it(tmp_path, monkeypatch):
-    def failing_lower(model, solver, *args):
+    def failing_lower(model, solver, *args, **kwargs):
         raise ValueError(f"{solver} cannot plan {model.name}")
 
     monkeypatch.setattr(sweep, "lower_planned", failing_lower)
