@@ -11,7 +11,8 @@ bound plus 10 % of it, so the two banks hold 1.1 x the bound together).
 
 Columns: does it fit (BankedGreedy / memplan's banked_bestfit / cpsat), the
 share of all traffic (bytes x accesses) served by the fast bank, whether
-cpsat proved its plan optimal (least traffic to the slow bank), and seconds.
+cpsat proved its plan optimal (least traffic to the slow bank) or proved that
+no placement fits, and seconds.
 BankedGreedy is memplan's replica, equal to ExecuTorch's byte for byte
 (tests/test_banked_greedy_matches_executorch.py, tests/test_pass_banks.py).
 """
@@ -56,6 +57,7 @@ def with_capacities(problem: Problem, sram: int, dram: int) -> Problem:
 class Outcome:
     plan: Plan | None
     seconds: float
+    error: str = ""
 
     def fits(self) -> str:
         return "yes" if self.plan else "no"
@@ -72,10 +74,9 @@ def run(problem: Problem, solver: str, time_limit_s: float) -> Outcome:
 
     began = time.perf_counter()
     try:
-        plan = solvers.solve(problem, solver, time_limit_s=time_limit_s)
-    except InfeasibleError:
-        plan = None
-    return Outcome(plan, time.perf_counter() - began)
+        return Outcome(solvers.solve(problem, solver, time_limit_s=time_limit_s), time.perf_counter() - began)
+    except InfeasibleError as e:
+        return Outcome(None, time.perf_counter() - began, str(e))
 
 
 def rows(models: Sequence[str], time_limit_s: float) -> list[list[str]]:
@@ -88,7 +89,10 @@ def rows(models: Sequence[str], time_limit_s: float) -> list[list[str]]:
             for label, dram in (("16MiB", ROOMY), ("tight", int(bound * 1.1) - sram)):
                 case = with_capacities(problem, sram, dram)
                 greedy, heuristic, exact = (run(case, s, time_limit_s) for s in SOLVERS)
-                proven = "-" if exact.plan is None else ("yes" if exact.plan.proven_optimal else "no")
+                if exact.plan is None:
+                    proven = "no fit exists" if exact.error.startswith("cpsat proved") else "-"
+                else:
+                    proven = "yes" if exact.plan.proven_optimal else "no"
                 table.append(
                     [
                         name,
