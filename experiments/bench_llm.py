@@ -2,6 +2,7 @@
 
     python -m memplan.experiments.bench_llm [--models smollm2-135m,qwen3-0.6b,llama3.2-1b]
         [--modes prefill,decode,two-method] [--layers smollm2-135m=30,qwen3-0.6b=8] [--repeat 1]
+        [--jsonl results.jsonl] [--tables-from results.jsonl]
 
 ExecuTorch's own `llama_transformer` with random weights at the shapes of
 SmolLM2-135M, Qwen3-0.6B and Llama-3.2-1B (the layer count can be cut to keep
@@ -48,7 +49,7 @@ SHAPES: dict[str, dict[str, int]] = {
     "llama3.2-1b": dict(dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, hidden_dim=8192, vocab_size=128256),
 }
 # Layers used by default: the whole model where it fits the time and memory of a shared 2-core machine.
-DEFAULT_LAYERS = {"smollm2-135m": 30, "qwen3-0.6b": 12, "llama3.2-1b": 4}
+DEFAULT_LAYERS = {"smollm2-135m": 30, "qwen3-0.6b": 8, "llama3.2-1b": 2}
 MAX_CONTEXT = 256
 PREFILL_TOKENS = 64
 MODES = ("prefill", "decode", "two-method")
@@ -328,11 +329,17 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--layers", default="", help=f"e.g. qwen3-0.6b=8,llama3.2-1b=2 (default: {DEFAULT_LAYERS})"
     )
     parser.add_argument("--repeat", type=int, default=1, help="lowerings per pass and case")
+    parser.add_argument("--jsonl", help="also append each case's result to this file as it finishes")
+    parser.add_argument("--tables-from", help="print the tables of a --jsonl file and exit")
     parser.add_argument("--case", help=argparse.SUPPRESS)  # shape:layers:mode, run in this process
     args = parser.parse_args(argv)
     if args.case:
         shape, layers, mode = args.case.split(":")
         print(json.dumps(run_case(shape, int(layers), mode, args.repeat)), flush=True)
+        return
+    if args.tables_from:
+        with open(args.tables_from) as f:
+            print_tables([json.loads(line) for line in f if line.strip()])
         return
     layers = dict(DEFAULT_LAYERS)
     for item in filter(None, args.layers.split(",")):
@@ -347,6 +354,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     for shape in models:
         for mode in modes:
             cases.append(_in_subprocess(shape, layers[shape], mode, args.repeat))
+            if args.jsonl:
+                with open(args.jsonl, "a") as f:
+                    f.write(json.dumps(cases[-1]) + "\n")
             print(f"done {shape} {mode}", file=sys.stderr, flush=True)
     print_tables(cases)
 

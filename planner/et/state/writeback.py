@@ -30,6 +30,7 @@ the nodes behind them.
 from __future__ import annotations
 
 import operator
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
@@ -153,6 +154,16 @@ class _Analyzer:
         self.index = {n: i for i, n in enumerate(self.nodes)}
         self.copies = [n for n in self.nodes if is_write_back(n)]
         self.output = next(n for n in reversed(self.nodes) if n.op == "output")
+        # Who reads / writes each node, indexed once: scanning the graph per write-back is
+        # quadratic in the layers of an LLM (two caches per layer).
+        self.read_by: dict[torch.fx.Node, list[torch.fx.Node]] = defaultdict(list)
+        self.written_by: dict[torch.fx.Node, list[torch.fx.Node]] = defaultdict(list)
+        for node in self.nodes:
+            if not (node.op == "call_function" and node.target is memory.view):
+                for arg in dict.fromkeys(_node_args(node)):
+                    self.read_by[arg].append(node)
+            for arg in dict.fromkeys(_written_args(node)):
+                self.written_by[arg].append(node)
 
     def run(self) -> list[WriteBack]:
         return [self._decide(copy) for copy in self.copies]
@@ -371,21 +382,21 @@ class _Analyzer:
 
     def _readers(self, aliases: set[torch.fx.Node], exclude: torch.fx.Node) -> list[torch.fx.Node]:
         """Nodes other than views that take one of `aliases` as an argument (the output node included)."""
-        readers = []
-        for node in self.nodes:
-            if node is exclude or (node.op == "call_function" and node.target is memory.view):
-                continue
-            if any(arg in aliases for arg in _node_args(node)):
-                readers.append(node)
-        return readers
+        return self._in_order(self.read_by, aliases, exclude)
 
     def _writers(self, aliases: set[torch.fx.Node], exclude: torch.fx.Node | None) -> list[torch.fx.Node]:
         """Nodes other than `exclude` that write one of `aliases` in place (not through out=)."""
-        return [
-            node
-            for node in self.nodes
-            if node is not exclude and any(t in aliases for t in _written_args(node))
-        ]
+        return self._in_order(self.written_by, aliases, exclude)
+
+    def _in_order(
+        self,
+        table: dict[torch.fx.Node, list[torch.fx.Node]],
+        aliases: set[torch.fx.Node],
+        exclude: torch.fx.Node | None,
+    ) -> list[torch.fx.Node]:
+        """The nodes `table` lists for any of `aliases`, once each, in graph order, without `exclude`."""
+        found = {node for alias in aliases for node in table.get(alias, ()) if node is not exclude}
+        return sorted(found, key=self.index.__getitem__)
 
 
 # -- helpers ---------------------------------------------------------------------------
