@@ -76,11 +76,12 @@ def _bench_file(
         problem = read_minimalloc_csv(path, capacity_from_name=capacity_from_name)
     except ProblemError as exc:
         return [{"file": path.name, "solver": s, "error": str(exc)} for s in solvers]
+    bound = lower_bound(problem)
     base = {
         "file": path.name,
         "buffers": len(problem.buffers),
         "capacity_bytes": problem.capacity,
-        "lower_bound_bytes": lower_bound(problem),
+        "lower_bound_bytes": bound,
     }
     rows = []
     for solver in solvers:
@@ -100,9 +101,7 @@ def _bench_file(
                 **base,
                 "solver": solver,
                 "arena_bytes": plan.arena_size,
-                "arena_over_lb": plan.arena_size / base["lower_bound_bytes"]
-                if base["lower_bound_bytes"]
-                else None,
+                "arena_over_lb": plan.arena_size / bound if bound else None,
                 "fits": None if problem.capacity is None else plan.arena_size <= problem.capacity,
                 "proven_optimal": plan.proven_optimal,
                 "solve_seconds": plan.seconds,

@@ -25,7 +25,7 @@ HEADER = "| buffers | solver | arena | LB | arena/LB | seconds | cpu s |\n| ---:
 
 def runs(solvers: Sequence[str], each_ordering: bool) -> list[tuple[str, str, dict[str, Any]]]:
     """(row label, solver, options) for every run of one problem."""
-    out = [(name, name, {}) for name in solvers]
+    out: list[tuple[str, str, dict[str, Any]]] = [(name, name, {}) for name in solvers]
     if each_ordering and "bestfit" in solvers:
         out += [(f"bestfit[{o}]", "bestfit", {"orderings": [o]}) for o in ORDERINGS]
     return out

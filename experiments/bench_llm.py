@@ -113,7 +113,7 @@ def zoo_model(shape: str, layers: int, mode: str):
             def forward(self, tokens, attn_options):
                 return self.model(tokens, attn_options)
 
-        methods = {
+        methods: dict[str, tuple[nn.Module, tuple]] = {
             "prefill": (Method(model), inputs(PREFILL_TOKENS)),
             "decode": (Method(model), inputs(1)),
         }

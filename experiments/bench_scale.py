@@ -50,7 +50,7 @@ from memplan.planner.problem import InfeasibleError, Problem, lower_bound
 from memplan.solvers import solve
 
 # instance -> (best known peak, MiniMalloc's time in its paper in seconds)
-KNOWN: dict[str, tuple[int, float]] = {
+KNOWN: dict[str, tuple[int, float | None]] = {
     name: (k.best_known, k.paper_seconds) for name, k in CHALLENGING.items()
 }
 
@@ -69,7 +69,7 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "no-skyline-presolve": ("cpsat", {"skyline_presolve": False}),
 }
 
-LLAMA = dict(n_layers=16, dim=512, n_heads=8, seq_len=128, prefill_tokens=128, kv_cache=True)
+LLAMA: dict[str, Any] = dict(n_layers=16, dim=512, n_heads=8, seq_len=128, prefill_tokens=128, kv_cache=True)
 
 
 def run(problem: Problem, config: str, time_limit_s: float, capacity: int | None = None) -> dict[str, Any]:

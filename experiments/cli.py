@@ -34,7 +34,8 @@ def build_parser() -> argparse.ArgumentParser:
     from memplan import __version__
     from memplan.experiments import sweep, sweep_grid
     from memplan.experiments.executors import EXECUTORS
-    from memplan.experiments.one_model import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
+    from memplan.experiments.one_model import DEFAULT_ALIGNMENT
+    from memplan.solvers import DEFAULT_SOLVER
 
     parser = _Parser(prog="memplan", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"memplan {__version__}")
@@ -97,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
-    p.add_argument("--plot", metavar="FILE", help="also write the Gantt chart (.png or .svg)")
+    p.add_argument("--plot", metavar="FILE", help="also write the Gantt chart (.png, .svg or .pdf)")
 
     p = sub.add_parser("plot", help="write a Gantt chart of a model's plan (zoo name, .pt2, file.py:factory)")
     p.add_argument("model")
@@ -108,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
-    p.add_argument("--out", required=True, metavar="FILE", help=".png or .svg")
+    p.add_argument("--out", required=True, metavar="FILE", help=".png, .svg or .pdf")
 
     p = sub.add_parser("export-problem", help="write each method's problem as MiniMalloc CSV and JSON")
     p.add_argument("model")

@@ -166,9 +166,9 @@ def check(problem: Problem, plan: Plan) -> list[str]:
             member_of[m] = g.parent
             if offsets[m] != offsets[g.parent] + rel:
                 faults.append(f"member {m!r} not {rel} bytes into {g.parent!r}")
-    for s in problem.same_offsets:
-        if len({offsets[b] for b in s.buffers}) > 1:
-            faults.append(f"same-offset set {s.buffers} split")
+    for sset in problem.same_offsets:
+        if len({offsets[b] for b in sset.buffers}) > 1:
+            faults.append(f"same-offset set {sset.buffers} split")
     roots = [b for b in problem.buffers if b.id not in member_of]
     for i, a in enumerate(roots):
         for b in roots[i + 1 :]:
@@ -267,7 +267,7 @@ def fuzz(
         problem = random_case(number)
         outcomes = [run_one(problem, label, name, opts, time_limit_s) for label, name, opts in solvers]
         valid = [o for o in outcomes if o.fits]
-        best = min((o.plan.arena_size for o in valid), default=None)
+        best = min((o.plan.arena_size for o in valid if o.plan is not None), default=None)
         bound = lower_bound(problem)
         for o in outcomes:
             report.counts[o.label]["tried"] += 1
@@ -284,15 +284,17 @@ def fuzz(
             elif o.faults:
                 report.fail(problem, o.label, "invalid", "; ".join(o.faults[:3]))
             else:
+                plan = o.plan
+                assert plan is not None and best is not None, "a plan without faults is a valid one"
                 report.counts[o.label]["plans"] += 1
-                report.counts[o.label]["proven"] += o.plan.proven_optimal
-                if o.plan.arena_size < bound:
+                report.counts[o.label]["proven"] += plan.proven_optimal
+                if plan.arena_size < bound:
                     report.fail(
-                        problem, o.label, "invalid", f"arena {o.plan.arena_size} below the bound {bound}"
+                        problem, o.label, "invalid", f"arena {plan.arena_size} below the bound {bound}"
                     )
-                elif o.plan.proven_optimal and o.plan.arena_size > best:
+                elif plan.proven_optimal and plan.arena_size > best:
                     report.fail(
-                        problem, o.label, "false proof", f"proven {o.plan.arena_size}, but {best} was found"
+                        problem, o.label, "false proof", f"proven {plan.arena_size}, but {best} was found"
                     )
     return report
 

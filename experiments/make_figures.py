@@ -14,6 +14,7 @@ import time
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
@@ -195,7 +196,7 @@ FIGURES = {
 
 
 # (model, solver, cat fusion[, state in place]) of every plan drawn above, for the numbers in docs/figures.md
-NUMBERS = [
+NUMBERS: list[tuple[Any, ...]] = [  # numbers() arguments: model, solver, cat fusion[, state in place]
     ("llama_decode", "greedy", False, False),
     ("llama_decode", "bestfit", False, False),
     ("llama_decode", "cpsat", False, False),

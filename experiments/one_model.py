@@ -14,7 +14,6 @@ import pandas as pd
 
 from memplan.experiments.lowering import Lowered, library_warnings_silenced, lower_planned, stock_arenas
 from memplan.experiments.sweep_grid import (
-    DEFAULT_TIME_LIMIT_S,
     SweepConfigError,
     check_alignment,
     check_choice,
@@ -23,6 +22,7 @@ from memplan.experiments.sweep_grid import (
 )
 from memplan.experiments.sweep_table import RENAMED
 from memplan.planner.problem import Problem
+from memplan.solvers import DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S
 
 SUMMARY_COLUMNS = (
     "method",
@@ -36,7 +36,6 @@ SUMMARY_COLUMNS = (
     "cats_fused",
 )
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
-DEFAULT_SOLVER = "cpsat"
 DEFAULT_ALIGNMENT = 16
 
 

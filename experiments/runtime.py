@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch.utils import _pytree as pytree
@@ -68,7 +68,7 @@ def export_methods(model: ZooModel) -> dict[str, torch.export.ExportedProgram]:
             eps[name] = torch.export.export(
                 mods[name],
                 tuple(copy.deepcopy(example)),
-                dynamic_shapes=dyn.get(name),
+                dynamic_shapes=cast(Any, dyn.get(name)),
                 strict=False,
             )
     return eps

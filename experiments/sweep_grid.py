@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from memplan.experiments.executors import EXECUTORS
+from memplan.solvers import DEFAULT_TIME_LIMIT_S
 
 DEFAULT_ALIGNMENTS = (16,)
 DEFAULT_CAT_FUSION = (True,)
-DEFAULT_TIME_LIMIT_S = 5.0
 
 # Settings that, with model and solver, identify a run (and so a resumable unit).
 SETTINGS = ("alignment", "cat_fusion", "time_limit_s", "reproducible")

@@ -67,7 +67,7 @@ DTYPES = {
 
 def table(log: RunLog) -> pd.DataFrame:
     """One row per (model, method, solver, settings), sorted by those columns."""
-    stock: dict[tuple[str, int], dict[str, int]] = {}
+    stock: dict[tuple[str, int, str], dict[str, int]] = {}
     for entry in log.entries.values():
         if entry["kind"] == "stock" and entry["result"]["error"] is None:
             run = entry["run"]

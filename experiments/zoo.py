@@ -9,6 +9,7 @@ family); a `ZooModel` is what each entry returns.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from memplan.experiments.models.common import ZooModel
 from memplan.experiments.models.concat import concat_model
@@ -21,9 +22,9 @@ from memplan.experiments.models.stateful import encoder_decoder_cache, multi_met
 __all__ = ["UnknownModelError", "ZooModel", "get", "names"]
 
 # Default Llama config for the zoo (small: dim 64, 2 layers, 4 heads, vocab 128, ctx 32).
-_LLAMA_SMALL = dict(n_layers=2, dim=64, n_heads=4, seq_len=32)
+_LLAMA_SMALL: dict[str, Any] = dict(n_layers=2, dim=64, n_heads=4, seq_len=32)
 # Hybrids for the zoo: 2 state-space-like layers + 1 full attention, dim 64, ctx 32, 3 decode calls.
-_HYBRID_SMALL = dict(dim=64, n_heads=4, seq_len=32, n_calls=3)
+_HYBRID_SMALL: dict[str, Any] = dict(dim=64, n_heads=4, seq_len=32, n_calls=3)
 
 _REGISTRY: dict[str, Callable[[], ZooModel]] = {
     "ds_cnn": lambda: mlperf("ds_cnn"),

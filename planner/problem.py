@@ -21,6 +21,7 @@ from typing import Any
 
 from sortedcontainers import SortedList
 
+import memplan.planner.timeline as timeline
 from memplan.planner.errors import (
     BankCapacityError,
     InfeasibleError,
@@ -48,6 +49,7 @@ __all__ = [  # the error types are re-exported: most callers know them from here
     "ViolationKind",
     "align_up",
     "arena_sizes_of",
+    "ceil_div",
     "check_plan",
     "common_divisor",
     "lower_bound",
@@ -412,7 +414,11 @@ class Problem:
     def _check_banks(self) -> None:
         """Unique names and pools; a missing cost becomes the bank's preference position."""
         banks = tuple(self.banks)
-        for kind, values in (("name", [b.name for b in banks]), ("pool", [b.pool for b in banks])):
+        checks: tuple[tuple[str, list[Any]], ...] = (
+            ("name", [b.name for b in banks]),
+            ("pool", [b.pool for b in banks]),
+        )
+        for kind, values in checks:
             twice = sorted({v for v in values if values.count(v) > 1})
             if twice:
                 raise ProblemError(f"banks share the {kind} {twice}; each bank needs its own")
@@ -754,21 +760,15 @@ def lower_bounds(problem: Problem) -> dict[int, int]:
     Also at least the end of every fixed buffer. A sweep over start/end events:
     O(n log n).
     """
-    events: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    spans: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     bounds: dict[int, int] = {pool: 0 for pool in problem.pools}
     for buf in problem.roots():
         for seg in buf.segments():
-            events[buf.pool].append((seg.start, seg.high - seg.low))
-            events[buf.pool].append((seg.end, -(seg.high - seg.low)))
+            spans[buf.pool].append((seg.start, seg.end, seg.high - seg.low))
         if buf.offset is not None:
             bounds[buf.pool] = max(bounds[buf.pool], buf.offset + buf.size)
-    for pool, pool_events in events.items():
-        live = peak = 0
-        # Half-open lifetimes: at equal times, ends (negative) come before starts.
-        for _, delta in sorted(pool_events):
-            live += delta
-            peak = max(peak, live)
-        bounds[pool] = max(bounds[pool], peak)
+    for pool, pool_spans in spans.items():
+        bounds[pool] = max(bounds[pool], timeline.peak(pool_spans)[0])
     return bounds
 
 
@@ -970,13 +970,8 @@ def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
             for seg in buf.segments()
             if seg.high > seg.low
         ]
-        events = []
-        for r, (start, end, _, _, _) in enumerate(rects):
-            events.append((start, 1, r))
-            events.append((end, 0, r))
-        events.sort()  # at equal times, ends (0) before starts (1): half-open
         live: SortedList = SortedList()  # (low address, high address, rectangle)
-        for _, is_start, r in events:
+        for _, is_start, r in timeline.events((start, end) for start, end, _, _, _ in rects):
             _, _, lo, hi, i = rects[r]
             item = (lo, hi, r)
             if not is_start:
@@ -1009,9 +1004,14 @@ def check_plan(problem: Problem, plan: Plan) -> None:
         raise InvalidPlanError(f"plan from {plan.solver!r} is invalid:\n  {shown}{more}", violations)
 
 
+def ceil_div(value: int, divisor: int) -> int:
+    """`value / divisor` rounded up (integers, `divisor` > 0)."""
+    return -(-value // divisor)
+
+
 def align_up(value: int, alignment: int) -> int:
     """The smallest multiple of `alignment` that is >= `value`."""
-    return -(-value // alignment) * alignment
+    return ceil_div(value, alignment) * alignment
 
 
 def common_divisor(values: Iterable[int]) -> int:

@@ -345,6 +345,8 @@ def _packed(
     arena_sizes: dict[int, int] = {bank.pool: 0 for bank in problem.banks}
     for pool in placed.pools:
         sub = _bank_problem(problem, pools, pool)
+        if sub is None:  # no buffer in this pool
+            continue
         plan = solve_bestfit(sub)
         offsets.update(plan.offsets)
         arena_sizes[pool] = plan.arena_sizes.get(pool, 0)

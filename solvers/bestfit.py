@@ -18,42 +18,22 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import numpy as np
 
-from memplan.planner.problem import InfeasibleError, Plan, Problem
+from memplan.planner.problem import InfeasibleError, Plan, Problem, align_up
 from memplan.solvers.live_index import LiveIndex
-from memplan.solvers.orderings import best_of_orderings, check_names
+from memplan.solvers.orderings import SORT_KEYS, UnitStats, best_of_orderings, check_names
 from memplan.solvers.units import Unit, units_of
 
-
-class UnitStats(NamedTuple):
-    """What orderings sort by, computed once per unit."""
-
-    size: int
-    lifetime: int
-    area: int
-    start: int
-    conflicts: int  # rectangles of other units live at the same time
-    index: int
-
-
-# name -> sort key (smaller first); the unit index last keeps ties stable.
-ORDERINGS: dict[str, Callable[[UnitStats], tuple]] = {
-    "size": lambda u: (-u.size, -u.lifetime, u.index),
-    "lifetime": lambda u: (-u.lifetime, -u.size, u.index),
-    "area": lambda u: (-u.area, -u.size, u.index),
-    "conflicts": lambda u: (-u.conflicts, -u.size, u.index),
-    "start": lambda u: (u.start, -u.size, u.index),
-}
+ORDERINGS = ("size", "lifetime", "area", "conflicts", "start")
+"""The orders best-fit tries (keys in `orderings.SORT_KEYS`)."""
 
 
 @dataclass(frozen=True)
 class BestfitParams:
-    orderings: tuple[str, ...] = tuple(ORDERINGS)  # the placement orders tried (names from ORDERINGS)
+    orderings: tuple[str, ...] = ORDERINGS  # the placement orders tried (names from ORDERINGS)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "orderings", tuple(self.orderings))
@@ -73,15 +53,11 @@ def solve_bestfit(
     units = units_of(problem)
     placer = _Placer(units)
     degrees = placer.conflict_degrees() if "conflicts" in orderings else [0] * len(units)
-    stats = [
-        UnitStats(u.size, u.lifetime, u.area, min(r.start for r in u.rects), degrees[u.index], u.index)
-        for u in units
-        if u.fixed is None
-    ]
+    stats = [UnitStats.of(u, degrees[u.index]) for u in units if u.fixed is None]
 
     def place(name: str) -> list[int]:
-        stats.sort(key=ORDERINGS[name])
-        return placer.run([units[u.index] for u in stats])[0]
+        stats.sort(key=SORT_KEYS[name])
+        return placer.run([units[u.unit_index] for u in stats])[0]
 
     return best_of_orderings(
         problem,
@@ -155,15 +131,17 @@ class _Placer:
             self.arena[pool] = 0
         offsets = [0] * len(self.units)
         for unit in self.fixed:
+            at = unit.fixed
+            assert at is not None, "self.fixed holds the pinned units"
             lo, hi = self._regions(unit)
-            if any(a < unit.fixed < b for a, b in zip(lo - unit.size, hi)):
+            if any(a < at < b for a, b in zip(lo - unit.size, hi)):
                 raise InfeasibleError(
                     f"fixed buffers {list(unit.roots)} at {unit.fixed} overlap another fixed"
                     " buffer that lives at the same time",
                     unit.roots,
                     proven=True,
                 )
-            self._put(unit, unit.fixed, offsets)
+            self._put(unit, at, offsets)
         live, floor, arena = self.live, self.floor, self.arena
         for unit in order:
             rects = self.rects[unit.index]
@@ -242,12 +220,12 @@ def _best_gap(pairs: list[tuple[int, int]], size: int, alignment: int) -> int:
     for low, high in sorted(pairs):
         slack = low - size - free
         if slack >= 0 and (best < 0 or slack < best_slack):
-            x = -(-free // alignment) * alignment
+            x = align_up(free, alignment)
             if x + size <= low:
                 best, best_slack = x, slack
         if high > free:
             free = high
-    return best if best >= 0 else -(-free // alignment) * alignment
+    return best if best >= 0 else align_up(free, alignment)
 
 
 def _best_gap_np(low: np.ndarray, high: np.ndarray, size: int, alignment: int) -> int:
@@ -255,9 +233,9 @@ def _best_gap_np(low: np.ndarray, high: np.ndarray, size: int, alignment: int) -
     order = np.argsort(low, kind="stable")
     low, high = low[order], high[order]
     free = np.maximum.accumulate(np.concatenate(([0], high)))[:-1]
-    x = -(-free // alignment) * alignment
+    x = -(-free // alignment) * alignment  # align_up over an array
     fits = x + size <= low
     if fits.any():
         slack = np.where(fits, low - size - free, np.iinfo(np.int64).max)
         return int(x[np.argmin(slack)])
-    return -(-int(max(high.max(), 0)) // alignment) * alignment
+    return align_up(int(max(high.max(), 0)), alignment)

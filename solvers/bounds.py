@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-from memplan.planner.problem import InfeasibleError, Problem, common_divisor, lower_bounds
+import memplan.planner.timeline as timeline
+from memplan.planner.problem import InfeasibleError, Problem, align_up, common_divisor, lower_bounds
 from memplan.solvers.units import Unit, planned_exactly
 
 
@@ -28,19 +29,15 @@ def aligned_lower_bounds(units: Sequence[Unit]) -> dict[int, int]:
             by_pool[r.pool].append((r.start, r.end, r.size, u.alignment))
     bounds: dict[int, int] = {}
     for pool, rects in by_pool.items():
-        events = sorted(
-            [(start, 1, k) for k, (start, _, _, _) in enumerate(rects)]
-            + [(end, 0, k) for k, (_, end, _, _) in enumerate(rects)]
-        )
         live: set[int] = set()
         best = 0
-        for _, is_start, k in events:
+        for _, is_start, k in timeline.events((start, end) for start, end, _, _ in rects):
             if not is_start:
                 live.discard(k)
                 continue
             live.add(k)
             g = common_divisor(rects[j][3] for j in live)
-            padding = [-(-rects[j][2] // g) * g - rects[j][2] for j in live]
+            padding = [align_up(rects[j][2], g) - rects[j][2] for j in live]
             best = max(best, sum(rects[j][2] for j in live) + sum(padding) - max(padding))
         bounds[pool] = best
     return bounds

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from memplan.planner.errors import SolverFailure, SolverOptionError
-from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem
+from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem, align_up
 from memplan.solvers.bestfit import solve_bestfit
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
 from memplan.solvers.cpsat_model import SKYLINE_ORDERS, PlacementModel, arena_limits
@@ -62,7 +62,7 @@ The skyline portfolio runs one single-worker thread per order instead."""
 
 SEARCHES = ("auto", "skyline", "default")
 
-PORTFOLIO = ("start", "length", "start-area")
+PORTFOLIO = ("start", "lifetime", "start-area")
 """Orders run side by side by default: together they find plans for all eleven
 MiniMalloc benchmarks at their capacity, none of them alone does."""
 
@@ -273,11 +273,15 @@ def _solve(problem: Problem, limit: float, params: CpsatParams) -> Plan:
     # plan must still be built and validated: searches are told to stop by `stop`.
     stop = deadline - finishing - overhead / 2
     g = model.divisor
-    floor, floor_proven = -(-lb_total // g) * g, True  # no plan below `floor` (proven, or none found)
+    floor, floor_proven = align_up(lb_total, g), True  # no plan below `floor` (proven, or none found)
     how = "heuristic plan"
     if search != "default" and len(bounds) == 1:
         (pool,) = bounds
-        top = sum(arena_of(units, best).values()) if best is not None else capacity // g * g
+        if best is not None:
+            top = sum(arena_of(units, best).values())
+        else:  # no heuristic plan fits: there is a capacity
+            assert capacity is not None
+            top = capacity // g * g
         probes = Probes(model, pool, skyline, ladder, num_workers, stop, overhead)
         best, top, floor, floor_proven, how = probes.descend(best, top, floor, how)
         if best is not None and top <= floor and floor_proven:

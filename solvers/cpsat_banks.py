@@ -168,38 +168,38 @@ class _BankModel:
                 step = max(1, alignment // g)
                 top = cap - size // g
                 lit = (
-                    self.model.NewBoolVar(f"x{u.index}_{pool}")
+                    self.model.new_bool_var(f"x{u.index}_{pool}")
                     if len(root.choices) > 1
-                    else self.model.NewConstant(1)
+                    else self.model.new_constant(1)
                 )
                 if top < 0 or (u.fixed is not None and u.fixed // g > top):
-                    self.model.Add(lit == 0)
+                    self.model.add(lit == 0)
                     top = 0
                 if u.fixed is not None:
-                    y = self.model.NewConstant(u.fixed // g)
+                    y = self.model.new_constant(u.fixed // g)
                 else:
-                    k = self.model.NewIntVar(0, top // step, f"k{u.index}_{pool}")
-                    y = k if step == 1 else self.model.NewIntVar(0, top, f"y{u.index}_{pool}")
+                    k = self.model.new_int_var(0, top // step, f"k{u.index}_{pool}")
+                    y = k if step == 1 else self.model.new_int_var(0, top, f"y{u.index}_{pool}")
                     if step != 1:
-                        self.model.Add(y == step * k)
+                        self.model.add(y == step * k)
                 self.choice[u.index, pool] = lit
                 self.offset[u.index, pool] = y
                 lits.append(lit)
                 for r in u.rects:
                     rsize = align_up(r.size, alignment) // g if bank else r.size // g
-                    t = self.model.NewOptionalFixedSizeIntervalVar(r.start, r.end - r.start, lit, "t")
-                    s = self.model.NewOptionalFixedSizeIntervalVar(y, rsize, lit, "s")
+                    t = self.model.new_optional_fixed_size_interval_var(r.start, r.end - r.start, lit, "t")
+                    s = self.model.new_optional_fixed_size_interval_var(y, rsize, lit, "s")
                     boxes.setdefault(pool, []).append((t, s, rsize))
                 if bank is not None and bank.cost:
                     objective.append(int(round(bank.cost * COST_SCALE)) * traffic * lit)
-            self.model.AddExactlyOne(lits)
+            self.model.add_exactly_one(lits)
         for pool, items in boxes.items():
-            self.model.AddNoOverlap2D([t for t, _, _ in items], [s for _, s, _ in items])
+            self.model.add_no_overlap_2d([t for t, _, _ in items], [s for _, s, _ in items])
             if pool in banks:
-                self.model.AddCumulative(
+                self.model.add_cumulative(
                     [t for t, _, _ in items], [d for _, _, d in items], banks[pool].capacity // g
                 )
-        self.model.Minimize(sum(objective))
+        self.model.minimize(sum(objective))
 
     def hint(self, plan: Plan) -> None:
         for u in self.units:
@@ -207,10 +207,10 @@ class _BankModel:
             choices = self.problem.buffer(u.roots[0]).choices
             if len(choices) > 1:
                 for p in choices:
-                    self.model.AddHint(self.choice[u.index, p], int(p == pool))
+                    self.model.add_hint(self.choice[u.index, p], int(p == pool))
             y = self.offset.get((u.index, pool))
             if y is not None:
-                self.model.AddHint(y, plan.offsets[u.roots[0]] // self.g)
+                self.model.add_hint(y, plan.offsets[u.roots[0]] // self.g)
 
     def plan(self, solver: cp_model.CpSolver, name: str, seconds: float, proven: bool) -> Plan:
         pools: dict[str, int] = {}

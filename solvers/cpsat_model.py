@@ -18,21 +18,17 @@ from __future__ import annotations
 
 import copy
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from ortools.sat.python import cp_model
 
+from memplan.planner.problem import ceil_div
 from memplan.solvers.bounds import scale_of, step_of
+from memplan.solvers.orderings import in_order
 from memplan.solvers.units import Unit, arena_of
 
-# Tie-break orders of the skyline search: sort key of a unit (smaller first).
-SKYLINE_ORDERS: dict[str, Callable[[Unit], tuple]] = {
-    "start": lambda u: (min(r.start for r in u.rects), -u.size, u.index),
-    "length": lambda u: (-u.lifetime, -u.size, u.index),
-    "start-area": lambda u: (min(r.start for r in u.rects), -u.area, u.index),
-    "area": lambda u: (-u.area, u.index),
-    "size": lambda u: (-u.size, -u.lifetime, u.index),
-}
+SKYLINE_ORDERS = ("start", "lifetime", "start-area", "area", "size")
+"""Tie-break orders the skyline search may use (keys in `orderings.SORT_KEYS`)."""
 
 
 def with_skyline_order(
@@ -41,8 +37,8 @@ def with_skyline_order(
     """A copy of the model (capped by `caps`, see `PlacementModel.capped`) that searches by skyline:
     lowest offset first, ties in the named order. One clone: on big models each costs seconds."""
     copy_ = model.capped(caps).model if caps is not None else model.model.clone()
-    order = sorted((u for u in model.units if u.index in model.y_var), key=SKYLINE_ORDERS[order_name])
-    copy_.AddDecisionStrategy(
+    order = in_order((u for u in model.units if u.index in model.y_var), order_name)
+    copy_.add_decision_strategy(
         [copy_.get_int_var_from_proto_index(model.y_var[u.index].index) for u in order],
         cp_model.CHOOSE_LOWEST_MIN,
         cp_model.SELECT_MIN_VALUE,
@@ -91,7 +87,8 @@ class PlacementModel:
         self.divisor = g = scale_of(units)
         m = self.model = cp_model.CpModel()
         self.arena = {
-            pool: m.NewIntVar(-(-bounds[pool] // g), limits[pool] // g, f"A{pool}") for pool in sorted(bounds)
+            pool: m.new_int_var(ceil_div(bounds[pool], g), limits[pool] // g, f"A{pool}")
+            for pool in sorted(bounds)
         }
         rank = {
             t: i for i, t in enumerate(sorted({t for u in units for r in u.rects for t in (r.start, r.end)}))
@@ -106,10 +103,10 @@ class PlacementModel:
                 continue
             step = step_of(u, g)
             top = min(limits[r.pool] // g - r.size // g for r in u.rects) // step
-            self.k[u.index] = k = m.NewIntVar(0, top, f"k{u.index}")  # top >= 0: limits >= bounds
+            self.k[u.index] = k = m.new_int_var(0, top, f"k{u.index}")  # top >= 0: limits >= bounds
             if step > 1:
-                y = m.NewIntVar(0, top * step, f"y{u.index}")
-                m.Add(y == step * k)
+                y = m.new_int_var(0, top * step, f"y{u.index}")
+                m.add(y == step * k)
                 k = y
             self.y_var[u.index] = k
             self.y.append(k)
@@ -120,19 +117,21 @@ class PlacementModel:
         for u in units:
             for r in u.rects:
                 size = r.size // g
-                xs[r.pool].append(m.NewFixedSizeIntervalVar(rank[r.start], rank[r.end] - rank[r.start], ""))
-                ys[r.pool].append(m.NewFixedSizeIntervalVar(self.y[u.index], size, ""))
+                xs[r.pool].append(
+                    m.new_fixed_size_interval_var(rank[r.start], rank[r.end] - rank[r.start], "")
+                )
+                ys[r.pool].append(m.new_fixed_size_interval_var(self.y[u.index], size, ""))
                 demands[r.pool].append(size)
-                m.Add(self.arena[r.pool] >= self.y[u.index] + size)
+                m.add(self.arena[r.pool] >= self.y[u.index] + size)
         for pool in xs:
             if len(xs[pool]) > 1:
-                m.AddNoOverlap2D(xs[pool], ys[pool])
+                m.add_no_overlap_2d(xs[pool], ys[pool])
                 if cumulative:
-                    m.AddCumulative(xs[pool], demands[pool], self.arena[pool])
+                    m.add_cumulative(xs[pool], demands[pool], self.arena[pool])
         if symmetry:
             self._order_identical_units()
         if minimise:
-            m.Minimize(sum(self.arena.values()))
+            m.minimize(sum(self.arena.values()))
 
     def _order_identical_units(self) -> None:
         """Free units with the same rectangles and alignment are interchangeable: order them."""
@@ -143,7 +142,7 @@ class PlacementModel:
         for group in same.values():
             gap = max(r.size for r in group[0].rects) // self.divisor
             for a, b in zip(group, group[1:]):
-                self.model.Add(self.y[a.index] + gap <= self.y[b.index])
+                self.model.add(self.y[a.index] + gap <= self.y[b.index])
 
     def capped(self, caps: dict[int, int]) -> PlacementModel:
         """A copy without objective whose pools' arenas are at most `caps` bytes: a decision probe."""
@@ -151,7 +150,7 @@ class PlacementModel:
         probe.model = self.model.clone()
         probe.model.clear_objective()
         for pool, cap in caps.items():
-            probe.model.Add(
+            probe.model.add(
                 probe.model.get_int_var_from_proto_index(self.arena[pool].index) <= cap // self.divisor
             )
         return probe
@@ -159,15 +158,15 @@ class PlacementModel:
     def bound(self, pool: int, low: int | None, high: int) -> None:
         """Narrow a pool's arena to [low, high] bytes (what probes proved and found)."""
         if low is not None:
-            self.model.Add(self.arena[pool] >= -(-low // self.divisor))
-        self.model.Add(self.arena[pool] <= high // self.divisor)
+            self.model.add(self.arena[pool] >= ceil_div(low, self.divisor))
+        self.model.add(self.arena[pool] <= high // self.divisor)
 
     def hint(self, unit_offsets: Sequence[int]) -> None:
         g = self.divisor
         for index, k in self.k.items():
-            self.model.AddHint(k, unit_offsets[index] // (g * step_of(self.units[index], g)))
+            self.model.add_hint(k, unit_offsets[index] // (g * step_of(self.units[index], g)))
         for pool, size in arena_of(self.units, unit_offsets).items():
-            self.model.AddHint(self.arena[pool], -(-size // g))
+            self.model.add_hint(self.arena[pool], ceil_div(size, g))
 
     def offsets(self, solver: cp_model.CpSolver) -> list[int]:
         """Unit offsets in bytes from the solver's best solution."""

@@ -28,7 +28,7 @@ from collections.abc import Sequence
 
 from ortools.sat.python import cp_model
 
-from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem
+from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem, align_up
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
 from memplan.solvers.cpsat_model import PlacementModel, arena_limits, with_skyline_order
 from memplan.solvers.cpsat_search import LOWER_BOUND_SHARE, SkylineSettings
@@ -131,7 +131,7 @@ def solve_reproducibly(
     if search != "default" and len(bounds) == 1:
         (pool,) = bounds
         g = model.divisor
-        target = -(-lb_total // g) * g if minimise else capacity // g * g
+        target = align_up(lb_total, g) if minimise or capacity is None else capacity // g * g
         found, infeasible, order = _skyline_in_turn(model, pool, target, skyline, budget, log)
         if found is not None:
             best, how = found, f"skyline search, {order} order"
@@ -165,7 +165,7 @@ def solve_reproducibly(
             best,
             heuristic,
             capacity,
-            f"not proven: CP-SAT refuses the model ({model.model.Validate()})",
+            f"not proven: CP-SAT refuses the model ({model.model.validate()})",
         )
     found = model.offsets(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
     candidates = [(o, s) for o, s in ((found, "cpsat"), (best, how)) if o is not None]

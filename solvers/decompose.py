@@ -36,6 +36,7 @@ from memplan.planner.problem import (
     Plan,
     Problem,
     SameOffset,
+    align_up,
     arena_sizes_of,
     lower_bound,
     lower_bounds,
@@ -120,8 +121,8 @@ def _stack_top(stack: list[Unit], step: int) -> int:
     """Where the rest of the pool starts above the stacked units: aligned to `step`."""
     top = 0
     for u in stack:
-        top = -(-top // u.alignment) * u.alignment + u.size
-    return -(-top // step) * step
+        top = align_up(top, u.alignment) + u.size
+    return align_up(top, step)
 
 
 def _parts(units: list[Unit]) -> list[list[Unit]]:
@@ -209,7 +210,11 @@ def solve_in_parts(
     began = time.perf_counter()
     units = units_of(problem)
     minimising = problem.capacity is None
-    if not minimising and lower_bound(problem) and max(lower_bounds(problem).values()) > problem.capacity:
+    if (
+        problem.capacity is not None
+        and lower_bound(problem)
+        and max(lower_bounds(problem).values()) > problem.capacity
+    ):
         worst = max(lower_bounds(problem).items(), key=lambda kv: kv[1])
         raise InfeasibleError(
             f"{solver}: pool {worst[0]} has {worst[1]} bytes live at once, over the capacity {problem.capacity}",
@@ -283,7 +288,7 @@ def _stacked_offsets(problem: Problem, peeled: dict[int, list[Unit]]) -> dict[st
     for units in peeled.values():
         top = 0
         for u in units:
-            at = -(-top // u.alignment) * u.alignment
+            at = align_up(top, u.alignment)
             for root in u.roots:
                 offsets[root] = at
             top = at + u.size

@@ -21,7 +21,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
-from typing import Any
+from typing import Any, cast
 
 import memplan.solvers as solvers
 from memplan.planner.errors import InfeasibleError, UnsupportedProblemError
@@ -156,8 +156,8 @@ def without_reservations(problem: Problem) -> tuple[Problem, dict[int, int]] | N
 
 def shifted(problem: Problem, plan: Plan, shift: dict[int, int]) -> Plan:
     """`plan` of the problem without reservations, moved up past them, as a plan of `problem`."""
-    offsets = {
-        b.id: plan.offsets[b.id] + shift.get(b.pool, 0) if b.id in plan.offsets else b.offset
+    offsets = {  # the reservations (the buffers `plan` lacks) stay where they are pinned: 0
+        b.id: plan.offsets[b.id] + shift.get(b.pool, 0) if b.id in plan.offsets else cast(int, b.offset)
         for b in problem.buffers
     }
     exact = all(shift[b.pool] == b.size for b in problem.buffers if b.id not in plan.offsets)

@@ -148,9 +148,9 @@ def _plan_pool(
 def _highest_per_object(hits: list[tuple[int, int]] | tuple[np.ndarray, np.ndarray], n_obj: int) -> list[int]:
     """Per shared object: the highest top of its allocations that overlap in time."""
     if not isinstance(hits, list):
-        highest = np.zeros(n_obj, dtype=np.int64)
-        np.maximum.at(highest, hits[0], hits[1])
-        return highest.tolist()
+        per_object = np.zeros(n_obj, dtype=np.int64)
+        np.maximum.at(per_object, hits[0], hits[1])
+        return per_object.tolist()
     highest = [0] * n_obj
     for obj, top in hits:
         if top > highest[obj]:

@@ -34,8 +34,9 @@ from typing import Any
 
 import pulp
 
+import memplan.planner.timeline as timeline
 from memplan.planner.errors import SolverOptionError
-from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem, align_up, lower_bounds
+from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem, align_up, ceil_div, lower_bounds
 from memplan.solvers.bestfit import solve_bestfit
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
 from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of
@@ -256,12 +257,8 @@ def overlapping_pairs(units: Sequence[Unit]) -> PairSizes:
             by_pool[r.pool].append((r.start, r.end, r.size, u.index))
     pairs: PairSizes = {}
     for rects in by_pool.values():
-        events = sorted(
-            [(start, 1, k) for k, (start, _, _, _) in enumerate(rects)]
-            + [(end, 0, k) for k, (_, end, _, _) in enumerate(rects)]
-        )  # at equal times ends (0) come first: lifetimes are half-open
         live: set[int] = set()
-        for _, is_start, k in events:
+        for _, is_start, k in timeline.events((start, end) for start, end, _, _ in rects):
             if not is_start:
                 live.discard(k)
                 continue
@@ -313,10 +310,10 @@ def _pool_limits(problem: Problem, bounds: dict[int, int], heuristic: Plan, fits
     total, lb_total = heuristic.arena_size, sum(bounds.values())
     limits = {}
     for pool, lb in bounds.items():
-        limit = total - (lb_total - lb) if fits else problem.capacity
-        if problem.capacity is not None:
-            limit = min(limit, problem.capacity)
-        limits[pool] = limit
+        if problem.capacity is None:  # best-fit always "fits" then
+            limits[pool] = total - (lb_total - lb)
+        else:
+            limits[pool] = min(total - (lb_total - lb), problem.capacity) if fits else problem.capacity
     return limits
 
 
@@ -365,7 +362,7 @@ class _Model:
         self.lp = pulp.LpProblem("memplan", pulp.LpMinimize)
         self.arena = {
             pool: self.lp.add_variable(
-                f"A{n}", lowBound=-(-bounds[pool] // g), upBound=limits[pool] // g, cat=pulp.LpInteger
+                f"A{n}", lowBound=ceil_div(bounds[pool], g), upBound=limits[pool] // g, cat=pulp.LpInteger
             )
             for n, pool in enumerate(sorted(bounds))
         }
@@ -406,7 +403,7 @@ class _Model:
             low_j = const[j] if units[j].fixed is not None else 0
             # x_i - x_j is a multiple of d, so a unit below the other takes its size rounded up to d
             d = math.gcd(step_of(units[i], g), step_of(units[j], g))
-            si, sj = -(-size_i // g // d) * d, -(-size_j // g // d) * d
+            si, sj = align_up(ceil_div(size_i, g), d), align_up(ceil_div(size_j, g), d)
             big_i, big_j = self.upper[i] + si - low_j, self.upper[j] + sj - low_i
             self.magnitude = max(self.magnitude, big_i, big_j)
             difference = terms[i] + _negated(terms[j])  # x_i - x_j without constants

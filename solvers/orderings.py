@@ -8,11 +8,47 @@ honouring the time limit live here, once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
+from typing import NamedTuple
 
 from memplan.planner.errors import SolverOptionError
 from memplan.planner.problem import Outcome, Plan, Problem, lower_bounds
 from memplan.solvers.units import Unit, arena_of, make_plan
+
+
+class UnitStats(NamedTuple):
+    """What orderings sort by, computed once per unit."""
+
+    size: int
+    lifetime: int
+    area: int
+    start: int  # the earliest start of its rectangles
+    conflicts: int  # rectangles of other units live at the same time (best-fit counts them; else 0)
+    unit_index: int  # `Unit.index`: the last tie-break
+
+    @classmethod
+    def of(cls, unit: Unit, conflicts: int = 0) -> UnitStats:
+        return cls(
+            unit.size, unit.lifetime, unit.area, min(r.start for r in unit.rects), conflicts, unit.index
+        )
+
+
+# The one table of placement orders: name -> sort key (smaller first); the unit index last keeps ties
+# stable. Best-fit, skyline and CP-SAT's skyline search each try a subset of these names.
+SORT_KEYS: dict[str, Callable[[UnitStats], tuple]] = {
+    "size": lambda u: (-u.size, -u.lifetime, u.unit_index),
+    "lifetime": lambda u: (-u.lifetime, -u.size, u.unit_index),
+    "area": lambda u: (-u.area, -u.size, u.unit_index),
+    "conflicts": lambda u: (-u.conflicts, -u.size, u.unit_index),
+    "start": lambda u: (u.start, -u.size, u.unit_index),
+    "start-area": lambda u: (u.start, -u.area, u.unit_index),
+}
+
+
+def in_order(units: Iterable[Unit], name: str) -> list[Unit]:
+    """`units` sorted by the named order of `SORT_KEYS`."""
+    key = SORT_KEYS[name]
+    return sorted(units, key=lambda u: key(UnitStats.of(u)))
 
 
 def check_names(solver: str, names: Sequence[str], known: Collection[str]) -> None:

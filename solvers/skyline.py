@@ -7,7 +7,7 @@ order of the units; its top then raises the offsets its neighbours can take.
 This is the first dive of MiniMalloc's canonical search (and of the CP-SAT
 skyline search in solvers.cpsat), without backtracking. It fills time regions
 bottom-up evenly, which best-fit's one-unit-at-a-time holes do not: on
-generated layered programs the "length" order lands within a few bytes of the
+generated layered programs the "lifetime" order lands within a few bytes of the
 lower bound where best-fit is several percent above it. Several orders are
 tried and the smallest arena kept.
 
@@ -20,24 +20,21 @@ from __future__ import annotations
 import heapq
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memplan.planner.problem import InfeasibleError, Plan, Problem
-from memplan.solvers.orderings import best_of_orderings, check_names
+import memplan.planner.timeline as timeline
+from memplan.planner.problem import InfeasibleError, Plan, Problem, align_up
+from memplan.solvers.orderings import best_of_orderings, check_names, in_order
 from memplan.solvers.units import Unit, units_of
 
-ORDERS: dict[str, Callable[[Unit], tuple]] = {
-    "length": lambda u: (-u.lifetime, -u.size, u.index),
-    "area": lambda u: (-u.area, u.index),
-    "size": lambda u: (-u.size, -u.lifetime, u.index),
-    "start": lambda u: (min(r.start for r in u.rects), -u.size, u.index),
-}
+ORDERS = ("lifetime", "area", "size", "start")
+"""The tie-break orders skyline tries (keys in `orderings.SORT_KEYS`)."""
 
 
 @dataclass(frozen=True)
 class SkylineParams:
-    orders: tuple[str, ...] = tuple(ORDERS)  # the tie-break orders tried (names from ORDERS)
+    orders: tuple[str, ...] = ORDERS  # the tie-break orders tried (names from ORDERS)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "orders", tuple(self.orders))
@@ -60,7 +57,7 @@ def solve_skyline(
         problem,
         units,
         orders,
-        lambda name: graph.place(sorted(units, key=ORDERS[name])),
+        lambda name: graph.place(in_order(units, name)),
         solver="skyline",
         status="heuristic (skyline, {} order)",
         began=began,
@@ -98,12 +95,8 @@ class Skyline:
                 for r in u.rects:
                     by_pool[r.pool].append((r.start, r.end, r.size, u.index))
         for rects in by_pool.values():
-            events = sorted(
-                [(s, 1, k) for k, (s, _, _, _) in enumerate(rects)]
-                + [(e, 0, k) for k, (_, e, _, _) in enumerate(rects)]
-            )  # ends before starts at equal times: half-open lifetimes
             live: set[int] = set()
-            for _, is_start, k in events:
+            for _, is_start, k in timeline.events((s, e) for s, e, _, _ in rects):
                 if not is_start:
                     live.discard(k)
                     continue
@@ -163,7 +156,7 @@ class Skyline:
             for j, size in neighbours[i]:
                 if not placed[j]:
                     step = units[j].alignment
-                    top = -(-(at + size) // step) * step
+                    top = align_up(at + size, step)
                     if top > lowest[j]:
                         lowest[j] = top
                         heapq.heappush(heap, (top, rank[j], j))
@@ -175,12 +168,12 @@ class Skyline:
         for r in u.rects:
             at = max(at, pool_top[r.pool] if self.spanning[i] else pool_floor[r.pool])
         step = u.alignment
-        at = -(-at // step) * step
+        at = align_up(at, step)
         moved = True
         while moved:
             moved = False
             for low, high, size in self.obstacles[i]:
                 if at < high and low < at + size:
-                    at = -(-high // step) * step
+                    at = align_up(high, step)
                     moved = True
         return at

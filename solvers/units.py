@@ -35,7 +35,7 @@ class Unit(NamedTuple):
     units with `make_unit`.
     """
 
-    index: int
+    index: int  # type: ignore[assignment]  # shadows tuple.index on purpose: units are indexed by it
     roots: tuple[str, ...]
     rects: tuple[Rect, ...]
     alignment: int
@@ -91,7 +91,7 @@ def units_of(problem: Problem) -> list[Unit]:
     units = []
     for index, roots in enumerate(clusters):
         align = math.lcm(*(alignment[r] for r in roots))
-        fixes = {fixed[r] for r in roots if fixed.get(r) is not None}
+        fixes = {f for r in roots if (f := fixed.get(r)) is not None}
         if len(fixes) > 1:
             raise ProblemError(f"buffers {roots} must share an offset but are fixed at {sorted(fixes)}")
         fix = fixes.pop() if fixes else None

@@ -19,6 +19,7 @@ from memplan.planner.problem import (
     Outcome,
     Problem,
     SameOffset,
+    align_up,
     lower_bound,
     validate,
 )
@@ -159,7 +160,7 @@ def test_each_ladder_descends_from_no_plan_to_the_default_search_optimum(problem
         model = cpsat_model.PlacementModel(
             units, bounds, {pool: top}, cumulative=True, symmetry=True, minimise=False
         )
-        floor = -(-bounds[pool] // model.divisor) * model.divisor
+        floor = align_up(bounds[pool], model.divisor)
         probes = cpsat_search.Probes(model, pool, SKYLINE, ladder, 1, time.perf_counter() + 20, 0.0)
         best, arena, _, proven, _ = probes.descend(None, top + 1, floor, "none yet")
         assert best is not None and proven, ladder
@@ -220,7 +221,7 @@ def test_each_search_alone_proves_an_optimum_above_the_bound(search: str) -> Non
 )
 def test_every_probe_ladder_finds_and_proves_an_optimum_above_the_bound(ladder) -> None:
     problem = walls(buffers=7, holes=3)  # bound 7 * 3 + 3 = 24, optimum 6 * 3 + 4 * 3 = 30
-    orders = ("start", "length", "start-area", "area", "size")
+    orders = ("start", "lifetime", "start-area", "area", "size")
     plan = solve(problem, "cpsat", time_limit_s=30, search="skyline", ladder=ladder, skyline_orders=orders)
     assert lower_bound(problem) == 24
     assert plan.arena_size == 30

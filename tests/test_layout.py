@@ -104,7 +104,7 @@ def _imports(path: Path) -> list[str]:
     return names
 
 
-PROBLEM_MODEL = ("problem", "errors")
+PROBLEM_MODEL = ("problem", "errors", "timeline")
 
 
 def test_the_problem_model_imports_nothing_of_memplan() -> None:

@@ -17,7 +17,15 @@ from memplan.experiments import runtime
 from memplan.planner.errors import InvalidPlanError, UnknownSolverError
 from memplan.planner.et.apply import shared_slots
 from memplan.planner.et.extract import buffer_names
-from memplan.planner.problem import Buffer, BufferKind, InfeasibleError, Outcome, Problem, ProblemError
+from memplan.planner.problem import (
+    Buffer,
+    BufferKind,
+    InfeasibleError,
+    Outcome,
+    Problem,
+    ProblemError,
+    align_up,
+)
 from memplan.solvers.units import make_plan, units_of
 
 _MODELS: dict[str, object] = {}
@@ -94,7 +102,7 @@ def _stack_everything(problem, params=None, *, time_limit_s=None):
     units = units_of(problem)
     offsets, top = [], 0
     for unit in units:
-        top = -(-top // unit.alignment) * unit.alignment
+        top = align_up(top, unit.alignment)
         offsets.append(top if unit.fixed is None else unit.fixed)
         top += unit.size
     return make_plan(problem, units, offsets, "cpsat", 0.0, Outcome.TIME_LIMIT, status="time limit")

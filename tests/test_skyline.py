@@ -59,7 +59,7 @@ def test_lowest_unit_goes_first_and_whole_program_buffers_stay_below() -> None:
             Buffer("c", 2, 7, 2),
         )
     )
-    plan = solve(problem, "skyline", orders=("length",))
+    plan = solve(problem, "skyline", orders=("lifetime",))
     assert plan.offsets["state"] == 0
     assert validate(problem, plan) == []
     assert plan.arena_size == lower_bound(problem) == 16

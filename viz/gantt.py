@@ -221,6 +221,7 @@ class BoxLabel(Text):
 
     def fits(self, renderer) -> bool:
         x0, y0, x1, y1 = self.box
+        assert self.axes is not None, "a label is drawn on its axes"
         (px0, py0), (px1, py1) = self.axes.transData.transform([(x0, y0), (x1, y1)])
         text = self.get_window_extent(renderer)
         return text.width <= abs(px1 - px0) and text.height <= abs(py1 - py0)

@@ -123,7 +123,9 @@ def _zoom(problem: Problem, plans, ax: Axes, zoom: Axes) -> None:
         zoom.set_axis_off()
         return
     profile(problem, plans, ax=zoom)
-    zoom.get_legend().remove()
+    legend = zoom.get_legend()
+    if legend is not None:
+        legend.remove()
     (x0, x1), (y0, y1) = window
     zoom.set_xlim(x0, x1)
     zoom.set_ylim(y0, y1)

@@ -74,6 +74,7 @@ class BinaryLocator(Locator):
         self.ticks = ticks
 
     def __call__(self) -> list[float]:
+        assert self.axis is not None, "matplotlib sets the axis before asking for ticks"
         low, high = self.axis.get_view_interval()
         return self.tick_values(low, high)
 

@@ -75,8 +75,9 @@ def randomize_batchnorm(module: nn.Module) -> nn.Module:
     for m in module.modules():
         if isinstance(m, nn.modules.batchnorm._BatchNorm):
             with torch.no_grad():
-                m.running_mean.uniform_(-0.2, 0.2)
-                m.running_var.uniform_(0.5, 1.5)
+                for stats, low, high in ((m.running_mean, -0.2, 0.2), (m.running_var, 0.5, 1.5)):
+                    if stats is not None:  # None only without track_running_stats
+                        stats.uniform_(low, high)
                 if m.affine:
                     m.weight.uniform_(0.8, 1.2)
                     m.bias.uniform_(-0.1, 0.1)

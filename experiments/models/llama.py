@@ -99,15 +99,15 @@ def llama(
                 f"Llama transformer ({n_layers} layers, dim {dim}, {n_heads} heads, "
                 f"ctx {seq_len}), KV cache, {kind} per call"
             )
-            tags = ("llm", "stateful")
+            tags: tuple[str, ...] = ("llm", "stateful")
         else:
             n = n_calls if n_calls is not None else 2
 
-            def inp(pos: int = 0) -> tuple:
+            def tokens() -> tuple:
                 return (torch.randint(0, vocab_size, (1, T), dtype=torch.long),)
 
-            example = inp()
-            calls = [("forward", example)] + [("forward", inp()) for _ in range(1, n)]
+            example = tokens()
+            calls = [("forward", example)] + [("forward", tokens()) for _ in range(1, n)]
             desc = (
                 f"Llama transformer ({n_layers} layers, dim {dim}, {n_heads} heads), "
                 f"no KV cache, full {T}-token sequence"

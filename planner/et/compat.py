@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass
+from types import FrameType
 from typing import Any
 
 from executorch.exir._serialize._program import PTEFile, deserialize_pte_binary, serialize_pte_binary
@@ -70,7 +71,7 @@ def export_context(max_depth: int = 16) -> ExportContext | None:
     `execution_programs` dict, new for every call, identifies the export.
     Returns None when `run` is called some other way.
     """
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     for _ in range(max_depth):
         if frame is None:
             return None

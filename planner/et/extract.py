@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import torch
 from executorch.exir import memory
@@ -322,11 +323,11 @@ def _label(node: torch.fx.Node, graph_signature: ExportGraphSignature | None) ->
     """The op name, or for placeholders the buffer FQN / "input"."""
     if node.op == "placeholder":
         buffers = graph_signature.inputs_to_buffers if graph_signature is not None else {}
-        return buffers.get(node.target, "input")
+        return buffers.get(str(node.target), "input")
     if node.op == "output":
         return "output"
     if node.target is executorch_call_delegate:
-        module = getattr(node.graph.owning_module, node.args[0].target, None)
+        module = getattr(node.graph.owning_module, str(cast(torch.fx.Node, node.args[0]).target), None)
         return f"delegate:{getattr(module, 'backend_id', '?')}"
     target = node.target
     return (

@@ -57,9 +57,6 @@ from memplan.planner.et.state import StateReport, update_state_in_place
 from memplan.planner.et.verify import verify_storage_reuse
 from memplan.planner.problem import Outcome, Plan, Problem
 
-DEFAULT_SOLVER = "cpsat"
-DEFAULT_TIME_LIMIT_S = 5.0
-
 
 @dataclass
 class MethodResult:
@@ -114,8 +111,8 @@ class PlannerPass(MemoryPlanningPass):
 
     def __init__(
         self,
-        solver: str = DEFAULT_SOLVER,
-        time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
+        solver: str = solvers.DEFAULT_SOLVER,
+        time_limit_s: float | None = solvers.DEFAULT_TIME_LIMIT_S,
         solver_options: dict[str, Any] | None = None,
         *,
         alloc_graph_input: bool = True,
@@ -238,12 +235,11 @@ class PlannerPass(MemoryPlanningPass):
         def plan_submodules() -> list[int]:
             sizes: list[int] = []
             for node, sub_alloc_input in control_flow_submodules(graph_module):
-                sub = getattr(graph_module, node.target)
-                res = self._plan_graph(
-                    sub, graph_signature, f"{where}/{node.target}", sub_alloc_input, True, True
-                )
+                target = str(node.target)
+                sub = getattr(graph_module, target)
+                res = self._plan_graph(sub, graph_signature, f"{where}/{target}", sub_alloc_input, True, True)
                 sub.meta["non_const_buffer_sizes"] = res.buffer_sizes
-                submodules[node.target] = res
+                submodules[target] = res
                 merge_bufsizes(sizes, res.buffer_sizes)
             return sizes
 
@@ -268,7 +264,7 @@ class PlannerPass(MemoryPlanningPass):
         reserved = [0] * (max(ex.reserved, default=0) + 1)
         for pool, size in ex.reserved.items():
             reserved[pool] = size
-        graph_module.input_mem_buffer_sizes = reserved  # what ExecuTorch's greedy reads
+        graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]  # what ExecuTorch's greedy reads
         if self.memory_map is not None:
             stock = banked_stock_sizes(self.memory_map, self.alignment, ex, graph_module, graph_signature)
         else:

@@ -472,7 +472,7 @@ class _Scan:
         role = self._role(t)
         if t.pinned or role == "unused":
             return 0, end_of_method
-        start = 0 if role.startswith("input") else t.first
+        start = 0 if role.startswith("input") or t.first is None else t.first
         end = end_of_method if "output" in role else (t.last if t.last is not None else 0) + 1
         return start, max(end, start + 1)
 
@@ -508,7 +508,9 @@ class _Scan:
             )
         layout.alignment = alignment
         end_of_method = max(self.num_instructions, 1)
-        buffers, groups, offsets = [], [], {}
+        buffers: list[Buffer] = []
+        groups: list[ContiguousGroup] = []
+        offsets: dict[str, int] = {}
         for members in components.values():
             self._component(members, lifetimes, alignment, end_of_method, buffers, groups, offsets, layout)
         for mem_id, lo, hi in _uncovered(

@@ -195,7 +195,7 @@ def joint_problem(
     )
     problem = Problem(tuple(buffers), same_offsets=tuple(same), name="shared state")
     plan = Plan(
-        offsets={b.id: b.offset for b in buffers},
+        offsets={b.id: offsets[b.label] for b in buffers},
         arena_sizes={pool: arena},
         solver="shared-state layout",
         proven_optimal=True,

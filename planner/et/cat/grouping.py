@@ -108,10 +108,12 @@ def grouped_problem(
     for child in placed:  # outer first: a member's padding may not reach past its parent's
         parent, rel = parent_of[child]
         member, outer = buffers[child], buffers[parent]
-        changes: dict[str, int] = {"size": min(member.size, outer.size - rel)}
-        if rel % member.alignment or absolute(child) % member.alignment:
-            changes["alignment"] = math.gcd(member.alignment, rel, absolute(child))
-        buffers[child] = dataclasses.replace(member, **changes)
+        alignment = member.alignment
+        if rel % alignment or absolute(child) % alignment:
+            alignment = math.gcd(alignment, rel, absolute(child))
+        buffers[child] = dataclasses.replace(
+            member, size=min(member.size, outer.size - rel), alignment=alignment
+        )
     for child in reversed(placed):  # inner first: each parent lives while any member does
         parent, _ = parent_of[child]
         member, outer = buffers[child], buffers[parent]

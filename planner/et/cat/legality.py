@@ -10,8 +10,9 @@ whether anything mutates them, where they are pinned.
 from __future__ import annotations
 
 import operator
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from executorch.exir import memory
@@ -114,7 +115,7 @@ def inspect_cat(facts: GraphFacts, node: torch.fx.Node) -> CatFacts:
     """The cat's own refusals (output side) and every input's, in argument order."""
     spec = node.meta["spec"]
     ndim = len(spec.shape)
-    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    dim = int(cast(int, node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)))
     dim = dim + ndim if dim < 0 else dim
     reasons: list[tuple[CatRefusal, str]] = []
     bid = facts.bid_of.get(id(spec), "")
@@ -138,7 +139,7 @@ def inspect_cat(facts: GraphFacts, node: torch.fx.Node) -> CatFacts:
     inputs: list[InputFacts] = []
     offset = 0
     seen: dict[int, str] = {}
-    for arg in node.args[0]:
+    for arg in cast(Sequence[torch.fx.Node], node.args[0]):
         inp = _inspect_input(facts, arg, offset, spec, seen)
         inputs.append(inp)
         offset += inp.nbytes
@@ -203,21 +204,22 @@ def producer_refusal(node: torch.fx.Node, sig: ExportGraphSignature | None) -> t
     if node.op == "get_attr":
         return CatRefusal.CONSTANT, f"{node.name} is a constant attribute"
     if node.op == "placeholder":
-        if sig is not None and node.target in sig.inputs_to_buffers:
-            fqn = sig.inputs_to_buffers[node.target]
+        target = str(node.target)
+        if sig is not None and target in sig.inputs_to_buffers:
+            fqn = sig.inputs_to_buffers[target]
             if fqn in sig.buffers_to_mutate.values():
                 return CatRefusal.MUTABLE_BUFFER, f"mutable buffer {fqn}"
             return CatRefusal.CONSTANT, f"buffer {fqn}"
         constants = (
             (sig.inputs_to_parameters, sig.inputs_to_lifted_tensor_constants) if sig is not None else ()
         )
-        if any(node.target in table for table in constants) or node.meta["spec"].const:
+        if any(target in table for table in constants) or node.meta["spec"].const:
             return CatRefusal.CONSTANT, f"{node.name} is a parameter/constant"
         return CatRefusal.GRAPH_INPUT, f"{node.name} is a graph input"
     if node.op != "call_function":
         return CatRefusal.NOT_AN_OUT_OP, f"{node.name} is a {node.op} node"
     if node.target is operator.getitem:
-        source = node.args[0]
+        source = cast(torch.fx.Node, node.args[0])
         if source.target is executorch_call_delegate:
             return CatRefusal.DELEGATE_OUTPUT, f"{node.name} comes from delegate {source.name}"
         if source.target in _CONTROL_FLOW:
@@ -239,7 +241,7 @@ def producer_refusal(node: torch.fx.Node, sig: ExportGraphSignature | None) -> t
 def view_base(node: torch.fx.Node) -> torch.fx.Node:
     """The node owning a memory.view chain's bytes."""
     while node.op == "call_function" and node.target is memory.view:
-        node = node.args[0]
+        node = cast(torch.fx.Node, node.args[0])
     return node
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping
 import torch
 from torch.export.exported_program import ExportGraphSignature
 
+import memplan.planner.timeline as timeline
 from memplan.planner.et.cat.analysis import analyze
 from memplan.planner.et.cat.decisions import CatDecision, CatFusion
 from memplan.planner.et.cat.legality import is_cat
@@ -108,17 +109,7 @@ def _within(
 
 def _peak_time(problem: Problem, pool: int) -> int:
     """The first moment the bytes live in `pool` (groups counted once) are at their maximum."""
-    events = []
-    for buf in problem.roots():
-        if buf.pool == pool:
-            events += [(buf.start, buf.size), (buf.end, -buf.size)]
-    live = peak = 0
-    when = 0
-    for t, delta in sorted(events):  # at equal times, ends come first: half-open lifetimes
-        live += delta
-        if live > peak:
-            peak, when = live, t
-    return when
+    return timeline.peak([(b.start, b.end, b.size) for b in problem.roots() if b.pool == pool])[1]
 
 
 def _live_at(fusion: CatFusion, pool: int, t: int) -> list[CatDecision]:

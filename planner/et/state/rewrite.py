@@ -20,6 +20,8 @@ fusion and ExecuTorch's `Verifier` all see the program that will run.
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 from executorch.exir import memory
 from executorch.exir.operator.convert import get_out_args_from_opoverload, unwrap_op_overload
@@ -64,7 +66,7 @@ def _share_state_spec(value: torch.fx.Node, state: torch.fx.Node) -> None:
     spec = state.meta["spec"]
     old = value.meta["spec"]
     [out_arg] = get_out_args_from_opoverload(unwrap_op_overload(value.target))
-    alloc = value.kwargs[out_arg]
+    alloc = cast(torch.fx.Node, value.kwargs[out_arg])
     if alloc.meta.get("spec") is not old:
         raise StateRewriteError(f"state in place: {value.name}'s out= node {alloc.name} has another spec")
     value.meta["spec"] = spec

@@ -34,6 +34,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import cast
 
 import torch
 from executorch.exir import memory
@@ -169,13 +170,15 @@ class _Analyzer:
 
     # -- one write-back ------------------------------------------------------------------
     def _decide(self, copy: torch.fx.Node) -> WriteBack:
-        state, value = copy.args[0], copy.args[1]
-        fqn = self._fqn(state)
+        state, value = cast(torch.fx.Node, copy.args[0]), copy.args[1]
+        known = self._fqn(state)
         reasons: list[tuple[StateRefusal, str]] = []
-        if fqn is None:
+        if known is None:
             reasons.append((StateRefusal.USER_INPUT_MUTATION, f"{state.name} is a user input"))
             fqn = state.name
-        elif not self.state_planned:
+        else:
+            fqn = known
+        if known is not None and not self.state_planned:
             reasons.append((StateRefusal.STATE_NOT_PLANNED, f"{fqn} is not memory planned"))
         state_aliases = self._aliases(state, stop=copy)
         for writer in self._writers(state_aliases, exclude=copy):
@@ -208,6 +211,7 @@ class _Analyzer:
                 reasons += self._unsafe_reads(producer, state, state_aliases, fqn)
         if reasons:
             return self._refused(copy, state, fqn, value, producer, nbytes, reasons)
+        assert producer is not None, "without a refusal an op writes the new value"
         return WriteBack(copy.name, state.name, fqn, value.name, producer.name, nbytes, StateStatus.IN_PLACE)
 
     def _refused(
@@ -224,7 +228,8 @@ class _Analyzer:
         detail = "; ".join(d for _, d in reasons)
         name = value.name if isinstance(value, torch.fx.Node) else repr(value)
         made_by = producer.name if producer is not None else ""
-        status, after, redirected = StateStatus.KEPT, "", ()
+        status, after = StateStatus.KEPT, ""
+        redirected: tuple[str, ...] = ()
         if isinstance(value, torch.fx.Node) and not (set(codes) & _UNMOVABLE):
             anchor = self._move_anchor(copy, state, value)
             if anchor is not None:
@@ -246,7 +251,7 @@ class _Analyzer:
         if value.target is memory.view:
             return value, (StateRefusal.NEW_VALUE_IS_VIEW, f"{value.name} is a view of {value.args[0]}")
         if value.target is operator.getitem:
-            source = value.args[0]
+            source = cast(torch.fx.Node, value.args[0])
             if source.target is executorch_call_delegate:
                 return source, (
                     StateRefusal.DELEGATE_OUTPUT,
@@ -354,9 +359,10 @@ class _Analyzer:
     # -- graph facts -----------------------------------------------------------------------------
     def _fqn(self, placeholder: torch.fx.Node) -> str | None:
         sig = self.signature
-        if sig is None or placeholder.target not in sig.inputs_to_buffers:
+        target = str(placeholder.target)
+        if sig is None or target not in sig.inputs_to_buffers:
             return None
-        return sig.inputs_to_buffers[placeholder.target]
+        return sig.inputs_to_buffers[target]
 
     def _aliases(self, node: torch.fx.Node, stop: torch.fx.Node) -> set[torch.fx.Node]:
         """`node` and every node sharing its bytes: views of it and in-place ops' results on it."""
