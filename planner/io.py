@@ -341,15 +341,7 @@ def _problem_to_dict(problem: Problem) -> dict[str, Any]:
         "capacity": problem.capacity,
         "buffers": [
             {
-                "id": b.id,
-                "start": b.start,
-                "end": b.end,
-                "size": b.size,
-                "alignment": b.alignment,
-                "offset": b.offset,
-                "pool": b.pool,
-                "kind": b.kind.value,
-                "label": b.label,
+                **b.scalar_fields(),
                 **(
                     {"gaps": [[g.start, g.end, g.window and list(g.window)] for g in b.gaps]}
                     if b.gaps

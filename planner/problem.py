@@ -131,6 +131,24 @@ class Buffer:
     # How often the program reads or writes the buffer: its traffic is size x accesses.
     accesses: int = 1
 
+    def scalar_fields(self) -> dict[str, Any]:
+        """The fields every buffer has, as plain values (the kind by its value), in field order.
+
+        One row shape for the JSON writer and `Problem.to_frame`; gaps, banks and accesses are
+        added by each where they mean something.
+        """
+        return {
+            "id": self.id,
+            "start": self.start,
+            "end": self.end,
+            "size": self.size,
+            "alignment": self.alignment,
+            "offset": self.offset,
+            "pool": self.pool,
+            "kind": self.kind.value,
+            "label": self.label,
+        }
+
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
             raise ProblemError(f"buffer id must be a non-empty string, got {self.id!r}")
@@ -351,15 +369,7 @@ class Problem:
             parent = self._parent_of.get(b.id)
             rows.append(
                 {
-                    "id": b.id,
-                    "start": b.start,
-                    "end": b.end,
-                    "size": b.size,
-                    "alignment": b.alignment,
-                    "offset": b.offset,
-                    "pool": b.pool,
-                    "kind": b.kind.value,
-                    "label": b.label,
+                    **b.scalar_fields(),
                     "parent": parent[0] if parent else None,
                     "offset_in_parent": parent[1] if parent else None,
                 }
