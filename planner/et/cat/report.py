@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
 from dataclasses import dataclass
 
 from memplan.planner.et.cat.decisions import CatDecision, CatFusion, CatRefusal, CatStatus
@@ -45,12 +45,8 @@ class CatReport:
 
     def refusals(self) -> dict[CatRefusal, int]:
         """How many refused cats name each reason."""
-        counts: dict[CatRefusal, int] = defaultdict(int)
-        for d in self.decisions:
-            if d.status is CatStatus.REFUSED:
-                for r in d.reasons:
-                    counts[r] += 1
-        return dict(counts)
+        refused = (d for d in self.decisions if d.status is CatStatus.REFUSED)
+        return dict(Counter(r for d in refused for r in d.reasons))
 
     def summary(self) -> str:
         """One line per cat, then the totals."""

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter
 from dataclasses import dataclass
 
 from memplan.planner.et.state.writeback import StateRefusal, StateStatus, WriteBack
@@ -42,11 +42,7 @@ class StateReport:
 
     def refusals(self) -> dict[StateRefusal, int]:
         """How many write-backs that stay name each reason."""
-        counts: dict[StateRefusal, int] = defaultdict(int)
-        for d in self.refused:
-            for r in d.reasons:
-                counts[r] += 1
-        return dict(counts)
+        return dict(Counter(r for d in self.refused for r in d.reasons))
 
     def summary(self) -> str:
         """One line per write-back, then the totals."""
