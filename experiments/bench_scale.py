@@ -67,6 +67,8 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "bisection": ("cpsat", {"ladder": (("between", 0.5),)}),
     "skyline-presolve": ("cpsat", {"skyline_presolve": True}),
     "no-skyline-presolve": ("cpsat", {"skyline_presolve": False}),
+    "no-canonical": ("cpsat", {"canonical": ()}),
+    "canonical-in-portfolio": ("cpsat", {"canonical_in_portfolio": True}),
 }
 
 LLAMA: dict[str, Any] = dict(n_layers=16, dim=512, n_heads=8, seq_len=128, prefill_tokens=128, kv_cache=True)
