@@ -57,7 +57,7 @@ def solve_skyline(
         problem,
         units,
         orders,
-        lambda name: graph.place(in_order(units, name)),
+        lambda name, _give_up_at: graph.place(in_order(units, name)),
         solver="skyline",
         status="heuristic (skyline, {} order)",
         began=began,
