@@ -23,9 +23,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.planner.problem import InfeasibleError, Plan, Problem
+from memplan.solvers.gc_pause import gc_paused
 from memplan.solvers.holes import best_gap, best_gap_np, merged
 from memplan.solvers.live_index import LiveIndex
-from memplan.solvers.orderings import SORT_KEYS, UnitStats, best_of_orderings, check_names, order_of
+from memplan.solvers.orderings import (
+    SORT_KEYS,
+    Placement,
+    UnitStats,
+    best_of_orderings,
+    check_names,
+    order_of,
+)
 from memplan.solvers.units import Unit, units_of
 from memplan.solvers.wave_placer import WavePlacer
 
@@ -42,12 +50,14 @@ class BestfitParams:
         check_names("bestfit", self.orderings, ORDERINGS)
 
 
+@gc_paused()
 def solve_bestfit(
     problem: Problem, params: BestfitParams = BestfitParams(), *, time_limit_s: float | None = None
 ) -> Plan:
     """Best-fit under each of `params.orderings`; keep the smallest arena.
 
-    Stops early when an ordering reaches the lower bound. With `time_limit_s`,
+    Stops early when an ordering reaches the lower bound, and abandons an
+    ordering once its arena reaches the best so far. With `time_limit_s`,
     no new ordering starts once the time is up (the first always runs).
     """
     began = time.perf_counter()
@@ -57,7 +67,7 @@ def solve_bestfit(
     if waves is not None:
         stats = waves.stats()
 
-        def place(name: str, give_up_at: int | None) -> list[int] | None:
+        def place(name: str, give_up_at: int | None) -> Placement | None:
             return waves.run(order_of(name, stats), give_up_at)
 
     else:
@@ -65,7 +75,7 @@ def solve_bestfit(
         degrees = placer.conflict_degrees() if "conflicts" in orderings else [0] * len(units)
         unit_stats = [UnitStats.of(u, degrees[u.index]) for u in units if u.fixed is None]
 
-        def place(name: str, give_up_at: int | None) -> list[int] | None:
+        def place(name: str, give_up_at: int | None) -> Placement | None:
             unit_stats.sort(key=SORT_KEYS[name])
             return placer.run([units[u.unit_index] for u in unit_stats], give_up_at)
 
@@ -133,9 +143,9 @@ class _Placer:
             for rects in self.rects
         ]
 
-    def run(self, order: list[Unit], give_up_at: int | None = None) -> list[int] | None:
-        """Offsets per unit index: fixed units where pinned, then `order`; None once the total
-        arena reaches `give_up_at`."""
+    def run(self, order: list[Unit], give_up_at: int | None = None) -> Placement | None:
+        """Offsets per unit index (fixed units where pinned, then `order`) and arena per pool;
+        None once the total arena reaches `give_up_at`."""
         for pool in self.live:
             self.live[pool].clear()
             self.floor[pool] = []
@@ -174,7 +184,7 @@ class _Placer:
                 self._put(unit, self._best_offset_np(unit), offsets)
             if give_up_at is not None and sum(arena.values()) >= give_up_at:
                 return None
-        return offsets
+        return offsets, dict(arena)
 
     def _put(self, unit: Unit, offset: int, offsets: list[int]) -> None:
         offsets[unit.index] = offset

@@ -77,11 +77,20 @@ def check_names(solver: str, names: Sequence[str], known: Collection[str]) -> No
         raise SolverOptionError(f"{solver}: unknown orderings {unknown}; choose from {list(known)}")
 
 
+Placement = tuple[Sequence[int], dict[int, int]]
+"""Unit offsets and the arena they make per pool (`units.arena_of`)."""
+
+
+def with_arena(units: Sequence[Unit], offsets: Sequence[int]) -> Placement:
+    """`offsets` with their arena per pool, for placers that do not track it."""
+    return offsets, arena_of(units, offsets)
+
+
 def best_of_orderings(
     problem: Problem,
     units: Sequence[Unit],
     names: Sequence[str],
-    place: Callable[[str, int | None], Sequence[int] | None],
+    place: Callable[[str, int | None], Placement | None],
     *,
     solver: str,
     status: str,
@@ -90,7 +99,7 @@ def best_of_orderings(
 ) -> Plan:
     """The plan of the ordering whose placement (`place(name, give_up_at)`) has the smallest arena.
 
-    `place` returns unit offsets, or None once its total arena has reached
+    `place` returns unit offsets and the arena per pool, or None once its total arena has reached
     `give_up_at` (the best total so far, None for the first ordering): such an
     ordering can no longer win, since arenas only grow as units are placed and
     a tie goes to the earlier ordering. Placers that cannot stop early ignore
@@ -104,10 +113,10 @@ def best_of_orderings(
     for name in names:
         if best is not None and time_limit_s is not None and time.perf_counter() - began > time_limit_s:
             break
-        offsets = place(name, None if best is None else best[0])
-        if offsets is None:
+        placed = place(name, None if best is None else best[0])
+        if placed is None:
             continue
-        arena = arena_of(units, offsets)
+        offsets, arena = placed
         total = sum(arena.values())
         if best is None or total < best[0]:
             best = (total, name, offsets, arena)

@@ -12,7 +12,7 @@ unit at a time from precomputed predecessor lists.
 A unit that lives over its pool's whole horizon precedes everything after
 it; such units split the ordering into stretches and are kept, as in
 `bestfit._Placer`, as merged intervals (the floor) that every later unit of
-the pool avoids. Only for problems `WavePlacer.suits` (one rectangle per
+the pool avoids. Only for problems `WavePlacer.build` takes (one rectangle per
 unit, no fixed offsets, no empty units, sizes and overlaps that keep int64
 arithmetic and memory small); `bestfit` uses its general placer otherwise.
 """
@@ -20,6 +20,7 @@ arithmetic and memory small); `bestfit` uses its general placer otherwise.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 
 import numpy as np
 
@@ -67,41 +68,54 @@ class WavePlacer:
     @classmethod
     def build(cls, units: Sequence[Unit]) -> WavePlacer | None:
         """A placer for `units`, or None if they do not suit it (see the module docstring)."""
-        if not cls.suits(units):
+        if not units:
             return None
-        placer = cls(units)
+
+        def column(items: Sequence[object], field: str) -> list:
+            return list(map(attrgetter(field), items))
+
+        if column(units, "fixed").count(None) != len(units):
+            return None
+        try:
+            only = [r for (r,) in column(units, "rects")]
+        except ValueError:  # a unit of several rectangles
+            return None
+        sizes, alignments = column(units, "size"), column(units, "alignment")
+        if min(sizes) <= 0:
+            return None
+        if (sum(sizes) + sum(alignments) + 1) * len(units) >= _INT64_ROOM:
+            return None
+        if max(column(units, "area")) >= _INT64_ROOM:
+            return None
+        pools = column(only, "pool")
+        try:
+            pool, start, end = (
+                np.array(c, dtype=np.int64) for c in (pools, column(only, "start"), column(only, "end"))
+            )
+        except OverflowError:
+            return None
+        if (int(end.max()) - int(start.min()) + 1) * len(set(pools)) >= _INT64_ROOM:
+            return None
+        placer = cls(pool, start, end, np.array(sizes, dtype=np.int64), np.array(alignments, dtype=np.int64))
         return None if placer.too_many_edges else placer
 
-    @staticmethod
-    def suits(units: Sequence[Unit]) -> bool:
-        """True if every unit is one non-empty rectangle, none fixed, and the numbers fit."""
-        if not units or any(len(u.rects) != 1 or u.fixed is not None or u.size <= 0 for u in units):
-            return False
-        times = [t for u in units for t in (u.rects[0].start, u.rects[0].end)]
-        pools = {u.rects[0].pool for u in units}
-        room = sum(u.size + u.alignment for u in units) + 1
-        return (
-            room * len(units) < _INT64_ROOM
-            and (max(times) - min(times) + 1) * len(pools) < _INT64_ROOM
-            and max(u.area for u in units) < _INT64_ROOM
-        )
-
-    def __init__(self, units: Sequence[Unit]) -> None:
-        n = len(units)
+    def __init__(
+        self, pool: np.ndarray, start: np.ndarray, end: np.ndarray, size: np.ndarray, alignment: np.ndarray
+    ) -> None:
+        """Per unit index: pool id, lifetime, size and alignment of its one rectangle (use `build`)."""
+        n = len(pool)
         self.n = n
-        rects = [u.rects[0] for u in units]
-        pool_ids = np.fromiter((r.pool for r in rects), np.int64, n)
-        self.pools, pool = np.unique(pool_ids, return_inverse=True)  # pool: a dense index per unit
-        self.pool = pool.astype(np.int64)
-        start = np.fromiter((r.start for r in rects), np.int64, n)
-        end = np.fromiter((r.end for r in rects), np.int64, n)
-        start, end = start - start.min(), end - start.min()
+        self.pools, dense = np.unique(pool, return_inverse=True)
+        self.pool = dense.astype(np.int64)  # a dense pool index per unit
+        first_time = start.min()
+        start, end = start - first_time, end - first_time
         self.start = start
-        self.size = np.fromiter((u.size for u in units), np.int64, n)
-        self.alignment = np.fromiter((u.alignment for u in units), np.int64, n)
-        self.size_list = [u.size for u in units]
-        self.alignment_list = [u.alignment for u in units]
-        self.pool_list = self.pool.tolist()
+        self.size, self.alignment = size, alignment
+        self.size_list, self.alignment_list, self.pool_list = (
+            size.tolist(),
+            alignment.tolist(),
+            self.pool.tolist(),
+        )
         self.lifetime = end - start
         self.area = self.size * self.lifetime
         self.room = int(self.size.sum() + self.alignment.sum()) + 1  # above every address best-fit makes
@@ -146,7 +160,9 @@ class WavePlacer:
             "unit_index": np.arange(self.n),
         }
 
-    def run(self, order: np.ndarray, give_up_at: int | None = None) -> list[int] | None:
+    def run(
+        self, order: np.ndarray, give_up_at: int | None = None
+    ) -> tuple[list[int], dict[int, int]] | None:
         """Unit offsets placing units in `order` (every unit index once); None once the total arena
         reaches `give_up_at`."""
         return _Run(self, order, give_up_at).place()
@@ -192,7 +208,7 @@ class _Run:
         self.pred_list: list[int] | None = None  # `pred` as Python lists, made when first needed
         self.pred_ptr_list: list[int] = []
 
-    def place(self) -> list[int] | None:
+    def place(self) -> tuple[list[int], dict[int, int]] | None:
         try:
             for k, members in enumerate(self.stretches):
                 self._stretch(members)
@@ -200,7 +216,7 @@ class _Run:
                     self._spanning(int(self.spanning[k]))
         except _GaveUp:
             return None
-        return self.offset_list
+        return self.offset_list, dict(zip(self.p.pools.tolist(), self.arena))
 
     def _grow(self, pool: int, top: int) -> None:
         if top > self.arena[pool]:

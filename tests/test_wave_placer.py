@@ -71,6 +71,15 @@ def mixed_problem(rng: random.Random, n: int) -> Problem:
     return Problem(tuple(buffers))
 
 
+def offsets_of(placer: WavePlacer, units: list[Unit], order: list[int]) -> list[int]:
+    """The placer's offsets, after checking the arena it reports against `arena_of`."""
+    placed = placer.run(np.asarray(order))
+    assert placed is not None
+    offsets, arena = placed
+    assert arena == arena_of(units, offsets)
+    return offsets
+
+
 def stats_order(units: list[Unit], placer: WavePlacer, name: str) -> list[int]:
     """The order `SORT_KEYS` gives (the general placer's), as unit indices."""
     stats = [UnitStats.of(u, int(placer.conflicts[u.index])) for u in units]
@@ -90,10 +99,10 @@ def test_matches_one_at_a_time_on_random_problems(
     assert placer is not None
     for name in ORDERINGS:
         order = stats_order(units, placer, name)
-        assert placer.run(np.asarray(order)) == one_at_a_time(units, order), name
+        assert offsets_of(placer, units, order) == one_at_a_time(units, order), name
     shuffled = list(range(len(units)))
     rng.shuffle(shuffled)  # any order, not only the sorted ones
-    assert placer.run(np.asarray(shuffled)) == one_at_a_time(units, shuffled)
+    assert offsets_of(placer, units, shuffled) == one_at_a_time(units, shuffled)
 
 
 @settings(max_examples=60, deadline=None)
@@ -109,7 +118,7 @@ def test_matches_one_at_a_time_property(seed: int, n: int, one_by_one_below: int
     saved = wave_placer.ONE_BY_ONE_BELOW
     wave_placer.ONE_BY_ONE_BELOW = one_by_one_below
     try:
-        assert placer.run(np.asarray(order)) == one_at_a_time(units, order)
+        assert offsets_of(placer, units, order) == one_at_a_time(units, order)
     finally:
         wave_placer.ONE_BY_ONE_BELOW = saved
 
@@ -130,7 +139,7 @@ def test_both_modes_run_on_a_layered_problem(monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setattr(wave_placer._Run, method, counted)
     for name in ("area", "start"):
         order = stats_order(units, placer, name)
-        assert placer.run(np.asarray(order)) == one_at_a_time(units, order)
+        assert offsets_of(placer, units, order) == one_at_a_time(units, order)
     assert calls["_wave"] > 1000 and calls["_one_by_one"] > 1000
 
 
@@ -142,11 +151,11 @@ def test_gives_up_exactly_when_the_total_arena_reaches_the_limit(seed: int) -> N
     placer = WavePlacer.build(units)
     assert placer is not None
     order = np.asarray(stats_order(units, placer, "size"))
-    offsets = placer.run(order)
-    assert offsets is not None
-    total = sum(arena_of(units, offsets).values())
+    placed = placer.run(order)
+    assert placed is not None
+    total = sum(placed[1].values())
     assert placer.run(order, give_up_at=total) is None
-    assert placer.run(order, give_up_at=total + 1) == offsets
+    assert placer.run(order, give_up_at=total + 1) == placed
 
 
 def test_general_placer_gives_up_the_same_way() -> None:
@@ -155,11 +164,13 @@ def test_general_placer_gives_up_the_same_way() -> None:
     assert WavePlacer.build(units) is None  # fixed offsets: the general placer's job
     placer = bestfit._Placer(units)
     order = [u for u in units if u.fixed is None]
-    offsets = placer.run(order)
-    assert offsets is not None
-    total = sum(arena_of(units, offsets).values())
+    placed = placer.run(order)
+    assert placed is not None
+    offsets, arena = placed
+    assert arena == arena_of(units, offsets)
+    total = sum(arena.values())
     assert placer.run(order, give_up_at=total) is None
-    assert placer.run(order, give_up_at=total + 1) == offsets
+    assert placer.run(order, give_up_at=total + 1) == placed
 
 
 def test_refuses_what_it_does_not_place() -> None:
