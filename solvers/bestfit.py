@@ -22,10 +22,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.planner.problem import InfeasibleError, Plan, Problem, align_up
+from memplan.planner.problem import InfeasibleError, Plan, Problem
+from memplan.solvers.gc_pause import gc_paused
+from memplan.solvers.holes import best_gap, best_gap_np, merged
 from memplan.solvers.live_index import LiveIndex
-from memplan.solvers.orderings import SORT_KEYS, UnitStats, best_of_orderings, check_names
+from memplan.solvers.orderings import (
+    SORT_KEYS,
+    Placement,
+    UnitStats,
+    best_of_orderings,
+    check_names,
+    order_of,
+)
 from memplan.solvers.units import Unit, units_of
+from memplan.solvers.wave_placer import WavePlacer
 
 ORDERINGS = ("size", "lifetime", "area", "conflicts", "start")
 """The orders best-fit tries (keys in `orderings.SORT_KEYS`)."""
@@ -40,24 +50,34 @@ class BestfitParams:
         check_names("bestfit", self.orderings, ORDERINGS)
 
 
+@gc_paused()
 def solve_bestfit(
     problem: Problem, params: BestfitParams = BestfitParams(), *, time_limit_s: float | None = None
 ) -> Plan:
     """Best-fit under each of `params.orderings`; keep the smallest arena.
 
-    Stops early when an ordering reaches the lower bound. With `time_limit_s`,
+    Stops early when an ordering reaches the lower bound, and abandons an
+    ordering once its arena reaches the best so far. With `time_limit_s`,
     no new ordering starts once the time is up (the first always runs).
     """
     began = time.perf_counter()
     orderings = params.orderings
     units = units_of(problem)
-    placer = _Placer(units)
-    degrees = placer.conflict_degrees() if "conflicts" in orderings else [0] * len(units)
-    stats = [UnitStats.of(u, degrees[u.index]) for u in units if u.fixed is None]
+    waves = WavePlacer.build(units)
+    if waves is not None:
+        stats = waves.stats()
 
-    def place(name: str) -> list[int]:
-        stats.sort(key=SORT_KEYS[name])
-        return placer.run([units[u.unit_index] for u in stats])[0]
+        def place(name: str, give_up_at: int | None) -> Placement | None:
+            return waves.run(order_of(name, stats), give_up_at)
+
+    else:
+        placer = _Placer(units)
+        degrees = placer.conflict_degrees() if "conflicts" in orderings else [0] * len(units)
+        unit_stats = [UnitStats.of(u, degrees[u.index]) for u in units if u.fixed is None]
+
+        def place(name: str, give_up_at: int | None) -> Placement | None:
+            unit_stats.sort(key=SORT_KEYS[name])
+            return placer.run([units[u.unit_index] for u in unit_stats], give_up_at)
 
     return best_of_orderings(
         problem,
@@ -123,8 +143,9 @@ class _Placer:
             for rects in self.rects
         ]
 
-    def run(self, order: list[Unit]) -> tuple[list[int], dict[int, int]]:
-        """Offsets per unit index and arena per pool: fixed units where pinned, then `order`."""
+    def run(self, order: list[Unit], give_up_at: int | None = None) -> Placement | None:
+        """Offsets per unit index (fixed units where pinned, then `order`) and arena per pool;
+        None once the total arena reaches `give_up_at`."""
         for pool in self.live:
             self.live[pool].clear()
             self.floor[pool] = []
@@ -151,22 +172,25 @@ class _Placer:
                 found = index.overlapping(start, end)
                 if isinstance(found, list):
                     found += floor[pool]
-                    offset = _best_gap(found, size, unit.alignment) if found else 0
+                    offset = best_gap(found, size, unit.alignment) if found else 0
                 else:
                     offset = self._best_offset_np(unit)
                 offsets[unit.index] = offset
                 index.add(i, offset, offset + size)
-                if offset + size > arena[pool]:
-                    arena[pool] = offset + size
+                if offset + size <= arena[pool]:
+                    continue
+                arena[pool] = offset + size
             else:
                 self._put(unit, self._best_offset_np(unit), offsets)
+            if give_up_at is not None and sum(arena.values()) >= give_up_at:
+                return None
         return offsets, dict(arena)
 
     def _put(self, unit: Unit, offset: int, offsets: list[int]) -> None:
         offsets[unit.index] = offset
         for pool, i, size, _, _ in self.rects[unit.index]:
             if i < 0:
-                self.floor[pool] = _merged(self.floor[pool], offset, offset + size)
+                self.floor[pool] = merged(self.floor[pool], offset, offset + size)
             else:
                 self.live[pool].add(i, offset, offset + size)
             self.arena[pool] = max(self.arena[pool], offset + size)
@@ -192,50 +216,4 @@ class _Placer:
 
     def _best_offset_np(self, unit: Unit) -> int:
         lo, hi = self._regions(unit)
-        return _best_gap_np(lo, hi, unit.size, unit.alignment) if len(lo) else 0
-
-
-def _merged(intervals: list[tuple[int, int]], low: int, high: int) -> list[tuple[int, int]]:
-    """Sorted disjoint intervals with [low, high) added; touching ones are joined."""
-    out = []
-    for a, b in intervals:
-        if b < low or a > high:
-            out.append((a, b))
-        else:
-            low, high = min(low, a), max(high, b)
-    out.append((low, high))
-    out.sort()
-    return out
-
-
-def _best_gap(pairs: list[tuple[int, int]], size: int, alignment: int) -> int:
-    """Lowest aligned offset in the tightest hole between occupied [low, high); else on top.
-
-    `free` is the first byte above everything seen so far (sorted by low); a
-    hole [free, low) takes the unit if its aligned start fits, and its slack
-    (low - free - size) ranks it: the smallest slack wins, then the lowest hole.
-    """
-    free = 0
-    best, best_slack = -1, 0
-    for low, high in sorted(pairs):
-        slack = low - size - free
-        if slack >= 0 and (best < 0 or slack < best_slack):
-            x = align_up(free, alignment)
-            if x + size <= low:
-                best, best_slack = x, slack
-        if high > free:
-            free = high
-    return best if best >= 0 else align_up(free, alignment)
-
-
-def _best_gap_np(low: np.ndarray, high: np.ndarray, size: int, alignment: int) -> int:
-    """`_best_gap` vectorised, for units that live with very many placed ones."""
-    order = np.argsort(low, kind="stable")
-    low, high = low[order], high[order]
-    free = np.maximum.accumulate(np.concatenate(([0], high)))[:-1]
-    x = -(-free // alignment) * alignment  # align_up over an array
-    fits = x + size <= low
-    if fits.any():
-        slack = np.where(fits, low - size - free, np.iinfo(np.int64).max)
-        return int(x[np.argmin(slack)])
-    return align_up(int(max(high.max(), 0)), alignment)
+        return best_gap_np(lo, hi, unit.size, unit.alignment) if len(lo) else 0

@@ -28,6 +28,10 @@ Switchable helpers (options, all on by default, so a benchmark can show what eac
   ("between", 0.5) rung is plain bisection with every order at one capacity.
 - `skyline_presolve`: CP-SAT presolves the model before each skyline search
   (default None: only from `PRESOLVE_FROM_UNITS` units on; see there).
+- `bound_seconds` (default 0: off): up to this many seconds (at most half the
+  limit) go to `bounds_windows.window_lower_bounds` before the search; a
+  stronger bound becomes the model's floor, the plan's `lower_bound` and a
+  proof of optimality for a plan that meets it.
 
 With `problem.capacity` the run is a decision problem: any plan within the
 capacity is returned (not minimised unless `minimise=True`), and a proof that
@@ -126,6 +130,7 @@ class CpsatParams:
     minimise: bool | None = None  # minimise the arena (None: without a capacity only)
     log: bool = False  # CP-SAT's search log on stdout
     reproducible: bool = False  # deterministic time budget, no races: same input, same plan
+    bound_seconds: float = 0.0  # seconds for window lower bounds before the search (0: off)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "skyline_orders", tuple(self.skyline_orders))
@@ -150,6 +155,13 @@ class CpsatParams:
         bad_rungs = [
             r for r in self.ladder if len(r) != 2 or r[0] not in ("between", "below") or not 0 <= r[1] < 1
         ]
+        if not 0 <= self.bound_seconds < float("inf"):
+            raise SolverOptionError(f"cpsat: bound_seconds must be >= 0 and finite, got {self.bound_seconds}")
+        if self.bound_seconds and self.reproducible:
+            raise SolverOptionError(
+                "cpsat: bound_seconds is wall-clock time, so the bound depends on the machine's load;"
+                " it cannot be combined with reproducible"
+            )
         if bad_rungs or not self.ladder:
             raise SolverOptionError(
                 f"cpsat: bad ladder rungs {bad_rungs}; each is ('between' or 'below', fraction in [0, 1))"
@@ -182,10 +194,13 @@ def solve_cpsat(
             reproducible=params.reproducible,
         )
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
+    windowed: dict[int, int] = {}  # per pool, the window lower bound (solvers.bounds_windows)
+    if params.bound_seconds:
+        windowed, limit = _window_bounds(problem, min(params.bound_seconds, limit / 2), limit)
 
     def solve_part(part: Problem, seconds: float) -> Plan:
         if not params.reproducible:
-            return _solve(part, seconds, params)
+            return _solve(part, seconds, params, windowed if part is problem else {})
         from memplan.solvers.cpsat_reproducible import solve_reproducibly
 
         return solve_reproducibly(
@@ -204,13 +219,53 @@ def solve_cpsat(
     if params.decompose:
         from memplan.solvers.decompose import solve_in_parts
 
-        return solve_in_parts(
+        plan = solve_in_parts(
             problem, solve_part, time_limit_s=limit, solver="cpsat", fixed_shares=params.reproducible
         )
-    return solve_part(problem, limit)
+    else:
+        plan = solve_part(problem, limit)
+    return _with_bounds(plan, windowed)
 
 
-def _solve(problem: Problem, limit: float, params: CpsatParams) -> Plan:
+def _window_bounds(problem: Problem, seconds: float, limit: float) -> tuple[dict[int, int], float]:
+    """Per pool, the window lower bound proven in `seconds`, and the time left of `limit`.
+
+    With a capacity below it, no plan fits: `InfeasibleError`, proven."""
+    from memplan.solvers.bounds_windows import window_lower_bounds
+
+    found = window_lower_bounds(problem, seconds)
+    for pool, need in found.bounds.items():
+        if problem.capacity is not None and need > problem.capacity:
+            window = found.windows.get(pool)
+            raise InfeasibleError(
+                f"cpsat: pool {pool} needs at least {need} bytes, over the capacity {problem.capacity}"
+                + (f" (proven on the buffers live in [{window[0]}, {window[1]}))" if window else ""),
+                proven=True,
+            )
+    return found.bounds, max(limit - found.seconds, 0.01)
+
+
+def _with_bounds(plan: Plan, bounds: dict[int, int]) -> Plan:
+    """The plan with a stronger proven lower bound, and proven optimal if it meets it."""
+    total = sum(bounds.values())
+    if total <= plan.lower_bound:
+        return plan
+    if plan.arena_size < total:
+        raise SolverFailure(
+            f"cpsat: a valid plan of {plan.arena_size} bytes is below the window bound {total}"
+        )
+    if plan.proven_optimal or plan.arena_size > total:
+        return dataclasses.replace(plan, lower_bound=total)
+    return dataclasses.replace(
+        plan,
+        lower_bound=total,
+        proven_optimal=True,
+        outcome=Outcome.OPTIMAL,
+        status=f"optimal: meets the window lower bound ({plan.status})",
+    )
+
+
+def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: dict[int, int]) -> Plan:
     skyline = SkylineSettings(
         params.skyline_orders,
         params.skyline_presolve,
@@ -230,7 +285,7 @@ def _solve(problem: Problem, limit: float, params: CpsatParams) -> Plan:
     finishing = FINISH_SECONDS_PER_UNIT * len(units)
     if skyline.presolve is None:
         skyline = dataclasses.replace(skyline, presolve=len(units) >= PRESOLVE_FROM_UNITS)
-    bounds = pool_bounds(problem, units)
+    bounds = {pool: max(lb, proven_bounds.get(pool, 0)) for pool, lb in pool_bounds(problem, units).items()}
     lb_total = sum(bounds.values())
     capacity = problem.capacity
     minimise = capacity is None if params.minimise is None else params.minimise

@@ -8,8 +8,10 @@ honouring the time limit live here, once.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import NamedTuple
+
+import numpy as np
 
 from memplan.planner.errors import SolverOptionError
 from memplan.planner.problem import Outcome, Plan, Problem, lower_bounds
@@ -45,6 +47,23 @@ SORT_KEYS: dict[str, Callable[[UnitStats], tuple]] = {
 }
 
 
+# The same orders over numpy columns of unit stats (`UnitStats` field -> array), primary key first:
+# `order_of` sorts 100,000 units in milliseconds where `SORT_KEYS` takes a tenth of a second.
+ARRAY_KEYS: dict[str, Callable[[Mapping[str, np.ndarray]], tuple[np.ndarray, ...]]] = {
+    "size": lambda s: (-s["size"], -s["lifetime"], s["unit_index"]),
+    "lifetime": lambda s: (-s["lifetime"], -s["size"], s["unit_index"]),
+    "area": lambda s: (-s["area"], -s["size"], s["unit_index"]),
+    "conflicts": lambda s: (-s["conflicts"], -s["size"], s["unit_index"]),
+    "start": lambda s: (s["start"], -s["size"], s["unit_index"]),
+    "start-area": lambda s: (s["start"], -s["area"], s["unit_index"]),
+}
+
+
+def order_of(name: str, stats: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Positions in `stats` in the named order: the order `SORT_KEYS[name]` gives (keys are unique)."""
+    return np.lexsort(ARRAY_KEYS[name](stats)[::-1])
+
+
 def in_order(units: Iterable[Unit], name: str) -> list[Unit]:
     """`units` sorted by the named order of `SORT_KEYS`."""
     key = SORT_KEYS[name]
@@ -58,31 +77,46 @@ def check_names(solver: str, names: Sequence[str], known: Collection[str]) -> No
         raise SolverOptionError(f"{solver}: unknown orderings {unknown}; choose from {list(known)}")
 
 
+Placement = tuple[Sequence[int], dict[int, int]]
+"""Unit offsets and the arena they make per pool (`units.arena_of`)."""
+
+
+def with_arena(units: Sequence[Unit], offsets: Sequence[int]) -> Placement:
+    """`offsets` with their arena per pool, for placers that do not track it."""
+    return offsets, arena_of(units, offsets)
+
+
 def best_of_orderings(
     problem: Problem,
     units: Sequence[Unit],
     names: Sequence[str],
-    place: Callable[[str], list[int]],
+    place: Callable[[str, int | None], Placement | None],
     *,
     solver: str,
     status: str,
     began: float,
     time_limit_s: float | None = None,
 ) -> Plan:
-    """The plan of the ordering whose placement (`place(name)` -> unit offsets) has the smallest arena.
+    """The plan of the ordering whose placement (`place(name, give_up_at)`) has the smallest arena.
 
-    Stops early when an ordering reaches the lower bound; with `time_limit_s`,
+    `place` returns unit offsets and the arena per pool, or None once its total arena has reached
+    `give_up_at` (the best total so far, None for the first ordering): such an
+    ordering can no longer win, since arenas only grow as units are placed and
+    a tie goes to the earlier ordering. Placers that cannot stop early ignore
+    it. Stops early when an ordering reaches the lower bound; with `time_limit_s`,
     no new ordering starts once the time is up (the first always runs).
     `status` is formatted with the winning ordering's name.
     """
     bounds = lower_bounds(problem)
     bound = sum(bounds.values())
-    best: tuple[int, str, list[int], dict[int, int]] | None = None
+    best: tuple[int, str, Sequence[int], dict[int, int]] | None = None
     for name in names:
         if best is not None and time_limit_s is not None and time.perf_counter() - began > time_limit_s:
             break
-        offsets = place(name)
-        arena = arena_of(units, offsets)
+        placed = place(name, None if best is None else best[0])
+        if placed is None:
+            continue
+        offsets, arena = placed
         total = sum(arena.values())
         if best is None or total < best[0]:
             best = (total, name, offsets, arena)

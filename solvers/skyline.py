@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import memplan.planner.timeline as timeline
 from memplan.planner.problem import InfeasibleError, Plan, Problem, align_up
-from memplan.solvers.orderings import best_of_orderings, check_names, in_order
+from memplan.solvers.orderings import best_of_orderings, check_names, in_order, with_arena
 from memplan.solvers.units import Unit, units_of
 
 ORDERS = ("lifetime", "area", "size", "start")
@@ -57,7 +57,7 @@ def solve_skyline(
         problem,
         units,
         orders,
-        lambda name: graph.place(in_order(units, name)),
+        lambda name, _give_up_at: with_arena(units, graph.place(in_order(units, name))),
         solver="skyline",
         status="heuristic (skyline, {} order)",
         began=began,

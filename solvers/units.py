@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import NamedTuple
 
 from memplan.planner.problem import Buffer, Outcome, Plan, Problem, ProblemError, arena_sizes_of, lower_bound
@@ -104,19 +105,28 @@ def units_of(problem: Problem) -> list[Unit]:
 
 
 def _single_buffer_units(problem: Problem) -> list[Unit]:
-    """`units_of` when every buffer is its own unit (no groups, no same-offset sets): one pass."""
+    """`units_of` when every buffer is its own unit (no groups, no same-offset sets): one pass.
+
+    Problems this simple come by the 100,000 (the scale benchmarks), so fields
+    are read with one attrgetter and the tuples built with `tuple.__new__`
+    (what the named tuples' own constructors call, minus a Python frame each).
+    """
     units = []
-    for index, b in enumerate(problem.buffers):
-        if b.offset is not None and b.offset % b.alignment:
+    fields = attrgetter("id", "pool", "start", "end", "size", "alignment", "offset", "gaps")
+    new = tuple.__new__
+    for index, (buffer_id, pool, start, end, size, alignment, offset, gaps) in enumerate(
+        map(fields, problem.buffers)
+    ):
+        if offset is not None and offset % alignment:
             raise ProblemError(
-                f"fixed offset {b.offset} of {[b.id]} breaks the alignment {b.alignment} their group needs"
+                f"fixed offset {offset} of {[buffer_id]} breaks the alignment {alignment} their group needs"
             )
-        if b.gaps:
-            units.append(make_unit(index, (b.id,), _rects([b]), b.alignment, b.offset))
+        if gaps:
+            units.append(make_unit(index, (buffer_id,), _rects([problem.buffers[index]]), alignment, offset))
             continue
-        life = b.end - b.start
-        rect = Rect(b.pool, b.start, b.end, b.size)
-        units.append(Unit(index, (b.id,), (rect,), b.alignment, b.offset, b.size, life, b.size * life))
+        life = end - start
+        rect = new(Rect, (pool, start, end, size))
+        units.append(new(Unit, (index, (buffer_id,), (rect,), alignment, offset, size, life, size * life)))
     return units
 
 
@@ -169,6 +179,8 @@ def _merge_overlapping(clusters: list[list[str]]) -> None:
 
 def expand(problem: Problem, units: Sequence[Unit], unit_offsets: Sequence[int]) -> dict[str, int]:
     """Offsets for every buffer from one offset per unit."""
+    if not problem.groups and not problem.same_offsets and len(units) == len(problem.buffers):
+        return {u.roots[0]: unit_offsets[u.index] for u in units}  # one unit per buffer, in buffer order
     root_offset = {root: unit_offsets[u.index] for u in units for root in u.roots}
     offsets = {}
     for buf in problem.buffers:
