@@ -1,12 +1,14 @@
 """`to_executorch` with `PlannerPass()` against the stock `MemoryPlanningPass()` on real LLM shapes.
 
     python -m memplan.experiments.bench_llm [--models smollm2-135m,qwen3-0.6b,llama3.2-1b]
-        [--modes prefill,decode,two-method] [--layers smollm2-135m=30,qwen3-0.6b=8] [--repeat 1]
+        [--modes prefill,decode,two-method] [--layers smollm2-135m=30,qwen3-0.6b=8]
+        [--deep smollm2-135m:48:two-method] [--repeat 1]
         [--jsonl results.jsonl] [--tables-from results.jsonl]
 
 ExecuTorch's own `llama_transformer` with random weights at the shapes of
 SmolLM2-135M, Qwen3-0.6B and Llama-3.2-1B (the layer count can be cut to keep
-memory and time down; the table says how many were used). Modes: `prefill`
+memory and time down; the table says how many were used), plus `--deep`
+cases with more layers than the real model, to reach 10,000 tensors. Modes: `prefill`
 is exported like `export_llama --use_kv_cache` with a dynamic token dimension
 (up to max_context_len - 1 tokens, so planned at that size), `decode` one
 token, static; `two-method` both in one program, sharing the KV cache.
@@ -20,10 +22,10 @@ a runtime sharing arenas across methods needs), memplan's lower bound, whether
 every method's plan is proven optimal, `to_executorch` seconds and the ratio.
 
 The second table says where memplan's pass spends its time (seconds summed
-over methods, wall clock): extraction, ExecuTorch's greedy (run for the
-`stock_sizes` comparison), cat-fusion analysis and solving together, the
-solver alone, writing the plan, removing fused cats, the storage-reuse check,
-cross-method state; and the stock pass's whole `run` for comparison.
+over methods, wall clock): state in place, extraction, cat-fusion analysis and
+solving together, the solver alone, writing the plan, inserting frees,
+removing fused cats, the storage-reuse check, cross-method state; and the
+stock pass's whole `run` for comparison.
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ SHAPES: dict[str, dict[str, int]] = {
 }
 # Layers used by default: the whole model where it fits the time and memory of a shared 2-core machine.
 DEFAULT_LAYERS = {"smollm2-135m": 30, "qwen3-0.6b": 8, "llama3.2-1b": 2}
+# Cases deeper than any real model above, run by default too: the pass's cost at 10,000 tensors.
+DEEP_CASES = "smollm2-135m:48:two-method"
 MAX_CONTEXT = 256
 PREFILL_TOKENS = 64
 MODES = ("prefill", "decode", "two-method")
@@ -58,7 +62,6 @@ MODES = ("prefill", "decode", "two-method")
 PHASES = (
     ("memplan.planner.et.pass_", "update_state_in_place", "state in place"),
     ("memplan.planner.et.pass_", "extract", "extract"),
-    ("memplan.planner.et.pass_", "greedy", "stock greedy (comparison)"),
     ("memplan.planner.et.pass_", "plan_with_cat_fusion", "cat fusion analysis + solve"),
     ("memplan.solvers", "solve", "solve"),
     ("memplan.planner.et.pass_", "apply_plan", "write plan"),
@@ -328,6 +331,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--layers", default="", help=f"e.g. qwen3-0.6b=8,llama3.2-1b=2 (default: {DEFAULT_LAYERS})"
     )
+    parser.add_argument(
+        "--deep",
+        default=DEEP_CASES,
+        help="extra shape:layers:mode cases, comma-separated, run when their model and mode are selected"
+        " ('' for none)",
+    )
     parser.add_argument("--repeat", type=int, default=1, help="lowerings per pass and case")
     parser.add_argument("--jsonl", help="also append each case's result to this file as it finishes")
     parser.add_argument("--tables-from", help="print the tables of a --jsonl file and exit")
@@ -350,14 +359,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         unknown = [x for x in bad if x not in known]
         if unknown:
             parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
+    todo = [(shape, layers[shape], mode) for shape in models for mode in modes]
+    for item in filter(None, args.deep.split(",")):
+        shape, depth, mode = item.split(":")
+        if shape in models and mode in modes:
+            todo.append((shape, int(depth), mode))
     cases = []
-    for shape in models:
-        for mode in modes:
-            cases.append(_in_subprocess(shape, layers[shape], mode, args.repeat))
-            if args.jsonl:
-                with open(args.jsonl, "a") as f:
-                    f.write(json.dumps(cases[-1]) + "\n")
-            print(f"done {shape} {mode}", file=sys.stderr, flush=True)
+    for shape, depth, mode in todo:
+        cases.append(_in_subprocess(shape, depth, mode, args.repeat))
+        if args.jsonl:
+            with open(args.jsonl, "a") as f:
+                f.write(json.dumps(cases[-1]) + "\n")
+        print(f"done {shape} {depth} layers {mode}", file=sys.stderr, flush=True)
     print_tables(cases)
 
 

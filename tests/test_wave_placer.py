@@ -215,3 +215,22 @@ def test_order_of_matches_sort_keys(rows: list[tuple[int, int, int, int]]) -> No
     for name, key in SORT_KEYS.items():
         want = [s.unit_index for s in sorted(stats, key=key)]
         assert order_of(name, columns).tolist() == want, name
+
+
+def test_gc_paused_restores_the_collectors_state() -> None:
+    import gc
+
+    from memplan.solvers.gc_pause import gc_paused
+
+    assert gc.isenabled()
+    with pytest.raises(ZeroDivisionError), gc_paused():
+        assert not gc.isenabled()
+        _ = 1 / 0
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()

@@ -15,14 +15,16 @@ stay available as `pass_.results[method].problem` / `.plan`.
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 import torch
 from executorch.exir.banked_memory_planning import TargetMemoryMap
 from executorch.exir.memory_planning import (
     Verifier,
-    greedy,
     insert_calls_to_free,
 )
 from executorch.exir.pass_base import PassResult
@@ -41,7 +43,13 @@ from memplan.planner.et.cat.policy import plan_with_cat_fusion
 from memplan.planner.et.cat.report import CatReport
 from memplan.planner.et.cat.rewrite import fuse_cats
 from memplan.planner.et.compat import ExportContext, export_context, merge_bufsizes
-from memplan.planner.et.extract import ExtractionError, control_flow_submodules, extract, state_buffers
+from memplan.planner.et.extract import (
+    Extraction,
+    ExtractionError,
+    control_flow_submodules,
+    extract,
+    state_buffers,
+)
 from memplan.planner.et.shared_state import (
     STATE_POOL,
     MethodState,
@@ -53,6 +61,7 @@ from memplan.planner.et.shared_state import (
     reject_foreign_planners,
     with_state,
 )
+from memplan.planner.et.signature import frozen
 from memplan.planner.et.state import StateReport, update_state_in_place
 from memplan.planner.et.verify import verify_storage_reuse
 from memplan.planner.problem import Outcome, Plan, Problem
@@ -67,17 +76,23 @@ class MethodResult:
     BankedGreedy; [] when that raises BankPlacementError) gives for the same
     tensors (before any shared-state arena), for comparison: with
     `state_in_place` that is the program after its write-backs were rewritten.
+    Without a memory map it is computed on first use by memplan's byte-exact
+    replica of that greedy (solvers.greedy), so the pass does not pay for it.
     """
 
     problem: Problem
     plan: Plan
     buffer_sizes: list[int]
-    stock_sizes: list[int]
+    stock: Callable[[], list[int]] = field(repr=False)  # computes `stock_sizes`
     submodules: dict[str, MethodResult] = field(default_factory=dict)
     cat_report: CatReport | None = None  # set when cat fusion is on (memplan.planner.et.cat)
     specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
     padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
     state_report: StateReport | None = None  # set when state_in_place is on (memplan.planner.et.state)
+
+    @cached_property
+    def stock_sizes(self) -> list[int]:
+        return self.stock()
 
 
 class PlannerPass(MemoryPlanningPass):
@@ -171,7 +186,7 @@ class PlannerPass(MemoryPlanningPass):
         state_report = None
         if self.state_in_place:
             state_report = update_state_in_place(
-                graph_module, graph_signature, state_planned=self.alloc_mutable_buffers
+                graph_module, frozen(graph_signature), state_planned=self.alloc_mutable_buffers
             )
         result = self._plan_graph(
             graph_module,
@@ -183,19 +198,20 @@ class PlannerPass(MemoryPlanningPass):
         )
         result.state_report = state_report
         self.results[method] = result
+        checked = frozen(graph_signature)  # after cat fusion renamed outputs
         verify_storage_reuse(
             graph_module,
-            graph_signature,
+            checked,
             alloc_graph_input=self.alloc_graph_input,
             alloc_graph_output=self.alloc_graph_output,
             alloc_mutable_buffers=alloc_mutable,
             allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap,
         )
         Verifier(
-            graph_module, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable, graph_signature
+            graph_module, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable, checked
         ).verify_graph_input_output()
-        if graph_signature is not None:
-            self._register(context, method, graph_module, graph_signature, share)
+        if checked is not None:
+            self._register(context, method, graph_module, checked, share)
         return PassResult(graph_module, True)
 
     def run_multimethod(self) -> None:
@@ -229,8 +245,13 @@ class PlannerPass(MemoryPlanningPass):
         alloc_graph_output: bool,
         alloc_mutable_buffers: bool,
     ) -> MethodResult:
-        """Plan `graph_module` and its control-flow submodules like `apply_algo`."""
+        """Plan `graph_module` and its control-flow submodules like `apply_algo`.
+
+        ExecuTorch's helpers read a `frozen` signature; only `fuse_cats`, which
+        renames outputs in the program's own signature, gets `graph_signature`.
+        """
         submodules: dict[str, MethodResult] = {}
+        signature = frozen(graph_signature)
 
         def plan_submodules() -> list[int]:
             sizes: list[int] = []
@@ -245,7 +266,7 @@ class PlannerPass(MemoryPlanningPass):
 
         ex = extract(
             graph_module,
-            graph_signature,
+            signature,
             alignment=self.alignment,
             alloc_graph_input=alloc_graph_input,
             alloc_graph_output=alloc_graph_output,
@@ -265,15 +286,17 @@ class PlannerPass(MemoryPlanningPass):
         for pool, size in ex.reserved.items():
             reserved[pool] = size
         graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]  # what ExecuTorch's greedy reads
-        if self.memory_map is not None:
-            stock = banked_stock_sizes(self.memory_map, self.alignment, ex, graph_module, graph_signature)
+        stock: Callable[[], list[int]]
+        if self.memory_map is not None:  # ExecuTorch's BankedGreedy itself, while the specs are unplanned
+            banked = banked_stock_sizes(self.memory_map, self.alignment, ex, graph_module, signature)
+            stock = functools.partial(list, [0, *banked[1:]] if banked else [])
         else:
-            stock = greedy(self.alignment, ex.specs, graph_module, graph_signature, ex.extra_padding).bufsizes
+            stock = functools.partial(_greedy_sizes, ex)
         fusion, planned = None, ex
         if self.cat_fusion:
             fusion, plan, without = plan_with_cat_fusion(
                 graph_module,
-                graph_signature,
+                signature,
                 ex,
                 lambda problem: self._solve(problem, where),
                 relax_alignment=self.cat_fusion_relax_alignment,
@@ -297,7 +320,7 @@ class PlannerPass(MemoryPlanningPass):
             planned.problem,
             plan,
             sizes,
-            [0] + list(stock[1:]) if stock else [],
+            stock,
             submodules,
             report,
             dict(planned.spec_of),
@@ -341,6 +364,7 @@ class PlannerPass(MemoryPlanningPass):
         graph_signature: ExportGraphSignature,
         share: bool,
     ) -> None:
+        """Record the method for `run_multimethod`; `graph_signature` is read only from here on."""
         session = current_session(context.key if context else None, method)
         session.methods[method] = MethodState(
             method=method,
@@ -358,6 +382,11 @@ class PlannerPass(MemoryPlanningPass):
                 else banked_state_pool(self.memory_map, self.results[method].problem)
             ),
         )
+
+
+def _greedy_sizes(ex: Extraction) -> list[int]:
+    """`non_const_buffer_sizes` ExecuTorch's greedy gives the extracted tensors (its replica, solvers.greedy)."""
+    return ex.pool_sizes(dict(solvers.solve(ex.problem, "greedy").arena_sizes))
 
 
 __all__ = ["PlannerPass", "PlanningError", "MethodResult", "ExtractionError"]

@@ -11,9 +11,7 @@ import dataclasses
 import math
 from collections import defaultdict
 
-import torch
 from executorch.exir.memory_planning import get_node_tensor_specs
-from torch.utils._pytree import tree_flatten
 
 from memplan.planner.et.cat.decisions import CatStatus, CopySlot
 from memplan.planner.et.cat.legality import CatFacts, GraphFacts
@@ -61,10 +59,12 @@ def copy_source_ends(
     for slot, (_, inp) in zip(slots, copies):
         if inp.bid and inp.stable:
             ends[id(inp.spec)] = max(ends.get(id(inp.spec), -1), facts.index[facts.by_name[slot.before]])
+    if not ends:
+        return {}
     for node in facts.nodes:
         if node.name in removed:
             continue
-        for ref in _referenced_nodes(node):
+        for ref in (node, *node.all_input_nodes):  # what ExecuTorch counts as a use for lifetimes
             for spec in get_node_tensor_specs(ref):
                 if id(spec) in ends:
                     ends[id(spec)] = max(ends[id(spec)], facts.index[node])
@@ -125,12 +125,3 @@ def grouped_problem(
     ]
     order = [b.id for b in problem.buffers]
     return dataclasses.replace(problem, buffers=tuple(buffers[b] for b in order), groups=tuple(groups))
-
-
-def _referenced_nodes(node: torch.fx.Node) -> list[torch.fx.Node]:
-    """The node and every node among its arguments: what ExecuTorch counts as a use for lifetimes."""
-    found = [node]
-    for value in tree_flatten((node.args, node.kwargs))[0]:
-        if isinstance(value, torch.fx.Node):
-            found.append(value)
-    return found

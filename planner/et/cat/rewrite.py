@@ -108,7 +108,8 @@ def remove_fused_cats(
         for spec in graph_signature.output_specs:
             if isinstance(spec.arg, TensorArgument) and spec.arg.name in renamed:
                 spec.arg.name = renamed[spec.arg.name]
-    graph_module.recompile()
+    if removed or fusion.copies:
+        graph_module.recompile()
     return removed
 
 

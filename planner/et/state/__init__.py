@@ -17,7 +17,10 @@ def update_state_in_place(
     *,
     state_planned: bool = True,
 ) -> StateReport:
-    """Decide every write-back of the graph and rewrite it accordingly (before planning)."""
+    """Decide every write-back of the graph and rewrite it accordingly (before planning).
+
+    The graph module's code is stale until the caller recompiles it (the pass does, after planning).
+    """
     decisions = analyze(graph_module, graph_signature, state_planned=state_planned)
     removed = rewrite(graph_module, decisions)
     return StateReport(tuple(decisions), removed)

@@ -36,7 +36,11 @@ class StateRewriteError(ProblemError):
 
 
 def rewrite(graph_module: torch.fx.GraphModule, decisions: list[WriteBack]) -> int:
-    """Apply every IN_PLACE and MOVED decision; return how many copy instructions were removed."""
+    """Apply every IN_PLACE and MOVED decision; return how many copy instructions were removed.
+
+    Only the graph changes: its Python code is regenerated once by the pass
+    (ExecuTorch's `insert_calls_to_free` recompiles after planning), not here.
+    """
     graph = graph_module.graph
     nodes = {n.name: n for n in graph.nodes}
 
@@ -57,7 +61,6 @@ def rewrite(graph_module: torch.fx.GraphModule, decisions: list[WriteBack]) -> i
             node(d.moved_after).append(copy)
             for reader in d.redirected:
                 node(reader).replace_input_with(value, state)
-    graph_module.recompile()
     return removed
 
 

@@ -141,6 +141,8 @@ def analyze(
     (`alloc_mutable_buffers=False`): the state's memory then comes from the
     runtime and nothing may be placed in it.
     """
+    if not any(is_write_back(n) for n in graph_module.graph.nodes):
+        return []  # no state is written back: skip indexing the graph
     return _Analyzer(graph_module, graph_signature, state_planned).run()
 
 
@@ -160,7 +162,7 @@ class _Analyzer:
         self.written_by: dict[torch.fx.Node, list[torch.fx.Node]] = defaultdict(list)
         for node in self.nodes:
             if not (node.op == "call_function" and node.target is memory.view):
-                for arg in dict.fromkeys(_node_args(node)):
+                for arg in node.all_input_nodes:
                     self.read_by[arg].append(node)
             for arg in dict.fromkeys(_written_args(node)):
                 self.written_by[arg].append(node)
@@ -286,7 +288,7 @@ class _Analyzer:
         for other in self.copies:
             if other is not copy and other.args[1] in aliases:
                 found.append((StateRefusal.NEW_VALUE_SHARED, f"{other.name} also writes {value.name} back"))
-        if any(arg in aliases for arg in _node_args(self.output)):
+        if any(arg in aliases for arg in self.output.all_input_nodes):
             found.append((StateRefusal.NEW_VALUE_IS_GRAPH_OUTPUT, f"{value.name} is returned to the caller"))
         return found
 
@@ -430,10 +432,6 @@ def _storage_root(node: torch.fx.Node) -> torch.fx.Node:
             break
         node = node.args[0]
     return node
-
-
-def _node_args(node: torch.fx.Node) -> list[torch.fx.Node]:
-    return [v for v in tree_flatten((node.args, node.kwargs))[0] if isinstance(v, torch.fx.Node)]
 
 
 def _written_args(node: torch.fx.Node) -> Iterable[torch.fx.Node]:
