@@ -49,8 +49,10 @@ from ortools.sat.python import cp_model
 
 from memplan.planner.errors import SolverFailure, SolverOptionError
 from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem, align_up
+from memplan.solvers import canonical
 from memplan.solvers.bestfit import solve_bestfit
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
+from memplan.solvers.canonical import PREORDER_LETTERS
 from memplan.solvers.cpsat_model import SKYLINE_ORDERS, PlacementModel, arena_limits
 from memplan.solvers.cpsat_search import LADDER, Probes, SkylineSettings, decide, new_solver
 from memplan.solvers.skyline import solve_skyline
@@ -84,6 +86,22 @@ instead of 7.3 s; with it, a generated 10,000-buffer problem is proven at its lo
 without it not in 60 s (3,000 buffers: 1.000001 x the bound with, 1.000005 without, in 30 s). The
 threshold sits between those sizes; it is not a measured crossover."""
 
+CANONICAL = ("TWA",)
+"""MiniMalloc preorders of the canonical search (solvers.canonical) in decisions: the first gets
+the head start (`CANONICAL_HEAD_START`); with `canonical_in_portfolio` all of them take turns in one
+more thread beside the skyline portfolio. Measured alone on MiniMalloc's instances at 1,048,576
+bytes (3 s each, load ~3): TWA decides A, F, G, I, J, K (J in 0.13 s of CPU, 410 nodes, where
+CP-SAT's best order needs 1.0-1.3 s), WAT D and K, TAW B, C and H. In the portfolio it slowed
+A-H by 0.1-0.6 s under load and decided nothing sooner, so it is off by default."""
+
+CANONICAL_HEAD_START = 5
+"""Nodes per unit the canonical search gets alone in a decision, before the heuristics and the
+portfolio start. On MiniMalloc's instances at 1,048,576 bytes it decides G, I, J and K within
+that (410 to 1,929 nodes, 0.1-0.2 s of CPU) and costs the others 0.1-0.3 s."""
+
+CANONICAL_MAX_UNITS = 2000
+"""The canonical search sorts the unplaced units at every node: quadratic, so not for big problems."""
+
 FINISH_SECONDS_PER_UNIT = 1e-5
 """Time kept back per unit for building and validating the plan after the search (1 s at 100,000)."""
 
@@ -106,6 +124,9 @@ class CpsatParams:
     )
     ladder: tuple[tuple[str, float], ...] = LADDER  # the rungs of the minimising probes (cpsat_search.LADDER)
     skyline_presolve: bool | None = None  # CP-SAT presolves before each skyline search (None: by size)
+    canonical: tuple[str, ...] = CANONICAL  # MiniMalloc preorders of the canonical search (solvers.canonical)
+    canonical_head_start: int = CANONICAL_HEAD_START  # its nodes per unit alone, before the rest (0: none)
+    canonical_in_portfolio: bool = False  # it also runs beside the skyline portfolio in decisions
     minimise: bool | None = None  # minimise the arena (None: without a capacity only)
     log: bool = False  # CP-SAT's search log on stdout
     reproducible: bool = False  # deterministic time budget, no races: same input, same plan
@@ -114,6 +135,12 @@ class CpsatParams:
     def __post_init__(self) -> None:
         object.__setattr__(self, "skyline_orders", tuple(self.skyline_orders))
         object.__setattr__(self, "ladder", tuple(tuple(r) for r in self.ladder))
+        object.__setattr__(self, "canonical", tuple(self.canonical))
+        bad_codes = [c for c in self.canonical if not c or set(c) - set(PREORDER_LETTERS)]
+        if bad_codes:
+            raise SolverOptionError(
+                f"cpsat: bad canonical preorders {bad_codes}; each is letters from {PREORDER_LETTERS!r}"
+            )
         if self.num_workers < 1:
             raise SolverOptionError(f"cpsat: num_workers must be >= 1, got {self.num_workers}")
         if self.search not in SEARCHES:
@@ -239,7 +266,13 @@ def _with_bounds(plan: Plan, bounds: dict[int, int]) -> Plan:
 
 
 def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: dict[int, int]) -> Plan:
-    skyline = SkylineSettings(params.skyline_orders, params.skyline_presolve, params.log)
+    skyline = SkylineSettings(
+        params.skyline_orders,
+        params.skyline_presolve,
+        params.log,
+        params.canonical if params.canonical_in_portfolio else (),
+        CANONICAL_MAX_UNITS,
+    )
     search, ladder, num_workers, warm_start = (
         params.search,
         params.ladder,
@@ -265,6 +298,16 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
 
     if not units:
         return finish([], Outcome.OPTIMAL, "optimal: nothing to place")
+    if not minimise and capacity is not None and search != "default":
+        head = _canonical_head_start(units, capacity, params.canonical, params.canonical_head_start, deadline)
+        if head is not None:
+            code, offsets = head
+            verdict = (
+                Outcome.OPTIMAL if sum(arena_of(units, offsets).values()) == lb_total else Outcome.FEASIBLE
+            )
+            return finish(
+                offsets, verdict, f"feasible within capacity {capacity} (canonical search, {code} preorder)"
+            )
     heuristic = _heuristic_offsets(
         problem, units, limit * HEURISTIC_SHARE if params.skyline_heuristic else None
     )
@@ -403,6 +446,20 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
     if source != "cpsat":
         text += f"; {source} kept"
     return finish(chosen, Outcome.TIME_LIMIT, text)
+
+
+def _canonical_head_start(
+    units: Sequence[Unit], capacity: int, codes: Sequence[str], nodes_per_unit: int, deadline: float
+) -> tuple[str, list[int]] | None:
+    """MiniMalloc's canonical search under the first preorder, alone for `CANONICAL_HEAD_START`
+    nodes per unit, before anything else runs: on MiniMalloc's J it decides in 410 nodes, sooner
+    than the heuristics run. (code, offsets) of its plan, or None."""
+    if not codes or not nodes_per_unit or not canonical.applicable(units) or len(units) > CANONICAL_MAX_UNITS:
+        return None
+    found = canonical.search(
+        units, capacity, codes[0], deadline=deadline, node_limit=nodes_per_unit * len(units)
+    )
+    return (codes[0], found.offsets) if found.offsets is not None else None
 
 
 def _heuristic_offsets(problem: Problem, units: Sequence[Unit], skyline_seconds: float | None) -> list[int]:

@@ -84,6 +84,7 @@ class PlacementModel:
         minimise: bool,
     ) -> None:
         self.units = units
+        self.limits = dict(limits)  # largest arena per pool, in bytes (probes lower it)
         self.divisor = g = scale_of(units)
         m = self.model = cp_model.CpModel()
         self.arena = {
@@ -149,6 +150,7 @@ class PlacementModel:
         probe = copy.copy(self)
         probe.model = self.model.clone()
         probe.model.clear_objective()
+        probe.limits = {pool: min(cap, caps.get(pool, cap)) for pool, cap in self.limits.items()}
         for pool, cap in caps.items():
             probe.model.add(
                 probe.model.get_int_var_from_proto_index(self.arena[pool].index) <= cap // self.divisor

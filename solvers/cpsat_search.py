@@ -22,6 +22,7 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
+from memplan.solvers import canonical
 from memplan.solvers.cpsat_model import PlacementModel, with_skyline_order
 from memplan.solvers.units import arena_of
 
@@ -154,11 +155,15 @@ class Probes:
 
 @dataclasses.dataclass(frozen=True)
 class SkylineSettings:
-    """How skyline searches run: tie-break orders, CP-SAT's presolve (None: by size), logging."""
+    """How skyline searches run: tie-break orders, CP-SAT's presolve (None: by size), logging, and
+    the preorders of MiniMalloc's canonical search run beside the portfolio (solvers.canonical;
+    (): none)."""
 
     orders: tuple[str, ...]
     presolve: bool | None
     log: bool
+    canonical: tuple[str, ...] = ()
+    canonical_max_units: int = 0
 
     def solver(self, seconds: float) -> cp_model.CpSolver:
         """A single-worker solver that follows the model's decision strategy."""
@@ -206,9 +211,11 @@ def decide(
 
 
 class Portfolio:
-    """Skyline searches with different tie-break orders, one thread each (CP-SAT releases the GIL).
+    """Skyline searches with different tie-break orders, one thread each (CP-SAT releases the GIL),
+    and on single-pool problems MiniMalloc's canonical search (solvers.canonical) in one more.
 
-    The first solution or infeasibility proof stops every thread.
+    The first solution or infeasibility proof stops every thread (an exhausted canonical
+    search proves nothing here: it only stops looking).
     """
 
     def __init__(self, model: PlacementModel, skyline: SkylineSettings, deadline: float) -> None:
@@ -217,10 +224,41 @@ class Portfolio:
         self.done = False
         self.running: list[cp_model.CpSolver] = []
         self.outcome = Outcome()
+        self.stop_canonical = threading.Event()
 
     def run(self) -> Outcome:
-        in_threads(self._run, self.skyline.orders)
+        members: list[str | None] = list(self.skyline.orders)
+        if (
+            self.skyline.canonical
+            and canonical.applicable(self.model.units)
+            and len(self.model.units) <= self.skyline.canonical_max_units
+        ):
+            members.insert(0, None)  # None: the canonical search
+        in_threads(self._member, members)
         return self.outcome
+
+    def _member(self, order_name: str | None) -> None:
+        if order_name is None:
+            self._canonical()
+        else:
+            self._run(order_name)
+
+    def _canonical(self) -> None:
+        (capacity,) = self.model.limits.values()
+        found = canonical.round_robin(
+            self.model.units,
+            capacity,
+            self.skyline.canonical,
+            deadline=self.deadline,
+            stop=self.stop_canonical,
+        )
+        with self.lock:
+            if self.done or found is None:
+                return
+            self.outcome = Outcome(found[1], how=f"canonical search, {found[0]} preorder")
+            self.done = True
+            for solver in self.running:
+                solver.StopSearch()
 
     def _run(self, order_name: str) -> None:
         model = with_skyline_order(self.model, order_name)
@@ -238,6 +276,7 @@ class Portfolio:
             else:
                 self.outcome = Outcome(self.model.offsets(solver), how=f"skyline search, {order_name} order")
             self.done = True
+            self.stop_canonical.set()
             for other in self.running:
                 if other is not solver:
                     other.StopSearch()
