@@ -1,10 +1,10 @@
 """Exact solving at scale: MiniMalloc's challenging benchmarks, an ExecuTorch Llama, generated problems.
 
-    python -m memplan.experiments.bench_scale [--sections minimalloc,minimise,llama,layered]
+    python -m memplan.experiments.bench_scale [--sections minimalloc,minimise,llama,layered,bounds]
         [--instances A,B] [--configs full,no-skyline-search] [--time-limit 10]
         [--minimise-time-limits 10,30,60] [--minimise-configs full,bisection,skyline-presolve]
         [--llama PROBLEM.json] [--layered 10000,100000] [--layered-time-limit 60]
-        [--minimalloc-binary PATH] [--save-better docs/minimalloc_solutions]
+        [--minimalloc-binary PATH] [--save-better docs/minimalloc_solutions] [--bound-seconds 30]
 
 Sections (Markdown tables, printed row by row):
 
@@ -27,6 +27,9 @@ Sections (Markdown tables, printed row by row):
   extracted by the planner pass, or read from `--llama` (memplan JSON, e.g.
   from `memplan export-problem`).
 - layered: planner.generate.layered_problem at the given sizes.
+- bounds: per instance, the live-bytes lower bound against the window bound
+  (solvers.bounds_windows) proven in `--bound-seconds`, and the proven gap to
+  the best plan known before and after (experiments.bench_bounds).
 
 Timings are wall clock on whatever machine runs this; on a shared machine read
 them as rough. Every plan is validated by solvers.solve.
@@ -316,7 +319,7 @@ def bench_layered(sizes: Sequence[int], configs: Sequence[str], limit: float) ->
 def main(argv: Sequence[str] | None = None) -> None:
     warnings.simplefilter("ignore")  # torch and ExecuTorch warn on every export, as the CLI silences them
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="minimalloc,minimise,llama,layered")
+    parser.add_argument("--sections", default="minimalloc,minimise,llama,layered,bounds")
     parser.add_argument("--instances", default=",".join(KNOWN), help="MiniMalloc instances (default: all)")
     parser.add_argument("--configs", default=",".join(CONFIGS), help=f"from: {', '.join(CONFIGS)}")
     parser.add_argument(
@@ -344,6 +347,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--minimalloc-binary",
         help="MiniMalloc's C++ solver, run next to memplan in the minimalloc section (see the docstring to build it)",
     )
+    parser.add_argument(
+        "--bound-seconds", type=float, default=30.0, help="window-bound budget per instance (bounds section)"
+    )
     args = parser.parse_args(argv)
 
     sections = [s for s in args.sections.split(",") if s]
@@ -351,7 +357,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     configs = [c for c in args.configs.split(",") if c]
     minimise_configs = [c for c in args.minimise_configs.split(",") if c]
     for bad, known, what in (
-        (sections, ("minimalloc", "minimise", "llama", "layered"), "section"),
+        (sections, ("minimalloc", "minimise", "llama", "layered", "bounds"), "section"),
         (instances, tuple(KNOWN), "instance"),
         (configs + minimise_configs, tuple(CONFIGS), "config"),
     ):
@@ -372,6 +378,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     if "layered" in sections:
         sizes = [int(s) for s in args.layered.split(",") if s]
         bench_layered(sizes, ["full"], args.layered_time_limit)
+    if "bounds" in sections:
+        from memplan.experiments.bench_bounds import bench_bounds
+
+        bench_bounds(instances, args.bound_seconds, directory)
 
 
 if __name__ == "__main__":

@@ -23,6 +23,7 @@ is not one about the problem.
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -40,6 +41,8 @@ MIN_PROBE_SECONDS = 0.05
 
 PROBE_SHARE = 0.25
 """A probe gets at most this share of the time left, so one hard window cannot eat the budget."""
+
+_TRACE = bool(os.environ.get("TRACE_BOUNDS"))
 
 CENTRES = 4
 """Sections (by bytes live, most first) that windows are centred on, per pool."""
@@ -71,6 +74,7 @@ class WindowBounds:
     proofs: int  # probes proven infeasible
     seconds: float
     windows: dict[int, tuple[int, int]]  # pool -> the times [start, end) of the window that proved it
+    widest_fit: dict[int, tuple[int, int]]  # pool -> the times [start, end) of the widest window planned
     complete: bool  # every centre was widened to the whole pool (no probe ran out of time)
 
 
@@ -82,7 +86,7 @@ def window_lower_bounds(
     deadline = began + time_limit_s
     units = units_of(problem) if units is None else units
     start = pool_bounds(problem, units)
-    bounds, windows = dict(start), {}
+    bounds, windows, widest = dict(start), {}, {}
     counter = _Counter()
     complete = True
     if planned_exactly(problem) and units:
@@ -94,10 +98,12 @@ def window_lower_bounds(
             search = _PoolSearch(units, pool_boxes, g, deadline, counter)
             level, window, done = search.run(ceil_div(start[pool], g))
             complete &= done
+            if search.widest_fit is not None:
+                widest[pool] = (times[search.widest_fit[0]], times[search.widest_fit[1]])
             if window is not None:
                 bounds[pool], windows[pool] = level * g, (times[window[0]], times[window[1]])
     return WindowBounds(
-        bounds, start, counter.probes, counter.proofs, time.perf_counter() - began, windows, complete
+        bounds, start, counter.probes, counter.proofs, time.perf_counter() - began, windows, widest, complete
     )
 
 
@@ -132,6 +138,8 @@ class _PoolSearch:
             for s in range(b.lo, b.hi):
                 load[s] += b.size
         self.load = load
+        self.widest_fit: tuple[int, int] | None = None  # sections [lo, hi) of the widest window planned
+        self.tried: set[tuple[int, int, int]] = set()  # (lo, hi, level) of windows already probed
 
     def run(self, level: int) -> tuple[int, tuple[int, int] | None, bool]:
         """The highest level (arena in units of g) proven, the window that proved it (None: none
@@ -141,8 +149,11 @@ class _PoolSearch:
         for centre in self._centres():
             width = 1
             while True:
-                lo = max(0, centre - width // 2)
+                lo = max(0, min(centre - width // 2, self.sections - width))
                 hi = min(self.sections, lo + width)
+                if (lo, hi, level) in self.tried:  # a window another centre grew into
+                    break
+                self.tried.add((lo, hi, level))
                 raised, verdict = self._raise(lo, hi, level)
                 if raised > level:
                     level, proving = raised, (lo, hi)
@@ -204,15 +215,39 @@ class _PoolSearch:
             y_intervals.append(model.new_fixed_size_interval_var(y[b.unit], b.size, ""))
         model.add_no_overlap_2d(x_intervals, y_intervals)
         self._break_symmetry(model, clipped, y)
-        solver = cp_model.CpSolver()
-        solver.parameters.num_workers = 1
-        solver.parameters.max_time_in_seconds = max(MIN_PROBE_SECONDS, left * PROBE_SHARE)
-        status = solver.solve(model)
+        budget = max(MIN_PROBE_SECONDS, left * PROBE_SHARE)
+        status = self._solve(model, [v for v in y.values() if not isinstance(v, int)], budget / 2, True)
+        if status == cp_model.UNKNOWN:
+            status = self._solve(model, [], budget / 2, False)
+        if _TRACE:
+            print(f"  [{lo}, {hi}) at {level}: {status.name}")
         if status == cp_model.INFEASIBLE:
             return self._count(Verdict.PROVEN_NOT)
-        return self._count(
-            Verdict.FITS if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else Verdict.UNKNOWN
-        )
+        if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            return self._count(Verdict.UNKNOWN)
+        if self.widest_fit is None or hi - lo > self.widest_fit[1] - self.widest_fit[0]:
+            self.widest_fit = (lo, hi)
+        return self._count(Verdict.FITS)
+
+    @staticmethod
+    def _solve(
+        model: cp_model.CpModel, offsets: list[cp_model.IntVar], seconds: float, skyline: bool
+    ) -> cp_model.CpSolverStatus:
+        """One single-worker search: the skyline one (lowest offset first, as `cpsat_search`; finds
+        plans of tight windows fast) or CP-SAT's own (better at proofs). Both are complete."""
+        if skyline:
+            model = model.clone()
+            model.add_decision_strategy(
+                [model.get_int_var_from_proto_index(v.index) for v in offsets],
+                cp_model.CHOOSE_LOWEST_MIN,
+                cp_model.SELECT_MIN_VALUE,
+            )
+        solver = cp_model.CpSolver()
+        solver.parameters.num_workers = 1
+        solver.parameters.max_time_in_seconds = seconds
+        if skyline:
+            solver.parameters.search_branching = cp_model.FIXED_SEARCH
+        return solver.solve(model)
 
     def _offset(
         self, model: cp_model.CpModel, unit: Unit, clipped: list[Box], level: int

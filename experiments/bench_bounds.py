@@ -1,0 +1,98 @@
+"""Lower bounds on MiniMalloc's instances: the bytes live at once against window bounds (solvers.bounds_windows).
+
+Run as the `bounds` section of `python -m memplan.experiments.bench_scale`
+(`--bound-seconds` per instance). For each instance: the live-bytes bound,
+the window bound proven in the budget, the best plan known (the README's
+best known peak, or a smaller plan saved in `docs/minimalloc_solutions`, checked
+by the validator), and the proven gap (best - bound) / best before and after.
+Instances whose best plan already meets the live-bytes bound are optimal:
+their windows are not searched (no bound can pass an optimum).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from memplan.experiments.minimalloc_benchmarks import CHALLENGING
+from memplan.planner.io import read_minimalloc_csv
+from memplan.planner.problem import Plan, Problem, arena_sizes_of, lower_bound, validate
+from memplan.solvers.bounds_windows import window_lower_bounds
+
+SOLUTIONS_DIR = Path(__file__).resolve().parents[1] / "docs" / "minimalloc_solutions"
+
+
+def best_plan_known(name: str, problem: Problem, solutions: Path = SOLUTIONS_DIR) -> tuple[int, str]:
+    """The smallest peak known for instance `name`, and where it comes from.
+
+    A saved solution (`<name>.<peak>.csv`, the instance's buffers with an `offset` column) counts
+    only if the validator passes it on `problem`; its peak is recomputed, not read from the name."""
+    best, source = CHALLENGING[name].best_known, "README"
+    for path in sorted(solutions.glob(f"{name}.*.csv")):
+        solved = read_minimalloc_csv(path)
+        offsets = {b.id: b.offset for b in solved.buffers if b.offset is not None}
+        if set(offsets) != {b.id for b in problem.buffers}:
+            continue
+        arenas = arena_sizes_of(problem, offsets)
+        if validate(problem, Plan(offsets=offsets, arena_sizes=arenas, solver="saved")) == []:
+            peak = sum(arenas.values())
+            if peak < best:
+                best, source = peak, path.name
+    return best, source
+
+
+def gap(best: int, bound: int) -> str:
+    return f"{(best - bound) / best:.2%}"
+
+
+def bench_bounds(instances: Sequence[str], seconds: float, directory: Path) -> None:
+    from memplan.experiments.bench_scale import minimalloc_problem, row, table
+
+    table(
+        [
+            "instance",
+            "buffers",
+            "live-bytes LB",
+            "window LB",
+            "best plan known",
+            "gap before",
+            "gap after",
+            "probes (proven infeasible)",
+            "window proving it",
+            "widest window planned at the bound",
+            "seconds",
+        ]
+    )
+    for name in instances:
+        if name not in CHALLENGING:
+            continue
+        problem = minimalloc_problem(name, directory)
+        live = lower_bound(problem)
+        best, source = best_plan_known(name, problem)
+        began = time.perf_counter()
+        if best == live:
+            bound, probes, window, widest, note = live, "not searched (a plan meets the LB)", "", "", ""
+        else:
+            found = window_lower_bounds(problem, seconds)
+            bound = sum(found.bounds.values())
+            probes = f"{found.probes} ({found.proofs})"
+            window = ", ".join(f"[{lo:,}, {hi:,})" for lo, hi in found.windows.values()) or "none"
+            widest = ", ".join(f"[{lo:,}, {hi:,})" for lo, hi in found.widest_fit.values())
+            note = "" if found.complete else " (budget)"
+        assert bound <= best, f"{name}: bound {bound} above a valid plan of {best} bytes"
+        row(
+            [
+                name,
+                len(problem.buffers),
+                f"{live:,}",
+                f"{bound:,}",
+                f"{best:,}" + ("" if source == "README" else f" ({source})"),
+                gap(best, live),
+                gap(best, bound),
+                probes,
+                window,
+                widest,
+                f"{time.perf_counter() - began:.1f}{note}",
+            ]
+        )

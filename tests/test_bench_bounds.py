@@ -1,0 +1,34 @@
+"""experiments.bench_bounds: the best plan known is a validated one, and the table is printed."""
+
+from __future__ import annotations
+
+import csv
+
+from minimalloc_files import minimalloc_dir
+
+from memplan.experiments import bench_bounds
+from memplan.experiments.bench_scale import minimalloc_problem
+
+
+def test_a_saved_solution_below_the_readme_counts() -> None:
+    problem = minimalloc_problem("D", minimalloc_dir())
+    assert bench_bounds.best_plan_known("D", problem) == (1_036_288, "D.1036288.csv")
+
+
+def test_a_saved_solution_with_an_overlap_is_ignored(tmp_path) -> None:
+    problem = minimalloc_problem("D", minimalloc_dir())
+    rows = list(csv.reader((bench_bounds.SOLUTIONS_DIR / "D.1036288.csv").open()))
+    offset = rows[0].index("offset")
+    for r in rows[1:]:
+        r[offset] = "0"  # everything at the bottom: conflicting buffers overlap
+    with (tmp_path / "D.1000.csv").open("w", newline="") as out:
+        csv.writer(out).writerows(rows)
+    assert bench_bounds.best_plan_known("D", problem, tmp_path) == (1_038_336, "README")
+
+
+def test_table_rows_for_solved_and_open_instances(capsys) -> None:
+    bench_bounds.bench_bounds(["A", "D"], 0.5, minimalloc_dir())
+    out = capsys.readouterr().out
+    assert "| A | 154 | 1,048,576 | 1,048,576 |" in out and "not searched" in out
+    row_d = next(line for line in out.splitlines() if line.startswith("| D |"))
+    assert "| 986,112 | " in row_d and "1,036,288 (D.1036288.csv)" in row_d and "4.84%" in row_d
