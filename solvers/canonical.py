@@ -357,3 +357,30 @@ def round_robin(
             elif limit is None or result.nodes < limit:
                 return None  # out of time or stopped, not out of nodes
     return None
+
+
+def descend(
+    units: Sequence[Unit],
+    top: int,
+    floor: int,
+    codes: Sequence[str],
+    node_limit: int,
+    granule: int,
+    deadline: float,
+) -> tuple[str, list[int], int] | None:
+    """Bisect [floor, top) with `search`: each probe tries `codes` in turn, `node_limit` nodes
+    each; a plan lowers the top to its arena, a probe that finds none raises the floor past it
+    (not a proof). (code, offsets, arena) of the lowest plan found, or None."""
+    sweep = Sweep(units)
+    best: tuple[str, list[int], int] | None = None
+    while floor < top and time.perf_counter() < deadline:
+        cap = max(floor, (floor + (top - floor) // 2) // granule * granule)
+        for code in codes:
+            result = search(units, cap, code, deadline=deadline, node_limit=node_limit, sweep=sweep)
+            if result.offsets is not None:
+                arena = max(o + u.size for o, u in zip(result.offsets, units))
+                best, top = (code, result.offsets, arena), arena
+                break
+        else:
+            floor = cap + granule
+    return best

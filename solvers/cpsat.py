@@ -99,6 +99,16 @@ CANONICAL_HEAD_START = 5
 portfolio start. On MiniMalloc's instances at 1,048,576 bytes it decides G, I, J and K within
 that (410 to 1,929 nodes, 0.1-0.2 s of CPU) and costs the others 0.1-0.3 s."""
 
+CANONICAL_DESCENT = 3
+"""Minimising one pool: before the skyline probes, the canonical search bisects between the lower
+bound and the heuristic plan, each probe limited to this many nodes per unit, so it does the same
+work at any machine load (a probe out of nodes raises only its own floor, not the proven one). On
+MiniMalloc's J it reaches 1,041,408 bytes (the best known) in 7 probes, 1.1 s of CPU (with 3, 4 or 5
+nodes per unit; 1,043,456 with 2); on D it stays far above (the skyline probes do better there)."""
+
+CANONICAL_DESCENT_SHARE = 0.5
+"""Most of the time limit the canonical bisection may take (it normally ends well before)."""
+
 CANONICAL_MAX_UNITS = 2000
 """The canonical search sorts the unplaced units at every node: quadratic, so not for big problems."""
 
@@ -127,6 +137,7 @@ class CpsatParams:
     canonical: tuple[str, ...] = CANONICAL  # MiniMalloc preorders of the canonical search (solvers.canonical)
     canonical_head_start: int = CANONICAL_HEAD_START  # its nodes per unit alone, before the rest (0: none)
     canonical_in_portfolio: bool = False  # it also runs beside the skyline portfolio in decisions
+    canonical_descent: int = CANONICAL_DESCENT  # minimising: its nodes per unit per bisection probe (0: none)
     minimise: bool | None = None  # minimise the arena (None: without a capacity only)
     log: bool = False  # CP-SAT's search log on stdout
     reproducible: bool = False  # deterministic time budget, no races: same input, same plan
@@ -136,6 +147,11 @@ class CpsatParams:
         object.__setattr__(self, "skyline_orders", tuple(self.skyline_orders))
         object.__setattr__(self, "ladder", tuple(tuple(r) for r in self.ladder))
         object.__setattr__(self, "canonical", tuple(self.canonical))
+        if self.canonical_head_start < 0 or self.canonical_descent < 0:
+            raise SolverOptionError(
+                f"cpsat: canonical_head_start and canonical_descent are nodes per unit, >= 0; got"
+                f" {self.canonical_head_start} and {self.canonical_descent}"
+            )
         bad_codes = [c for c in self.canonical if not c or set(c) - set(PREORDER_LETTERS)]
         if bad_codes:
             raise SolverOptionError(
@@ -380,6 +396,13 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
         else:  # no heuristic plan fits: there is a capacity
             assert capacity is not None
             top = capacity // g * g
+        if params.canonical_descent and len(units) <= CANONICAL_MAX_UNITS and canonical.applicable(units):
+            budget = min(stop, time.perf_counter() + limit * CANONICAL_DESCENT_SHARE)
+            nodes = params.canonical_descent * len(units)
+            descended = canonical.descend(units, top, floor, params.canonical, nodes, g, budget)
+            if descended is not None:
+                code, best, top = descended
+                how = f"canonical search, {code} preorder"
         probes = Probes(model, pool, skyline, ladder, num_workers, stop, overhead)
         best, top, floor, floor_proven, how = probes.descend(best, top, floor, how)
         if best is not None and top <= floor and floor_proven:

@@ -12,7 +12,7 @@ unit at a time from precomputed predecessor lists.
 A unit that lives over its pool's whole horizon precedes everything after
 it; such units split the ordering into stretches and are kept, as in
 `bestfit._Placer`, as merged intervals (the floor) that every later unit of
-the pool avoids. Only for problems `WavePlacer.build` takes (one rectangle per
+the pool avoids; gaps in the floor too narrow for any unit are filled. Only for problems `WavePlacer.build` takes (one rectangle per
 unit, no fixed offsets, no empty units, sizes and overlaps that keep int64
 arithmetic and memory small); `bestfit` uses its general placer otherwise.
 """
@@ -127,6 +127,8 @@ class WavePlacer:
         np.minimum.at(first, self.pool, start)
         np.maximum.at(last, self.pool, end)
         self.spanning = (start == first[self.pool]) & (end == last[self.pool])
+        self.smallest = np.full(len(self.pools), np.iinfo(np.int64).max)  # per pool, the smallest unit
+        np.minimum.at(self.smallest, self.pool, size)
         # Conflict degrees as bestfit._Placer counts them: rectangles of the pool live with each one.
         sorted_starts, sorted_ends = np.sort(start_key), np.sort(end_key)
         self.conflicts = (
@@ -338,8 +340,24 @@ class _Run:
         self.union[pool] = _union(np.append(lows, at), np.append(highs, at + size))
         self.offset[unit] = self.offset_list[unit] = at
         self.placed[unit] = True
-        self.floor[pool] = merged(self.floor[pool], at, at + size)
+        self.floor[pool] = _bridged(merged(self.floor[pool], at, at + size), int(p.smallest[pool]))
         self._grow(pool, at + size)
+
+
+def _bridged(intervals: list[tuple[int, int]], smallest: int) -> list[tuple[int, int]]:
+    """Sorted disjoint intervals with every gap narrower than `smallest` filled.
+
+    No unit fits such a gap, and nothing placed lies in it, so `best_gap`
+    gives the same offset with the gap filled; the floor then stays a few
+    intervals instead of one per spanning unit (alignment leaves slivers).
+    """
+    out = intervals[:1]
+    for low, high in intervals[1:]:
+        if low - out[-1][1] < smallest:
+            out[-1] = (out[-1][0], high)
+        else:
+            out.append((low, high))
+    return out
 
 
 def _union(lows: np.ndarray, highs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -135,7 +135,7 @@ def test_cpsat_decides_by_the_canonical_head_start_unless_switched_off(
         assert "canonical" not in plan.status
 
 
-def test_the_head_start_is_skipped_for_groups() -> None:
+def test_only_single_pool_problems_without_pinned_buffers_qualify() -> None:
     units = units_of(read_minimalloc_csv(minimalloc_dir() / "input.12.csv"))
     assert canonical.applicable(units)
     pinned = Problem((Buffer("a", 0, 2, 4, offset=0), Buffer("b", 1, 3, 4)))
@@ -144,10 +144,36 @@ def test_the_head_start_is_skipped_for_groups() -> None:
     assert not canonical.applicable(units_of(two_pools))
 
 
-@pytest.mark.parametrize("bad", [("TWX",), ("",)])
-def test_unknown_preorder_letters_are_refused(bad: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "bad",
+    [{"canonical": ("TWX",)}, {"canonical": ("",)}, {"canonical_descent": -1}, {"canonical_head_start": -2}],
+)
+def test_bad_canonical_options_are_refused(bad: dict) -> None:
     with pytest.raises(SolverOptionError, match="canonical"):
-        solve(random_problem(0), "cpsat", canonical=bad)
+        solve(random_problem(0), "cpsat", **bad)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_descent_without_node_limit_bisects_down_to_the_optimum(seed: int) -> None:
+    """With nodes enough to exhaust every probe, the bisection is exact: it ends at the optimum."""
+    problem = random_problem(seed, buffers=10)
+    optimum = solve(problem, "cpsat", time_limit_s=30, canonical_descent=0)
+    assert optimum.proven_optimal, optimum.status
+    units = units_of(problem)
+    top = solve(problem, "bestfit").arena_size + 5
+    found = canonical.descend(units, top, optimum.lower_bound, ("TWA",), 10**6, 1, deadline=float("inf"))
+    assert found is not None
+    code, offsets, arena = found
+    assert (code, arena) == ("TWA", optimum.arena_size)
+    assert plan_errors(units, offsets, arena) == []
+
+
+@pytest.mark.parametrize("descent", [0, 3])
+def test_minimising_with_and_without_the_descent_gives_valid_plans(descent: int) -> None:
+    problem = random_problem(11, buffers=40)
+    plan = solve(problem, "cpsat", time_limit_s=5, canonical_descent=descent)
+    assert validate(problem, plan) == []
+    assert plan.arena_size <= solve(problem, "bestfit").arena_size
 
 
 @pytest.mark.slow

@@ -44,20 +44,25 @@ def one_at_a_time(units: list[Unit], order: list[int]) -> list[int]:
 
 
 def mixed_problem(rng: random.Random, n: int) -> Problem:
-    """Short, long and whole-horizon lifetimes in up to three pools; repeated sizes and alignments."""
+    """Short, long and whole-horizon lifetimes in up to three pools; repeated sizes and alignments.
+
+    The smallest size is 1, 24 or 100: above the alignment, gaps between
+    whole-horizon units are too narrow for any unit (WavePlacer fills them).
+    """
     horizon = rng.randint(2, max(2, n // 2))
     pools = rng.choice(((0,), (0, 1), (0, 3, 7)))
-    sizes = [rng.choice((1, 16, 48, 100, 1000)) for _ in range(4)]
+    smallest = rng.choice((1, 24, 100))  # above 1, alignment slivers in the floor are too narrow to use
+    sizes = [max(smallest, rng.choice((1, 16, 48, 100, 1000))) for _ in range(4)]
     buffers = []
     for i in range(n):
         kind = rng.random()
-        if kind < 0.08:
+        if kind < 0.15:
             start, end = 0, horizon
         else:
             start = rng.randrange(horizon)
             length = rng.choice((1, 1, 2, 3, rng.randint(1, horizon)))
             end = min(horizon, start + length)
-        size = rng.choice(sizes) if rng.random() < 0.5 else rng.randint(1, 3000)
+        size = rng.choice(sizes) if rng.random() < 0.5 else rng.randint(smallest, 3000)
         buffers.append(
             Buffer(
                 f"b{i}",
