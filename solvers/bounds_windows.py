@@ -140,15 +140,18 @@ class _PoolSearch:
         self.load = list(itertools.accumulate(change[:-1]))
         self.widest_fit: tuple[int, int] | None = None  # sections [lo, hi) of the widest window planned
         self.tried: set[tuple[int, int, int]] = set()  # (lo, hi, level) of windows already probed
+        self.share = PROBE_SHARE  # of the time left, per probe
 
     def run(self, level: int) -> tuple[int, tuple[int, int] | None, bool]:
         """The highest level (arena in units of g) proven, the window that proved it (None: none
-        did), and whether the search ended by itself rather than by the deadline or an unproven probe."""
+        did), and whether the search ended by itself rather than by the deadline or an unproven probe.
+
+        Once every centre has stopped, the narrowest window left unknown gets all the time left."""
         proving: tuple[int, int] | None = None
-        complete = True
+        unknown: list[tuple[int, int]] = []
         for centre in self._centres():
             width = 1
-            while True:
+            while time.perf_counter() < self.deadline:
                 lo = max(0, min(centre - width // 2, self.sections - width))
                 hi = min(self.sections, lo + width)
                 if (lo, hi, level) in self.tried:  # a window another centre grew into
@@ -158,14 +161,20 @@ class _PoolSearch:
                 if raised > level:
                     level, proving = raised, (lo, hi)
                 if verdict is Verdict.UNKNOWN:
-                    complete = False
+                    unknown.append((lo, hi))
                     break
                 if (lo, hi) == (0, self.sections):
                     break
                 width *= 2
-            if time.perf_counter() >= self.deadline:
-                return level, proving, False
-        return level, proving, complete
+        if unknown and self.deadline - time.perf_counter() >= MIN_PROBE_SECONDS:
+            lo, hi = min(unknown, key=lambda w: w[1] - w[0])
+            self.share = 1.0
+            raised, verdict = self._raise(lo, hi, level)
+            if raised > level:
+                level, proving = raised, (lo, hi)
+            if verdict is not Verdict.UNKNOWN:
+                unknown.remove((lo, hi))
+        return level, proving, not unknown and time.perf_counter() < self.deadline
 
     def _centres(self) -> list[int]:
         """The fullest sections, one per run of equal load (neighbours with the same bytes are alike)."""
@@ -215,7 +224,7 @@ class _PoolSearch:
             y_intervals.append(model.new_fixed_size_interval_var(y[b.unit], b.size, ""))
         model.add_no_overlap_2d(x_intervals, y_intervals)
         self._break_symmetry(model, clipped, y)
-        budget = max(MIN_PROBE_SECONDS, left * PROBE_SHARE)
+        budget = max(MIN_PROBE_SECONDS, left * self.share)
         status = self._solve(model, [v for v in y.values() if not isinstance(v, int)], budget / 2, True)
         if status == cp_model.UNKNOWN:
             status = self._solve(model, [], budget / 2, False)
