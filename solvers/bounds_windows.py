@@ -28,7 +28,7 @@ from __future__ import annotations
 import itertools
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -79,9 +79,15 @@ class WindowBounds:
 
 
 def window_lower_bounds(
-    problem: Problem, time_limit_s: float, units: Sequence[Unit] | None = None
+    problem: Problem,
+    time_limit_s: float,
+    units: Sequence[Unit] | None = None,
+    known: Mapping[int, int] | None = None,
 ) -> WindowBounds:
-    """Per pool, a lower bound on the arena at least `bounds.pool_bounds`, proven within `time_limit_s`."""
+    """Per pool, a lower bound on the arena at least `bounds.pool_bounds`, proven within `time_limit_s`.
+
+    `known`: per pool, the arena of a plan (e.g. best-fit's); a pool's search ends when its bound
+    reaches it, since no bound passes an optimum."""
     began = time.perf_counter()
     deadline = began + time_limit_s
     units = units_of(problem) if units is None else units
@@ -96,6 +102,8 @@ def window_lower_bounds(
             if not pool_boxes:
                 continue
             search = _PoolSearch(units, pool_boxes, g, deadline, counter)
+            if known is not None and pool in known:
+                search.ceiling = known[pool] // g  # a plan settled onto the grid is no bigger
             level, window, done = search.run(ceil_div(start[pool], g))
             complete &= done
             if search.widest_fit is not None:
@@ -141,6 +149,7 @@ class _PoolSearch:
         self.widest_fit: tuple[int, int] | None = None  # sections [lo, hi) of the widest window planned
         self.tried: set[tuple[int, int, int]] = set()  # (lo, hi, level) of windows already probed
         self.share = PROBE_SHARE  # of the time left, per probe
+        self.ceiling: int | None = None  # the level of a known plan: the search ends there
 
     def run(self, level: int) -> tuple[int, tuple[int, int] | None, bool]:
         """The highest level (arena in units of g) proven, the window that proved it (None: none
@@ -149,6 +158,8 @@ class _PoolSearch:
         Once every centre has stopped, the narrowest window left unknown gets all the time left."""
         proving: tuple[int, int] | None = None
         unknown: list[tuple[int, int]] = []
+        if self.ceiling is not None and level >= self.ceiling:
+            return level, proving, True
         for centre in self._centres():
             width = 1
             while time.perf_counter() < self.deadline:
@@ -160,6 +171,8 @@ class _PoolSearch:
                 raised, verdict = self._raise(lo, hi, level)
                 if raised > level:
                     level, proving = raised, (lo, hi)
+                if self.ceiling is not None and level >= self.ceiling:
+                    return level, proving, True  # a plan meets the bound: proven optimal
                 if verdict is Verdict.UNKNOWN:
                     unknown.append((lo, hi))
                     break

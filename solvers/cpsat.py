@@ -246,12 +246,15 @@ def solve_cpsat(
 
 
 def _window_bounds(problem: Problem, seconds: float) -> tuple[dict[int, int], float]:
-    """Per pool, the window lower bound proven in `seconds`, and the seconds it took.
+    """Per pool, the window lower bound proven in `seconds` (stopping where best-fit's plan meets
+    it), and the seconds it took.
 
     With a capacity below it, no plan fits: `InfeasibleError`, proven."""
     from memplan.solvers.bounds_windows import window_lower_bounds
 
-    found = window_lower_bounds(problem, seconds)
+    began = time.perf_counter()
+    known = solve_bestfit(dataclasses.replace(problem, capacity=None)).arena_sizes
+    found = window_lower_bounds(problem, max(seconds - (time.perf_counter() - began), 0.0), known=known)
     for pool, need in found.bounds.items():
         if problem.capacity is not None and need > problem.capacity:
             window = found.windows.get(pool)
@@ -260,7 +263,7 @@ def _window_bounds(problem: Problem, seconds: float) -> tuple[dict[int, int], fl
                 + (f" (proven on the buffers live in [{window[0]}, {window[1]}))" if window else ""),
                 proven=True,
             )
-    return found.bounds, found.seconds
+    return found.bounds, time.perf_counter() - began
 
 
 def _with_bounds(plan: Plan, bounds: dict[int, int], spent: float) -> Plan:
