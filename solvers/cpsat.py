@@ -138,6 +138,7 @@ class CpsatParams:
     canonical: tuple[str, ...] = CANONICAL  # MiniMalloc preorders of the canonical search (solvers.canonical)
     canonical_head_start: int = CANONICAL_HEAD_START  # its nodes per unit alone, before the rest (0: none)
     canonical_in_portfolio: bool = False  # it also runs beside the skyline portfolio in decisions
+    timeout_stops_lower: bool = False  # a bisecting probe out of time stops the probes below it
     canonical_descent: int = CANONICAL_DESCENT  # minimising: its nodes per unit per bisection probe (0: none)
     minimise: bool | None = None  # minimise the arena (None: without a capacity only)
     log: bool = False  # CP-SAT's search log on stdout
@@ -413,7 +414,7 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
             if descended is not None:
                 code, best, top = descended
                 how = f"canonical search, {code} preorder"
-        probes = Probes(model, pool, skyline, ladder, num_workers, stop, overhead)
+        probes = Probes(model, pool, skyline, ladder, num_workers, stop, overhead, params.timeout_stops_lower)
         best, top, floor, floor_proven, how = probes.descend(best, top, floor, how)
         if best is not None and top <= floor and floor_proven:
             if top == lb_total:

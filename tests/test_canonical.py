@@ -196,3 +196,11 @@ def test_descent_asks_for_the_floor_first_when_given_nodes_for_it(seed: int) -> 
     assert canonical.descend(*args, deadline=float("inf")) is None
     found = canonical.descend(*args, deadline=float("inf"), floor_node_limit=10**6)
     assert found is not None and found[2] == optimum
+
+
+@pytest.mark.parametrize("stops", [False, True])
+def test_minimising_with_either_timeout_rule_gives_valid_plans(stops: bool) -> None:
+    problem = random_problem(13, buffers=60)
+    plan = solve(problem, "cpsat", time_limit_s=3, timeout_stops_lower=stops, canonical_descent=0)
+    assert validate(problem, plan) == []
+    assert plan.arena_size <= solve(problem, "bestfit").arena_size
