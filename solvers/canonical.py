@@ -367,20 +367,32 @@ def descend(
     node_limit: int,
     granule: int,
     deadline: float,
+    floor_node_limit: int = 0,
 ) -> tuple[str, list[int], int] | None:
     """Bisect [floor, top) with `search`: each probe tries `codes` in turn, `node_limit` nodes
     each; a plan lowers the top to its arena, a probe that finds none raises the floor past it
-    (not a proof). (code, offsets, arena) of the lowest plan found, or None."""
+    (not a proof). With `floor_node_limit`, the floor itself is asked first, with that many
+    nodes; the bisection after it is the same either way. (code, offsets, arena) of the lowest
+    plan found, or None."""
     sweep = Sweep(units)
+
+    def probe(cap: int, nodes: int) -> tuple[str, list[int], int] | None:
+        for code in codes:
+            result = search(units, cap, code, deadline=deadline, node_limit=nodes, sweep=sweep)
+            if result.offsets is not None:
+                return code, result.offsets, max(o + u.size for o, u in zip(result.offsets, units))
+        return None
+
+    if floor_node_limit and floor < top:
+        at_floor = probe(floor, floor_node_limit)
+        if at_floor is not None:
+            return at_floor
     best: tuple[str, list[int], int] | None = None
     while floor < top and time.perf_counter() < deadline:
         cap = max(floor, (floor + (top - floor) // 2) // granule * granule)
-        for code in codes:
-            result = search(units, cap, code, deadline=deadline, node_limit=node_limit, sweep=sweep)
-            if result.offsets is not None:
-                arena = max(o + u.size for o, u in zip(result.offsets, units))
-                best, top = (code, result.offsets, arena), arena
-                break
+        found = probe(cap, node_limit)
+        if found is not None:
+            best, top = found, found[2]
         else:
             floor = cap + granule
     return best

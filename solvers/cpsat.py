@@ -100,9 +100,10 @@ portfolio start. On MiniMalloc's instances at 1,048,576 bytes it decides G, I, J
 that (410 to 1,929 nodes, 0.1-0.2 s of CPU) and costs the others 0.1-0.3 s."""
 
 CANONICAL_DESCENT = 3
-"""Minimising one pool: before the skyline probes, the canonical search bisects between the lower
-bound and the heuristic plan, each probe limited to this many nodes per unit, so it does the same
-work at any machine load (a probe out of nodes raises only its own floor, not the proven one). On
+"""Minimising one pool: before the skyline probes, the canonical search asks for the lower bound
+(`CANONICAL_HEAD_START` nodes per unit), then bisects between it and the heuristic plan, each probe
+limited to this many nodes per unit, so it does the same work at any machine load (a probe out of
+nodes raises only its own floor, not the proven one). On
 MiniMalloc's J it reaches 1,041,408 bytes (the best known) in 7 probes, 1.1 s of CPU (with 3, 4 or 5
 nodes per unit; 1,043,456 with 2); on D it stays far above (the skyline probes do better there)."""
 
@@ -137,6 +138,7 @@ class CpsatParams:
     canonical: tuple[str, ...] = CANONICAL  # MiniMalloc preorders of the canonical search (solvers.canonical)
     canonical_head_start: int = CANONICAL_HEAD_START  # its nodes per unit alone, before the rest (0: none)
     canonical_in_portfolio: bool = False  # it also runs beside the skyline portfolio in decisions
+    timeout_stops_lower: bool = False  # a bisecting probe out of time stops the probes below it
     canonical_descent: int = CANONICAL_DESCENT  # minimising: its nodes per unit per bisection probe (0: none)
     minimise: bool | None = None  # minimise the arena (None: without a capacity only)
     log: bool = False  # CP-SAT's search log on stdout
@@ -406,11 +408,20 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
         if params.canonical_descent and len(units) <= CANONICAL_MAX_UNITS and canonical.applicable(units):
             budget = min(stop, time.perf_counter() + limit * CANONICAL_DESCENT_SHARE)
             nodes = params.canonical_descent * len(units)
-            descended = canonical.descend(units, top, floor, params.canonical, nodes, g, budget)
+            descended = canonical.descend(
+                units,
+                top,
+                floor,
+                params.canonical,
+                nodes,
+                g,
+                budget,
+                params.canonical_head_start * len(units),
+            )
             if descended is not None:
                 code, best, top = descended
                 how = f"canonical search, {code} preorder"
-        probes = Probes(model, pool, skyline, ladder, num_workers, stop, overhead)
+        probes = Probes(model, pool, skyline, ladder, num_workers, stop, overhead, params.timeout_stops_lower)
         best, top, floor, floor_proven, how = probes.descend(best, top, floor, how)
         if best is not None and top <= floor and floor_proven:
             if top == lb_total:

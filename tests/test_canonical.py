@@ -183,3 +183,24 @@ def test_minimalloc_instances_decided_by_the_canonical_search(name: str) -> None
     plan = solve(problem, "cpsat", time_limit_s=30, capacity=1_048_576)
     assert validate(problem, plan) == []
     assert plan.arena_size <= 1_048_576
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_descent_asks_for_the_floor_first_when_given_nodes_for_it(seed: int) -> None:
+    """The bisection gets no nodes here (node_limit=0), so only the probe at the floor can find."""
+    problem = random_problem(seed, buffers=10)
+    optimum = solve(problem, "cpsat", time_limit_s=30).arena_size
+    units = units_of(problem)
+    top = solve(problem, "bestfit").arena_size + 5
+    args = (units, top, optimum, ("TWA",), 0, 1)
+    assert canonical.descend(*args, deadline=float("inf")) is None
+    found = canonical.descend(*args, deadline=float("inf"), floor_node_limit=10**6)
+    assert found is not None and found[2] == optimum
+
+
+@pytest.mark.parametrize("stops", [False, True])
+def test_minimising_with_either_timeout_rule_gives_valid_plans(stops: bool) -> None:
+    problem = random_problem(13, buffers=60)
+    plan = solve(problem, "cpsat", time_limit_s=3, timeout_stops_lower=stops, canonical_descent=0)
+    assert validate(problem, plan) == []
+    assert plan.arena_size <= solve(problem, "bestfit").arena_size
