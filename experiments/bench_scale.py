@@ -72,6 +72,8 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
     "no-skyline-presolve": ("cpsat", {"skyline_presolve": False}),
     "no-canonical": ("cpsat", {"canonical": ()}),
     "canonical-in-portfolio": ("cpsat", {"canonical_in_portfolio": True}),
+    "no-canonical-descent": ("cpsat", {"canonical_descent": 0}),
+    "timeout-stops-lower": ("cpsat", {"timeout_stops_lower": True}),
 }
 
 LLAMA: dict[str, Any] = dict(n_layers=16, dim=512, n_heads=8, seq_len=128, prefill_tokens=128, kv_cache=True)
