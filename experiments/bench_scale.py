@@ -29,7 +29,9 @@ Sections (Markdown tables, printed row by row):
 - layered: planner.generate.layered_problem at the given sizes.
 - bounds: per instance, the live-bytes lower bound against the window bound
   (solvers.bounds_windows) proven in `--bound-seconds`, and the proven gap to
-  the best plan known before and after (experiments.bench_bounds).
+  the best plan known before and after; then CP-SAT without and with the
+  window bound on generated problems with alignments and fixed offsets
+  (experiments.bench_bounds).
 
 Timings are wall clock on whatever machine runs this; on a shared machine read
 them as rough. Every plan is validated by solvers.solve.
@@ -381,9 +383,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         sizes = [int(s) for s in args.layered.split(",") if s]
         bench_layered(sizes, ["full"], args.layered_time_limit)
     if "bounds" in sections:
-        from memplan.experiments.bench_bounds import bench_bounds
+        from memplan.experiments.bench_bounds import bench_bounds, bench_generated
 
         bench_bounds(instances, args.bound_seconds, directory)
+        bench_generated([40, 80], 4, 6.0, 3.0)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,9 @@ proven nor planned in its probe's time ends that centre. Everything runs
 within `time_limit_s`; whatever is not proven by then is not claimed, so the
 result never drops below the bound it starts from (`bounds.pool_bounds`).
 
-Single-worker CP-SAT per probe: the machines this runs on have two cores and
+The setup (the units and the starting bound, about 2 s at 100,000 buffers)
+counts against the budget but is not cut short: a budget it uses up gives
+the starting bound. Single-worker CP-SAT per probe: the machines this runs on have two cores and
 other work. Problems whose units claim more bytes than a gap window uses
 (`units.planned_exactly`) keep the starting bound: a proof about their units
 is not one about the problem.
@@ -23,10 +25,10 @@ is not one about the problem.
 
 from __future__ import annotations
 
-import os
+import itertools
 import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 
@@ -41,8 +43,6 @@ MIN_PROBE_SECONDS = 0.05
 
 PROBE_SHARE = 0.25
 """A probe gets at most this share of the time left, so one hard window cannot eat the budget."""
-
-_TRACE = bool(os.environ.get("TRACE_BOUNDS"))
 
 CENTRES = 4
 """Sections (by bytes live, most first) that windows are centred on, per pool."""
@@ -79,9 +79,15 @@ class WindowBounds:
 
 
 def window_lower_bounds(
-    problem: Problem, time_limit_s: float, units: Sequence[Unit] | None = None
+    problem: Problem,
+    time_limit_s: float,
+    units: Sequence[Unit] | None = None,
+    known: Mapping[int, int] | None = None,
 ) -> WindowBounds:
-    """Per pool, a lower bound on the arena at least `bounds.pool_bounds`, proven within `time_limit_s`."""
+    """Per pool, a lower bound on the arena at least `bounds.pool_bounds`, proven within `time_limit_s`.
+
+    `known`: per pool, the arena of a plan (e.g. best-fit's); a pool's search ends when its bound
+    reaches it, since no bound passes an optimum."""
     began = time.perf_counter()
     deadline = began + time_limit_s
     units = units_of(problem) if units is None else units
@@ -96,6 +102,8 @@ def window_lower_bounds(
             if not pool_boxes:
                 continue
             search = _PoolSearch(units, pool_boxes, g, deadline, counter)
+            if known is not None and pool in known:
+                search.ceiling = known[pool] // g  # a plan settled onto the grid is no bigger
             level, window, done = search.run(ceil_div(start[pool], g))
             complete &= done
             if search.widest_fit is not None:
@@ -133,22 +141,28 @@ class _PoolSearch:
         self.units = {u.index: u for u in units}
         self.boxes, self.g, self.deadline, self.counter = boxes, g, deadline, counter
         self.sections = max(b.hi for b in boxes)
-        load = [0] * self.sections
+        change = [0] * (self.sections + 1)
         for b in boxes:
-            for s in range(b.lo, b.hi):
-                load[s] += b.size
-        self.load = load
+            change[b.lo] += b.size
+            change[b.hi] -= b.size
+        self.load = list(itertools.accumulate(change[:-1]))
         self.widest_fit: tuple[int, int] | None = None  # sections [lo, hi) of the widest window planned
         self.tried: set[tuple[int, int, int]] = set()  # (lo, hi, level) of windows already probed
+        self.share = PROBE_SHARE  # of the time left, per probe
+        self.ceiling: int | None = None  # the level of a known plan: the search ends there
 
     def run(self, level: int) -> tuple[int, tuple[int, int] | None, bool]:
         """The highest level (arena in units of g) proven, the window that proved it (None: none
-        did), and whether the search ended by itself rather than by the deadline or an unproven probe."""
+        did), and whether the search ended by itself rather than by the deadline or an unproven probe.
+
+        Once every centre has stopped, the narrowest window left unknown gets all the time left."""
         proving: tuple[int, int] | None = None
-        complete = True
+        unknown: list[tuple[int, int]] = []
+        if self.ceiling is not None and level >= self.ceiling:
+            return level, proving, True
         for centre in self._centres():
             width = 1
-            while True:
+            while time.perf_counter() < self.deadline:
                 lo = max(0, min(centre - width // 2, self.sections - width))
                 hi = min(self.sections, lo + width)
                 if (lo, hi, level) in self.tried:  # a window another centre grew into
@@ -157,15 +171,23 @@ class _PoolSearch:
                 raised, verdict = self._raise(lo, hi, level)
                 if raised > level:
                     level, proving = raised, (lo, hi)
+                if self.ceiling is not None and level >= self.ceiling:
+                    return level, proving, True  # a plan meets the bound: proven optimal
                 if verdict is Verdict.UNKNOWN:
-                    complete = False
+                    unknown.append((lo, hi))
                     break
                 if (lo, hi) == (0, self.sections):
                     break
                 width *= 2
-            if time.perf_counter() >= self.deadline:
-                return level, proving, False
-        return level, proving, complete
+        if unknown and self.deadline - time.perf_counter() >= MIN_PROBE_SECONDS:
+            lo, hi = min(unknown, key=lambda w: w[1] - w[0])
+            self.share = 1.0
+            raised, verdict = self._raise(lo, hi, level)
+            if raised > level:
+                level, proving = raised, (lo, hi)
+            if verdict is not Verdict.UNKNOWN:
+                unknown.remove((lo, hi))
+        return level, proving, not unknown and time.perf_counter() < self.deadline
 
     def _centres(self) -> list[int]:
         """The fullest sections, one per run of equal load (neighbours with the same bytes are alike)."""
@@ -215,12 +237,10 @@ class _PoolSearch:
             y_intervals.append(model.new_fixed_size_interval_var(y[b.unit], b.size, ""))
         model.add_no_overlap_2d(x_intervals, y_intervals)
         self._break_symmetry(model, clipped, y)
-        budget = max(MIN_PROBE_SECONDS, left * PROBE_SHARE)
+        budget = max(MIN_PROBE_SECONDS, left * self.share)
         status = self._solve(model, [v for v in y.values() if not isinstance(v, int)], budget / 2, True)
         if status == cp_model.UNKNOWN:
             status = self._solve(model, [], budget / 2, False)
-        if _TRACE:
-            print(f"  [{lo}, {hi}) at {level}: {status.name}")
         if status == cp_model.INFEASIBLE:
             return self._count(Verdict.PROVEN_NOT)
         if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -222,8 +222,10 @@ def solve_cpsat(
         )
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     windowed: dict[int, int] = {}  # per pool, the window lower bound (solvers.bounds_windows)
+    bound_spent = 0.0
     if params.bound_seconds:
-        windowed, limit = _window_bounds(problem, min(params.bound_seconds, limit / 2), limit)
+        windowed, bound_spent = _window_bounds(problem, min(params.bound_seconds, limit / 2))
+        limit = max(limit - bound_spent, 0.01)
 
     def solve_part(part: Problem, seconds: float) -> Plan:
         if not params.reproducible:
@@ -251,16 +253,19 @@ def solve_cpsat(
         )
     else:
         plan = solve_part(problem, limit)
-    return _with_bounds(plan, windowed)
+    return _with_bounds(plan, windowed, bound_spent)
 
 
-def _window_bounds(problem: Problem, seconds: float, limit: float) -> tuple[dict[int, int], float]:
-    """Per pool, the window lower bound proven in `seconds`, and the time left of `limit`.
+def _window_bounds(problem: Problem, seconds: float) -> tuple[dict[int, int], float]:
+    """Per pool, the window lower bound proven in `seconds` (stopping where best-fit's plan meets
+    it), and the seconds it took.
 
     With a capacity below it, no plan fits: `InfeasibleError`, proven."""
     from memplan.solvers.bounds_windows import window_lower_bounds
 
-    found = window_lower_bounds(problem, seconds)
+    began = time.perf_counter()
+    known = solve_bestfit(dataclasses.replace(problem, capacity=None)).arena_sizes
+    found = window_lower_bounds(problem, max(seconds - (time.perf_counter() - began), 0.0), known=known)
     for pool, need in found.bounds.items():
         if problem.capacity is not None and need > problem.capacity:
             window = found.windows.get(pool)
@@ -269,12 +274,14 @@ def _window_bounds(problem: Problem, seconds: float, limit: float) -> tuple[dict
                 + (f" (proven on the buffers live in [{window[0]}, {window[1]}))" if window else ""),
                 proven=True,
             )
-    return found.bounds, max(limit - found.seconds, 0.01)
+    return found.bounds, time.perf_counter() - began
 
 
-def _with_bounds(plan: Plan, bounds: dict[int, int]) -> Plan:
-    """The plan with a stronger proven lower bound, and proven optimal if it meets it."""
+def _with_bounds(plan: Plan, bounds: dict[int, int], spent: float) -> Plan:
+    """The plan with a stronger proven lower bound, and proven optimal if it meets it; its
+    seconds include the `spent` on the bound."""
     total = sum(bounds.values())
+    plan = dataclasses.replace(plan, seconds=plan.seconds + spent) if spent else plan
     if total <= plan.lower_bound:
         return plan
     if plan.arena_size < total:

@@ -32,3 +32,9 @@ def test_table_rows_for_solved_and_open_instances(capsys) -> None:
     assert "| A | 154 | 1,048,576 | 1,048,576 |" in out and "not searched" in out
     row_d = next(line for line in out.splitlines() if line.startswith("| D |"))
     assert "| 986,112 | " in row_d and "1,036,288 (D.1036288.csv)" in row_d and "4.84%" in row_d
+
+
+def test_generated_rows_report_both_runs(capsys) -> None:
+    bench_bounds.bench_generated([6], 2, 5.0, 1.0)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 6 |")]
+    assert len(rows) == 2 and all(line.count("|") == 12 for line in rows)

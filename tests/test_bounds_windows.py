@@ -70,6 +70,15 @@ def test_one_pool_bound_is_the_optimum_once_the_whole_pool_is_probed(problem: Pr
     assert sum(found.bounds.values()) == optimum(problem)
 
 
+def test_a_known_plan_ends_the_search() -> None:
+    problem = pigeonholes(buffers=4, holes=2)
+    found = window_lower_bounds(problem, BUDGET_S, known={0: 18})
+    assert found.bounds == {0: 18} and found.complete
+    stacked = Problem((Buffer("a", 0, 2, 4), Buffer("b", 1, 3, 4)))  # 8 bytes live, a plan of 8
+    at_start = window_lower_bounds(stacked, BUDGET_S, known={0: 8})
+    assert at_start.bounds == {0: 8} and at_start.probes == 0
+
+
 def test_no_time_gives_the_starting_bound() -> None:
     problem = pigeonholes(buffers=4, holes=2)
     found = window_lower_bounds(problem, 0.0)
