@@ -23,7 +23,9 @@ descending. MiniMalloc's C++ decides MiniMalloc's J at 1,048,576 bytes in
 0.03 s with "TWA" alone (0.9 s in its own round robin of WAT, TAW, TWA);
 CP-SAT's skyline search there spends about 2 ms per branch in NoOverlap2D
 propagation. This search is the same in Python with numpy for the section
-arrays; `solvers.cpsat_search` runs it in a thread next to the CP-SAT portfolio.
+arrays; `solvers.cpsat` gives it a head start in decisions and a node-limited
+bisection when minimising (`descend`), and `solvers.cpsat_search` can run it in
+a thread next to the CP-SAT portfolio (`round_robin`).
 
 Only simple problems qualify (`applicable`): one pool, one rectangle per unit,
 no fixed offsets (alignments are honoured). An exhausted search is reported

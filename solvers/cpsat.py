@@ -7,8 +7,10 @@ The heuristic plan is the better of best-fit's and the skyline placement's
 (solvers.skyline, the same search without backtracking).
 
 Minimising (`search="auto"`, single-pool problems or parts): if the heuristic
-already meets the lower bound it is returned; otherwise the skyline portfolio
-first asks for a plan at the lower bound (a quarter of the time), then a
+already meets the lower bound it is returned; otherwise MiniMalloc's canonical
+search (solvers.canonical) asks for the bound and bisects down from the
+heuristic plan on a node budget, then the skyline portfolio
+asks for a plan at the lower bound (a quarter of the time), then a
 ladder of skyline probes, one thread per order at different capacities
 between the floor and the best plan found, closes in (`cpsat_search.Probes`), and the
 default search minimises from the best plan in whatever time is left, which
@@ -28,6 +30,13 @@ Switchable helpers (options, all on by default, so a benchmark can show what eac
   ("between", 0.5) rung is plain bisection with every order at one capacity.
 - `skyline_presolve`: CP-SAT presolves the model before each skyline search
   (default None: only from `PRESOLVE_FROM_UNITS` units on; see there).
+- `canonical`, `canonical_head_start`, `canonical_descent`: MiniMalloc's
+  canonical search (its preorders; nodes per unit alone before anything else in
+  a decision; nodes per unit per bisection probe when minimising; 0: off).
+- `canonical_in_portfolio` (default off): in decisions it also runs in a
+  thread beside the skyline portfolio.
+- `timeout_stops_lower` (default off): a bisecting probe out of time also stops
+  the probes running below its capacity.
 - `bound_seconds` (default 0: off): up to this many seconds (at most half the
   limit) go to `bounds_windows.window_lower_bounds` before the search; a
   stronger bound becomes the model's floor, the plan's `lower_bound` and a
