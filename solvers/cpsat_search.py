@@ -172,7 +172,6 @@ class SkylineSettings:
     presolve: bool | None
     log: bool
     canonical: tuple[str, ...] = ()
-    canonical_max_units: int = 0
 
     def solver(self, seconds: float) -> cp_model.CpSolver:
         """A single-worker solver that follows the model's decision strategy."""
@@ -237,11 +236,7 @@ class Portfolio:
 
     def run(self) -> Outcome:
         members: list[str | None] = list(self.skyline.orders)
-        if (
-            self.skyline.canonical
-            and canonical.applicable(self.model.units)
-            and len(self.model.units) <= self.skyline.canonical_max_units
-        ):
+        if self.skyline.canonical and canonical.applicable(self.model.units):
             members.insert(0, None)  # None: the canonical search
         in_threads(self._member, members)
         return self.outcome
