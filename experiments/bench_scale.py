@@ -1,10 +1,11 @@
 """Exact solving at scale: MiniMalloc's challenging benchmarks, an ExecuTorch Llama, generated problems.
 
-    python -m memplan.experiments.bench_scale [--sections minimalloc,minimise,llama,layered,bounds]
+    python -m memplan.experiments.bench_scale [--sections minimalloc,minimise,llama,layered,bounds,pass]
         [--instances A,B] [--configs full,no-skyline-search] [--time-limit 10]
         [--minimise-time-limits 10,30,60] [--minimise-configs full,bisection,skyline-presolve]
         [--llama PROBLEM.json] [--layered 10000,100000] [--layered-time-limit 60]
         [--minimalloc-binary PATH] [--save-better docs/minimalloc_solutions] [--bound-seconds 30]
+        [--pass-args '--repeat 2']
 
 Sections (Markdown tables, printed row by row):
 
@@ -27,6 +28,9 @@ Sections (Markdown tables, printed row by row):
   extracted by the planner pass, or read from `--llama` (memplan JSON, e.g.
   from `memplan export-problem`).
 - layered: planner.generate.layered_problem at the given sizes.
+- pass (not run by default: half an hour and up to 10 GiB): `to_executorch`
+  with memplan's pass against the stock one on LLM shapes, and where the
+  pass's time goes (experiments.bench_llm, given `--pass-args`).
 - bounds: per instance, the live-bytes lower bound against the window bound
   (solvers.bounds_windows) proven in `--bound-seconds`, and the proven gap to
   the best plan known before and after; then CP-SAT without and with the
@@ -41,6 +45,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 import subprocess
 import tempfile
 import time
@@ -354,6 +359,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--bound-seconds", type=float, default=30.0, help="window-bound budget per instance (bounds section)"
     )
+    parser.add_argument(
+        "--pass-args", default="--repeat 2", help="arguments of experiments.bench_llm (pass section)"
+    )
     args = parser.parse_args(argv)
 
     sections = [s for s in args.sections.split(",") if s]
@@ -361,7 +369,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     configs = [c for c in args.configs.split(",") if c]
     minimise_configs = [c for c in args.minimise_configs.split(",") if c]
     for bad, known, what in (
-        (sections, ("minimalloc", "minimise", "llama", "layered", "bounds"), "section"),
+        (sections, ("minimalloc", "minimise", "llama", "layered", "bounds", "pass"), "section"),
         (instances, tuple(KNOWN), "instance"),
         (configs + minimise_configs, tuple(CONFIGS), "config"),
     ):
@@ -387,6 +395,10 @@ def main(argv: Sequence[str] | None = None) -> None:
 
         bench_bounds(instances, args.bound_seconds, directory)
         bench_generated([40, 80], 4, 6.0, 3.0)
+    if "pass" in sections:
+        from memplan.experiments import bench_llm
+
+        bench_llm.main(shlex.split(args.pass_args))
 
 
 if __name__ == "__main__":

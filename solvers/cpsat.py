@@ -65,7 +65,7 @@ from memplan.solvers.canonical import PREORDER_LETTERS
 from memplan.solvers.cpsat_model import SKYLINE_ORDERS, PlacementModel, arena_limits
 from memplan.solvers.cpsat_search import LADDER, Probes, SkylineSettings, decide, new_solver
 from memplan.solvers.skyline import solve_skyline
-from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of, within_capacity
+from memplan.solvers.units import Unit, arena_of, make_plan, planned_exactly, rank, units_of, within_capacity
 
 DEFAULT_TIME_LIMIT_S = 10.0
 """Wall-clock budget when the caller gives none: proves small and medium
@@ -321,9 +321,12 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
     minimise = capacity is None if params.minimise is None else params.minimise
     check_capacity_reachable("cpsat", capacity, bounds)
 
-    def finish(offsets: Sequence[int], outcome: Outcome, status: str) -> Plan:
+    def finish(offsets: Sequence[int], outcome: Outcome, status: str, proved: int | None = None) -> Plan:
+        """The plan, with `proved` (a bound the search proved about the units) as its lower bound
+        where higher, and where the units hold exactly the problem's bytes (`planned_exactly`)."""
+        bound = lb_total if proved is None or not planned_exactly(problem) else max(lb_total, proved)
         return make_plan(
-            problem, units, offsets, "cpsat", time.perf_counter() - began, outcome, status, lb_total
+            problem, units, offsets, "cpsat", time.perf_counter() - began, outcome, status, bound
         )
 
     if not units:
@@ -435,12 +438,14 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
                 best,
                 Outcome.OPTIMAL,
                 f"optimal: skyline probes proved nothing fits below {top} bytes ({how})",
+                top,
             )
         if search == "skyline" or stop - time.perf_counter() < probes.min_probe:
             return finish(
                 best if best is not None else heuristic,
                 Outcome.TIME_LIMIT,
                 f"not proven: skyline probes ({probes.count}) found {top} bytes, none found below {floor}",
+                floor if floor_proven else None,
             )
         model.bound(pool, floor if floor_proven else None, top)
 
@@ -482,16 +487,16 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
     if total == lb_total:
         return finish(chosen, Outcome.OPTIMAL, "optimal: meets the lower bound")
     if total == sum(bounds.values()):
-        return finish(chosen, Outcome.OPTIMAL, "optimal: meets the bound the skyline probes proved")
+        return finish(chosen, Outcome.OPTIMAL, "optimal: meets the bound the skyline probes proved", total)
     if status == cp_model.OPTIMAL and source == "cpsat":
-        return finish(chosen, Outcome.OPTIMAL, "optimal")
+        return finish(chosen, Outcome.OPTIMAL, "optimal", total)
     bound = max(
         round(solver.BestObjectiveBound()) * model.divisor if found is not None else 0, sum(bounds.values())
     )
     text = f"feasible, time limit {limit:.3g}s: not proven (best bound {bound} bytes)"
     if source != "cpsat":
         text += f"; {source} kept"
-    return finish(chosen, Outcome.TIME_LIMIT, text)
+    return finish(chosen, Outcome.TIME_LIMIT, text, bound)
 
 
 def _canonical_head_start(

@@ -37,4 +37,4 @@ def test_table_rows_for_solved_and_open_instances(capsys) -> None:
 def test_generated_rows_report_both_runs(capsys) -> None:
     bench_bounds.bench_generated([6], 2, 5.0, 1.0)
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 6 |")]
-    assert len(rows) == 2 and all(line.count("|") == 12 for line in rows)
+    assert len(rows) == 2 and all(line.count("|") == 13 for line in rows)
