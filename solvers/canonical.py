@@ -27,8 +27,8 @@ arrays; `solvers.cpsat` gives it a head start in decisions and a node-limited
 bisection when minimising (`descend`), and `solvers.cpsat_search` can run it in
 a thread next to the CP-SAT portfolio (`round_robin`).
 
-Only simple problems qualify (`applicable`): one pool, one rectangle per unit,
-no fixed offsets (alignments are honoured). An exhausted search is reported
+Only simple problems qualify (`applicable`): at most `MAX_UNITS` units, one
+pool, one rectangle per unit, no fixed offsets (alignments are honoured). An exhausted search is reported
 as such but not trusted as a proof: callers treat it as "not found".
 """
 
@@ -49,6 +49,10 @@ PREORDERS = ("TWA", "WAT", "TAW")
 """MiniMalloc's static preorders (its default round robin is WAT, TAW, TWA); TWA first: it alone
 decides J, I, K and G at their capacity in MiniMalloc's C++ in milliseconds."""
 
+MAX_UNITS = 800
+"""The search recurses once per placed unit (Python's default limit is 1,000 frames), and it sorts
+the unplaced units at every node: not for bigger problems."""
+
 CHECK_EVERY = 64
 """Nodes between looks at the clock and the stop flag."""
 
@@ -67,9 +71,10 @@ class Result:
 
 
 def applicable(units: Sequence[Unit]) -> bool:
-    """Whether `search` can plan these units: one pool, one rectangle each, none fixed."""
+    """Whether `search` can plan these units: at most `MAX_UNITS`, one pool, one rectangle each,
+    none fixed."""
     return (
-        bool(units)
+        0 < len(units) <= MAX_UNITS
         and all(len(u.rects) == 1 and u.fixed is None for u in units)
         and len({u.rects[0].pool for u in units}) == 1
     )

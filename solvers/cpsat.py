@@ -119,9 +119,6 @@ nodes per unit; 1,043,456 with 2); on D it stays far above (the skyline probes d
 CANONICAL_DESCENT_SHARE = 0.5
 """Most of the time limit the canonical bisection may take (it normally ends well before)."""
 
-CANONICAL_MAX_UNITS = 2000
-"""The canonical search sorts the unplaced units at every node: quadratic, so not for big problems."""
-
 FINISH_SECONDS_PER_UNIT = 1e-5
 """Time kept back per unit for building and validating the plan after the search (1 s at 100,000)."""
 
@@ -305,7 +302,6 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
         params.skyline_presolve,
         params.log,
         params.canonical if params.canonical_in_portfolio else (),
-        CANONICAL_MAX_UNITS,
     )
     search, ladder, num_workers, warm_start = (
         params.search,
@@ -417,7 +413,7 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
         else:  # no heuristic plan fits: there is a capacity
             assert capacity is not None
             top = capacity // g * g
-        if params.canonical_descent and len(units) <= CANONICAL_MAX_UNITS and canonical.applicable(units):
+        if params.canonical_descent and canonical.applicable(units):
             budget = min(stop, time.perf_counter() + limit * CANONICAL_DESCENT_SHARE)
             nodes = params.canonical_descent * len(units)
             descended = canonical.descend(
@@ -509,7 +505,7 @@ def _canonical_head_start(
     """MiniMalloc's canonical search under the first preorder, alone for `CANONICAL_HEAD_START`
     nodes per unit, before anything else runs: on MiniMalloc's J it decides in 410 nodes, sooner
     than the heuristics run. (code, offsets) of its plan, or None."""
-    if not codes or not nodes_per_unit or not canonical.applicable(units) or len(units) > CANONICAL_MAX_UNITS:
+    if not codes or not nodes_per_unit or not canonical.applicable(units):
         return None
     found = canonical.search(
         units, capacity, codes[0], deadline=deadline, node_limit=nodes_per_unit * len(units)

@@ -204,3 +204,32 @@ def test_minimising_with_either_timeout_rule_gives_valid_plans(stops: bool) -> N
     plan = solve(problem, "cpsat", time_limit_s=3, timeout_stops_lower=stops, canonical_descent=0)
     assert validate(problem, plan) == []
     assert plan.arena_size <= solve(problem, "bestfit").arena_size
+
+
+def test_the_deepest_search_it_accepts_does_not_overflow_the_stack() -> None:
+    """MAX_UNITS units live at once: one branch placing every one of them."""
+    stack = Problem(tuple(Buffer(f"b{i}", 0, 1, 1) for i in range(canonical.MAX_UNITS)))
+    units = units_of(stack)
+    assert canonical.applicable(units)
+    found = canonical.search(units, canonical.MAX_UNITS)
+    assert found.offsets is not None and sorted(found.offsets) == list(range(canonical.MAX_UNITS))
+    one_more = Problem((*stack.buffers, Buffer("extra", 0, 1, 1)))
+    assert not canonical.applicable(units_of(one_more))
+
+
+@pytest.mark.slow
+def test_the_canonical_thread_beside_the_portfolio_decides_minimallocs_j() -> None:
+    """Without the head start the heuristics do not fit J: the portfolio runs, the canonical
+    thread among it (TWA needs 410 nodes there; CP-SAT's orders take seconds)."""
+    problem = read_minimalloc_csv(minimalloc_dir() / "J.1048576.csv")
+    plan = solve(
+        problem,
+        "cpsat",
+        time_limit_s=30,
+        capacity=1_048_576,
+        canonical_head_start=0,
+        canonical_in_portfolio=True,
+    )
+    assert validate(problem, plan) == []
+    assert plan.arena_size <= 1_048_576
+    assert "search" in plan.status  # the canonical or a skyline search decided it
