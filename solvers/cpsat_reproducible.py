@@ -31,8 +31,12 @@ from ortools.sat.python import cp_model
 from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem, align_up
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
 from memplan.solvers.cpsat_model import PlacementModel, arena_limits, with_skyline_order
-from memplan.solvers.cpsat_search import LOWER_BOUND_SHARE, SkylineSettings
+from memplan.solvers.cpsat_search import SkylineSettings
 from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of, within_capacity
+
+LOWER_BOUND_SHARE = 0.25
+"""Share of the budget left that the skyline searches at the lower bound get (the racing
+solver's share, `cpsat_search.LOWER_BOUND_SHARE`, was tuned apart from this one)."""
 
 DETERMINISTIC_PER_SECOND = 0.05
 """CP-SAT deterministic time per wall-clock second of search: the time limit is turned into a budget

@@ -308,7 +308,7 @@ def _joined(
     seconds: float,
 ) -> Plan:
     arenas = arena_sizes_of(problem, offsets)
-    bounds = lower_bounds(problem)
+    bounds = _joined_bounds(problem, plans, cut)
 
     def pool_proven(pool: int) -> bool:
         """At its bound, or its arena comes from a part proven optimal (which owns its pools)."""
@@ -344,10 +344,22 @@ def _joined(
         solver=solver,
         seconds=seconds,
         proven_optimal=proven,
-        lower_bound=lower_bound(problem),
+        lower_bound=sum(bounds.values()),
         status=status,
         outcome=outcome,
     )
+
+
+def _joined_bounds(problem: Problem, plans: list[tuple[Plan, set[int]]], cut: Split) -> dict[int, int]:
+    """Per pool: the bytes live at once or, where the split is exact and higher, the peeled stack
+    plus the lower bound a one-pool part reports (the pool's arena is the stack plus its largest part)."""
+    bounds = lower_bounds(problem)
+    if cut.exact:
+        for plan, pools in plans:
+            if len(pools) == 1:
+                (pool,) = pools
+                bounds[pool] = max(bounds[pool], cut.base.get(pool, 0) + plan.lower_bound)
+    return bounds
 
 
 def _attains(plan: Plan, pool: int, arena: int, offsets: dict[str, int], problem: Problem) -> bool:

@@ -130,6 +130,17 @@ def test_cpsat_reports_the_bound_its_search_proved() -> None:
     assert plan.proven_optimal and plan.arena_size == plan.lower_bound == 18
 
 
+def test_a_part_proven_above_its_peak_sets_the_joined_bound() -> None:
+    """Pigeonholes (optimum 18, peak 14) and, later, two 4-byte buffers: two independent parts."""
+    holes = pigeonholes(buffers=4, holes=2)
+    later = (Buffer("late0", 5, 7, 4), Buffer("late1", 6, 8, 4))
+    problem = Problem(holes.buffers + later)
+    plan = solve(problem, "cpsat", time_limit_s=EXACT_S)
+    assert "2 independent parts" in plan.status
+    assert lower_bound(problem) == 14
+    assert plan.proven_optimal and plan.arena_size == plan.lower_bound == 18
+
+
 def test_cpsat_window_bound_over_the_capacity_is_proven_infeasible() -> None:
     with pytest.raises(InfeasibleError, match="needs at least 18 bytes, over the capacity 17") as err:
         solve(pigeonholes(buffers=4, holes=2), "cpsat", time_limit_s=EXACT_S, capacity=17, bound_seconds=5.0)
