@@ -5,7 +5,7 @@
         [--minimise-time-limits 10,30,60] [--minimise-configs full,bisection,skyline-presolve]
         [--llama PROBLEM.json] [--layered 10000,100000] [--layered-time-limit 60]
         [--minimalloc-binary PATH] [--save-better docs/minimalloc_solutions] [--bound-seconds 30]
-        [--pass-args '--repeat 2']
+        [--pass-args '--models smollm2-135m']
 
 Sections (Markdown tables, printed row by row):
 
@@ -359,9 +359,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--bound-seconds", type=float, default=30.0, help="window-bound budget per instance (bounds section)"
     )
-    parser.add_argument(
-        "--pass-args", default="--repeat 2", help="arguments of experiments.bench_llm (pass section)"
-    )
+    parser.add_argument("--pass-args", default="", help="arguments of experiments.bench_llm (pass section)")
     args = parser.parse_args(argv)
 
     sections = [s for s in args.sections.split(",") if s]

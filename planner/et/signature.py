@@ -11,30 +11,23 @@ the pass the specs do not change, so the pass hands those helpers a
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from functools import cached_property
 
 from torch.export.exported_program import ExportGraphSignature
 
 
+def _computed_once(name: str) -> cached_property:
+    """`ExportGraphSignature.<name>`, computed on first read and kept."""
+    return cached_property(getattr(ExportGraphSignature, name).fget)
+
+
 class FrozenSignature(ExportGraphSignature):
     """`ExportGraphSignature` with the maps the planner reads cached; valid while no spec is renamed."""
 
-    @cached_property
-    def inputs_to_buffers(self) -> Mapping[str, str]:  # type: ignore[override]
-        return ExportGraphSignature.inputs_to_buffers.fget(self)  # type: ignore[attr-defined]
-
-    @cached_property
-    def buffers_to_mutate(self) -> Mapping[str, str]:  # type: ignore[override]
-        return ExportGraphSignature.buffers_to_mutate.fget(self)  # type: ignore[attr-defined]
-
-    @cached_property
-    def user_inputs_to_mutate(self) -> Mapping[str, str]:  # type: ignore[override]
-        return ExportGraphSignature.user_inputs_to_mutate.fget(self)  # type: ignore[attr-defined]
-
-    @cached_property
-    def inputs_to_parameters(self) -> Mapping[str, str]:  # type: ignore[override]
-        return ExportGraphSignature.inputs_to_parameters.fget(self)  # type: ignore[attr-defined]
+    inputs_to_buffers = _computed_once("inputs_to_buffers")  # type: ignore[assignment]
+    buffers_to_mutate = _computed_once("buffers_to_mutate")  # type: ignore[assignment]
+    user_inputs_to_mutate = _computed_once("user_inputs_to_mutate")  # type: ignore[assignment]
+    inputs_to_parameters = _computed_once("inputs_to_parameters")  # type: ignore[assignment]
 
 
 def frozen(signature: ExportGraphSignature | None) -> ExportGraphSignature | None:
