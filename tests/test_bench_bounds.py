@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import shutil
 
 from minimalloc_files import minimalloc_dir
 
@@ -10,9 +11,10 @@ from memplan.experiments import bench_bounds
 from memplan.experiments.bench_scale import minimalloc_problem
 
 
-def test_a_saved_solution_below_the_readme_counts() -> None:
+def test_a_saved_solution_below_the_readme_counts(tmp_path) -> None:
     problem = minimalloc_problem("D", minimalloc_dir())
-    assert bench_bounds.best_plan_known("D", problem) == (1_036_288, "D.1036288.csv")
+    shutil.copy(bench_bounds.SOLUTIONS_DIR / "D.1036288.csv", tmp_path)
+    assert bench_bounds.best_plan_known("D", problem, tmp_path) == (1_036_288, "D.1036288.csv")
 
 
 def test_a_saved_solution_with_an_overlap_is_ignored(tmp_path) -> None:
@@ -31,7 +33,10 @@ def test_table_rows_for_solved_and_open_instances(capsys) -> None:
     out = capsys.readouterr().out
     assert "| A | 154 | 1,048,576 | 1,048,576 |" in out and "not searched" in out
     row_d = next(line for line in out.splitlines() if line.startswith("| D |"))
-    assert "| 986,112 | " in row_d and "1,036,288 (D.1036288.csv)" in row_d and "4.84%" in row_d
+    best, source = bench_bounds.best_plan_known("D", minimalloc_problem("D", minimalloc_dir()))
+    assert best < 1_038_336 and source.startswith("D.")  # a saved plan below the README's best known
+    gap = f"{100 * (best - 986_112) / best:.2f}%"
+    assert "| 986,112 | " in row_d and f"{best:,} ({source})" in row_d and f"| {gap} | {gap} |" in row_d
 
 
 def test_generated_rows_report_both_runs(capsys) -> None:
