@@ -14,7 +14,7 @@ from __future__ import annotations
 import html
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -676,6 +676,19 @@ def place_in_banks(problem: Problem, pools: Mapping[str, int]) -> Problem:
             size = align_up(size, alignment)
         buffers.append(replace(buf, pool=pool, banks=(), alignment=alignment, size=size))
     return replace(problem, buffers=tuple(buffers))
+
+
+def bank_part(placed: Problem, keep: Collection[str]) -> Problem:
+    """The buffers `keep` of a problem whose bank choices are made (`place_in_banks`), with their
+    groups and same-offset sets, as an ordinary problem: no banks, no capacity (one bank's packing)."""
+    return replace(
+        placed,
+        buffers=tuple(b for b in placed.buffers if b.id in keep),
+        groups=tuple(g for g in placed.groups if g.parent in keep),
+        same_offsets=tuple(s for s in placed.same_offsets if s.buffers[0] in keep),
+        banks=(),
+        capacity=None,
+    )
 
 
 def chosen_pools(problem: Problem, plan: Plan) -> dict[str, int]:

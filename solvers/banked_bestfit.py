@@ -41,6 +41,7 @@ from memplan.planner.problem import (
     Problem,
     UnsupportedProblemError,
     align_up,
+    bank_part,
     lower_bound,
     lower_bounds,
     place_in_banks,
@@ -326,14 +327,7 @@ def _bank_problem(problem: Problem, pools: dict[str, int], pool: int) -> Problem
             keep.add(buf.id)
     if not keep:
         return None
-    return dataclasses.replace(
-        placed,
-        buffers=tuple(b for b in placed.buffers if b.id in keep),
-        groups=tuple(g for g in placed.groups if g.parent in keep),
-        same_offsets=tuple(s for s in placed.same_offsets if s.buffers[0] in keep),
-        banks=(),
-        capacity=None,
-    )
+    return bank_part(placed, keep)
 
 
 def _packed(

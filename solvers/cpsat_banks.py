@@ -17,7 +17,6 @@ a proven-infeasible model raises `BankCapacityError`.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 
@@ -31,6 +30,7 @@ from memplan.planner.problem import (
     Problem,
     align_up,
     arena_sizes_of,
+    bank_part,
     common_divisor,
     lower_bound,
     place_in_banks,
@@ -123,16 +123,7 @@ def _reach(problem: Problem, units: list[Unit]) -> dict[int, int]:
     for pool in {p for u in units for p in problem.buffer(u.roots[0]).choices}:
         pools = {r: pool for u in units if pool in problem.buffer(u.roots[0]).choices for r in u.roots}
         keep = {b.id for b in problem.buffers if problem.root_of(b.id)[0] in pools}
-        placed = place_in_banks(problem, pools)
-        sub = dataclasses.replace(
-            placed,
-            buffers=tuple(b for b in placed.buffers if b.id in keep),
-            groups=tuple(g for g in placed.groups if g.parent in keep),
-            same_offsets=tuple(s for s in placed.same_offsets if s.buffers[0] in keep),
-            banks=(),
-            capacity=None,
-        )
-        top[pool] = solve_bestfit(sub).arena_size
+        top[pool] = solve_bestfit(bank_part(place_in_banks(problem, pools), keep)).arena_size
     return top
 
 

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from memplan.planner.problem import BankUsage, Plan, Problem, bank_report, place_in_banks
+from memplan.planner.problem import BankUsage, Plan, Problem, bank_part, bank_report, place_in_banks
 from memplan.viz.gantt import gantt
 from memplan.viz.profile import live_bytes
 from memplan.viz.style import bytes_axis, format_bytes
@@ -95,15 +95,7 @@ def _rows(problem: Problem, plan: Plan) -> list[BankUsage]:
 
 
 def _in_pool(placed: Problem, pool: int) -> Problem:
-    keep = {b.id for b in placed.buffers if b.pool == pool}
-    return dataclasses.replace(
-        placed,
-        buffers=tuple(b for b in placed.buffers if b.id in keep),
-        groups=tuple(g for g in placed.groups if g.parent in keep),
-        same_offsets=tuple(s for s in placed.same_offsets if s.buffers[0] in keep),
-        banks=(),
-        capacity=None,
-    )
+    return bank_part(placed, {b.id for b in placed.buffers if b.pool == pool})
 
 
 def _title(row: BankUsage, total_traffic: int) -> str:
