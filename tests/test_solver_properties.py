@@ -43,6 +43,18 @@ MILP_VARIANTS = {
 }
 
 
+# CP-SAT with each of its switches away from the default (the canonical search off, beside the
+# portfolio, timed-out probes stopping the ones below, window lower bounds).
+CPSAT_VARIANTS = {
+    "cpsat": {},
+    "cpsat/no-canonical": dict(canonical=(), canonical_head_start=0, canonical_descent=0),
+    "cpsat/canonical-in-portfolio": dict(canonical_in_portfolio=True),
+    "cpsat/timeout-stops-lower": dict(timeout_stops_lower=True),
+    "cpsat/window-bounds": dict(bound_seconds=1.0),
+}
+VARIANTS = {"milp": MILP_VARIANTS, "cpsat": CPSAT_VARIANTS}
+
+
 def plans_of_every_solver(problem: Problem) -> dict[str, Plan]:
     """One plan per solver (MILP in every variant); greedy must refuse what it cannot honour."""
     plans = {}
@@ -51,7 +63,7 @@ def plans_of_every_solver(problem: Problem) -> dict[str, Plan]:
             with pytest.raises(UnsupportedProblemError):
                 solve(problem, name)
             continue
-        variants = MILP_VARIANTS if name == "milp" else {name: {}}
+        variants = VARIANTS.get(name, {name: {}})
         for label, options in variants.items():
             plans[label] = solve(problem, name, time_limit_s=TIME_LIMIT_S, **options)
     return plans
@@ -97,10 +109,11 @@ def test_exact_solvers_prove_small_problems(problem: Problem) -> None:
 def test_capacity_at_the_optimum_is_feasible_and_one_byte_less_is_not(problem: Problem) -> None:
     optimum = solve(problem, "milp", backend="highs", time_limit_s=TIME_LIMIT_S)
     assert optimum.proven_optimal, optimum.status
-    for name in EXACT:
-        fitting = solve(problem, name, time_limit_s=TIME_LIMIT_S, capacity=optimum.arena_size)
-        assert fitting.arena_size <= optimum.arena_size, name
+    runs = {label: ("cpsat", options) for label, options in CPSAT_VARIANTS.items()} | {"milp": ("milp", {})}
+    for label, (name, options) in runs.items():
+        fitting = solve(problem, name, time_limit_s=TIME_LIMIT_S, capacity=optimum.arena_size, **options)
+        assert fitting.arena_size <= optimum.arena_size, label
         if optimum.arena_size > 1:
             too_small = dataclasses.replace(problem, capacity=optimum.arena_size - 1)
             with pytest.raises(InfeasibleError):
-                solve(too_small, name, time_limit_s=TIME_LIMIT_S)
+                solve(too_small, name, time_limit_s=TIME_LIMIT_S, **options)
