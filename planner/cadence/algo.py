@@ -95,7 +95,7 @@ class MemplanCadenceAlgo(MemoryPlanningAlgo):
     `solver` plans the bank choice (a bank solver: cpsat, banked_bestfit,
     banked_greedy) and `time_limit_s` bounds each solver run. `baselines`
     names the Cadence algorithms also run and kept when better (all by default).
-    `results` lists a `CadenceResult` per planning call.
+    `results` lists a `CadenceResult` per planning call, `attempts` every call's candidates.
     """
 
     def __init__(
@@ -123,6 +123,7 @@ class MemplanCadenceAlgo(MemoryPlanningAlgo):
         self.time_limit_s = time_limit_s
         self.baselines = tuple(baselines)
         self.results: list[CadenceResult] = []
+        self.attempts: list[tuple[Candidate, ...]] = []  # every call's candidates, also when none fits
 
     def plan(
         self,
@@ -177,6 +178,7 @@ class MemplanCadenceAlgo(MemoryPlanningAlgo):
         for found in list(candidates):
             if found.plan is not None:
                 candidates.append(self._repacked(problem, found))
+        self.attempts.append(tuple(candidates))
         usable = [c for c in candidates if c.plan is not None]
         if not usable:
             error = InfeasibleError(
