@@ -41,16 +41,11 @@ from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
 from memplan.planner.cadence.problem_of import CadenceProblem, cadence_problem
-from memplan.planner.errors import InfeasibleError, PlanningError
-from memplan.planner.problem import (
-    Plan,
-    Problem,
-    arena_sizes_of,
-    check_plan,
-    place_in_banks,
-    traffic_cost,
-    validate,
-)
+from memplan.banks import place_in_banks, traffic_cost
+from memplan.errors import InfeasibleError, PlanningError
+from memplan.plan import Plan, arena_sizes_of
+from memplan.problem import Problem
+from memplan.validate import check_plan, validate
 
 CADENCE_ALGORITHMS: dict[str, type[MemoryPlanningAlgo]] = {
     "position_greedy": PositionBasedGreedyWithHierarchy,

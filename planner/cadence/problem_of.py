@@ -29,9 +29,9 @@ from executorch.backends.cadence.aot.memory_constraints import MemConstraints
 from executorch.backends.cadence.aot.utils import MemoryConfig
 from executorch.exir.tensor import TensorSpec
 
-from memplan.planner.errors import ExtractionError
-from memplan.planner.et.banks import access_counts
-from memplan.planner.problem import Bank, Buffer, ContiguousGroup, Problem
+from memplan.errors import ExtractionError
+from memplan.planner.banks import access_counts
+from memplan.problem import Bank, Buffer, ContiguousGroup, Problem
 
 
 @dataclass(frozen=True)
