@@ -40,10 +40,10 @@ from executorch.exir.tensor import TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
-from memplan.planner.cadence.problem_of import CadenceProblem, cadence_problem
 from memplan.banks import place_in_banks, traffic_cost
 from memplan.errors import InfeasibleError, PlanningError
 from memplan.plan import Plan, arena_sizes_of
+from memplan.planner.cadence.problem_of import CadenceProblem, cadence_problem
 from memplan.problem import Problem
 from memplan.validate import check_plan, validate
 
