@@ -63,6 +63,9 @@ from memplan.planner.extract import (
     state_buffers,
 )
 from memplan.planner.signature import frozen
+from memplan.planner.slice_noop.analysis import analyze_slices
+from memplan.planner.slice_noop.decisions import SliceNoops
+from memplan.planner.slice_noop.rewrite import remove_noop_slices
 from memplan.planner.state_in_place import StateReport, update_state_in_place
 from memplan.planner.verify import verify_storage_reuse
 from memplan.problem import Problem
@@ -90,6 +93,7 @@ class MethodResult:
     specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
     padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
     state_report: StateReport | None = None  # set when state_in_place is on (memplan.planner.state_in_place)
+    slice_noops: SliceNoops | None = None  # set when slice_noop is on (memplan.planner.slice_noop)
 
     @cached_property
     def stock_sizes(self) -> list[int]:
@@ -123,6 +127,10 @@ class PlannerPass(MemoryPlanningPass):
     it where the buffer lives and removes ExecuTorch's write-back `copy_`
     where that is legal; a copy that stays is moved up to right after the
     last reader of the old value (memplan.planner.state_in_place).
+    `slice_noop` places a slice/select/split output that is a contiguous run of
+    its input inside the input and removes the copy where the graph shows the
+    input's bytes stay put while the output is read (memplan.planner.slice_noop);
+    off by default (docs/slice_noop.md).
     """
 
     def __init__(
@@ -143,6 +151,7 @@ class PlannerPass(MemoryPlanningPass):
         cat_fusion_allow_growth: bool = False,
         memory_map: TargetMemoryMap | None = None,
         state_in_place: bool = True,
+        slice_noop: bool = False,
     ) -> None:
         solvers.entry(solver).make_params(dict(solver_options or {}))  # bad names fail here, not mid-export
         if memory_map is not None:
@@ -168,6 +177,7 @@ class PlannerPass(MemoryPlanningPass):
         self.cat_fusion_allow_growth = cat_fusion_allow_growth
         self.memory_map = memory_map
         self.state_in_place = state_in_place
+        self.slice_noop = slice_noop
         self.results: dict[str, MethodResult] = {}
         self.shared_state: SharedLayout | None = None
 
@@ -293,6 +303,10 @@ class PlannerPass(MemoryPlanningPass):
             stock = functools.partial(list, [0, *banked[1:]] if banked else [])
         else:
             stock = functools.partial(_greedy_sizes, ex)
+        noops = None
+        if self.slice_noop:  # before cat fusion: cats then leave the grouped slices alone
+            noops = analyze_slices(graph_module, signature, ex)
+            ex = dataclasses.replace(ex, problem=noops.problem)
         fusion, planned = None, ex
         if self.cat_fusion:
             fusion, plan, without = plan_with_cat_fusion(
@@ -316,6 +330,8 @@ class PlannerPass(MemoryPlanningPass):
             report = CatReport.of(
                 fusion, plan, without, fuse_cats(graph_module, fusion, ex.spec_of, graph_signature)
             )
+        if noops is not None:
+            remove_noop_slices(graph_module, noops, ex.spec_of)
         graph_module.meta["non_const_buffer_sizes"] = sizes
         return MethodResult(
             planned.problem,
@@ -326,6 +342,7 @@ class PlannerPass(MemoryPlanningPass):
             report,
             dict(planned.spec_of),
             ex.extra_padding,
+            slice_noops=noops,
         )
 
     def _solve(self, problem: Problem, where: str) -> Plan:

@@ -43,7 +43,7 @@ from memplan import solvers
 from memplan.banks import place_in_banks, traffic_cost
 from memplan.errors import InfeasibleError, PlanningError
 from memplan.plan import Plan, arena_sizes_of
-from memplan.planner.cadence.problem_of import CadenceProblem, cadence_problem
+from memplan.planner.cadence.problem_of import CadenceProblem, cadence_problem, memory_banks
 from memplan.problem import Problem
 from memplan.validate import check_plan, validate
 
@@ -108,7 +108,8 @@ class MemplanCadenceAlgo(MemoryPlanningAlgo):
         super().__init__(
             memory_config, mode, alloc_graph_input, alloc_graph_output, additional_constraint_gen_passes
         )
-        solvers.for_memory_map(solver)  # a solver that cannot choose memories fails here
+        memory_banks(memory_config)  # a malformed config fails here, not mid-export
+        solvers.for_memory_map(solver)  # so does a solver that cannot choose memories
         unknown = [name for name in baselines if name not in CADENCE_ALGORITHMS]
         if unknown:
             raise PlanningError(
