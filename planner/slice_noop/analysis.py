@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
-from typing import cast
+from typing import Any, cast
 
 import torch
 from executorch.exir import memory
@@ -282,7 +282,7 @@ def _starts(
     return starts
 
 
-def _arg(node: torch.fx.Node, index: int, name: str, default: object) -> object:
+def _arg(node: torch.fx.Node, index: int, name: str, default: object) -> Any:
     if index < len(node.args):
         return node.args[index]
     return node.kwargs.get(name, default)

@@ -148,3 +148,21 @@ def test_slice_noop_off_keeps_every_copy(name):
     program = runtime.lower(model, memory_planning_pass=pass_)
     runtime.check_outputs(model, program.buffer)
     assert pass_.results["forward"].slice_noops is None and remaining_slices(program) > 0
+
+
+def test_forcing_the_refused_no_op_gives_wrong_outputs(monkeypatch):
+    """The refusal matters: with the in-place write ignored, the program reads the new values."""
+    import memplan.planner.slice_noop.analysis as analysis
+
+    original = analysis._input_reasons
+
+    def ignoring_writes(*args):
+        return [r for r in original(*args) if r[0] is not SliceRefusal.INPUT_WRITTEN_IN_PLACE]
+
+    monkeypatch.setattr(analysis, "_input_reasons", ignoring_writes)
+    model = MODELS["written_while_read"]()
+    pass_ = PlannerPass(solver="bestfit", slice_noop=True)
+    program = runtime.lower(model, memory_planning_pass=pass_)
+    assert pass_.results["forward"].slice_noops.nodes_removed  # type: ignore[union-attr]
+    with pytest.raises(AssertionError, match="mismatch"):
+        runtime.check_outputs(model, program.buffer)
