@@ -46,6 +46,7 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli.tables import StreamedTable
 
 # name -> (ModelArgs fields, layers of the real model)
@@ -323,8 +324,8 @@ def print_tables(cases: Sequence[dict[str, Any]]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(SHAPES))
-    parser.add_argument("--modes", default=",".join(MODES))
+    script_args.add_list(parser, "--models", SHAPES, "model", "LLM shapes", choices=tuple(SHAPES))
+    script_args.add_list(parser, "--modes", MODES, "mode", "lowering modes", choices=MODES)
     parser.add_argument(
         "--layers", default="", help=f"e.g. qwen3-0.6b=8,llama3.2-1b=2 (default: {DEFAULT_LAYERS})"
     )
@@ -351,11 +352,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for item in filter(None, args.layers.split(",")):
         name, _, count = item.partition("=")
         layers[name] = int(count)
-    models, modes = args.models.split(","), args.modes.split(",")
-    for bad, known, what in ((models, SHAPES, "model"), (modes, MODES, "mode")):
-        unknown = [x for x in bad if x not in known]
-        if unknown:
-            parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
+    models, modes = args.models, args.modes
     todo = [(shape, layers[shape], mode) for shape in models for mode in modes]
     for item in filter(None, args.deep.split(",")):
         shape, depth, mode = item.split(":")
