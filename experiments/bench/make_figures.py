@@ -25,7 +25,7 @@ from memplan.viz.captions import describe
 from memplan.viz.style import format_bytes
 
 ALIGNMENT = 16  # ExecuTorch's default
-TIME_LIMIT_S = 10.0
+TIME_LIMIT_S = 10.0  # the limit docs/figures.md states for its figures
 DPI = 100
 
 

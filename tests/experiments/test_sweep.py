@@ -121,7 +121,7 @@ def _broken():
 
 
 def test_a_failing_model_becomes_an_error_row(tmp_path, monkeypatch):
-    monkeypatch.setitem(zoo._REGISTRY, "broken", _broken)
+    monkeypatch.setitem(zoo.catalog._REGISTRY, "broken", _broken)
     df = sweep.sweep(out=tmp_path, models=["broken", "cat_seed"], solvers=["greedy"], jobs=1, progress=False)
     broken = df[df["model"] == "broken"]
     assert len(broken) == 1
