@@ -93,16 +93,17 @@ def add_common(
 
 
 def comma_list(
-    kind: str, convert: Callable[[str], T] = str, choices: Sequence[str] | None = None, hint: str = ""
-) -> Callable[[str], list[T]]:
+    kind: str, convert: Callable[[str], object] = str, choices: Sequence[str] | None = None, hint: str = ""
+) -> Callable[[str], list]:
     """An argparse `type`: 'a,b' -> [convert('a'), convert('b')], each one of `choices` if given
     (else the error names the valid ones, then `hint`)."""
 
-    def parse(text: str) -> list[T]:
+    def parse(text: str) -> list:
         try:
             items = parse_list(text, kind, convert)
-            for item in items if choices is not None else ():
-                check_choice(kind, str(item), choices, hint)
+            for item in items:
+                if choices is not None:
+                    check_choice(kind, str(item), choices, hint)
         except UsageError as exc:
             raise argparse.ArgumentTypeError(str(exc)) from None
         return items
