@@ -52,8 +52,10 @@ class BankCapacityError(InfeasibleError):
     `bank` names the bank and `missing` says how many bytes it lacks.
     """
 
-    def __init__(self, message: str, bank: str, missing: int, buffers: Iterable[str] = ()) -> None:
-        super().__init__(message, buffers)
+    def __init__(
+        self, message: str, bank: str, missing: int, buffers: Iterable[str] = (), *, proven: bool = False
+    ) -> None:
+        super().__init__(message, buffers, proven=proven)
         self.bank = bank
         self.missing = missing
 
