@@ -95,7 +95,7 @@ def solve_cpsat_banks(
         bank, missing = (hint_error.bank, hint_error.missing) if hint_error else (problem.banks[-1].name, 0)
         raise BankCapacityError(
             f"cpsat: proven that no placement fits the banks {[b.name for b in problem.banks]}"
-            f"; the best heuristic attempt leaves bank {bank!r} {missing} bytes short",
+            f"; the best heuristic attempt leaves bank {bank!r} {missing} bytes missing",
             bank,
             missing,
             proven=True,
@@ -162,7 +162,7 @@ def placed_unit(problem: Problem, unit: Unit, pool: int, bank: Bank | None) -> _
         root = problem.buffer(root_id)
         own = root.alignment if bank is None else math.lcm(root.alignment, bank.alignment)
         alignment = math.lcm(alignment, own)
-        rects += _rects(root, pool, align_up(root.size, own))
+        rects += _rects(root, pool, root.size if bank is None else align_up(root.size, own))
     allowed = unit.fixed is None or unit.fixed % alignment == 0
     return _Placed(
         tuple(rects) or (Rect(pool, unit.rects[0].start, unit.rects[0].end, 0),), alignment, allowed
@@ -272,6 +272,8 @@ class _BankModel:
                 self.offset[u.index, pool] = y
                 lits.append(lit)
                 for r in where.rects:
+                    if not r.size:  # holds no bytes: overlaps nothing (CP-SAT would keep it off others' inside)
+                        continue
                     t = self.model.new_optional_fixed_size_interval_var(r.start, r.end - r.start, lit, "t")
                     s = self.model.new_optional_fixed_size_interval_var(y, r.size // g, lit, "s")
                     boxes.setdefault(pool, []).append((t, s, r.size // g))
