@@ -45,6 +45,12 @@ class InfeasibleError(ProblemError):
         self.buffers = tuple(buffers)
         self.proven = proven
 
+    def withdraw(self, reason: str) -> None:
+        """Take the proof back: `proven` becomes False and the message says so, and why."""
+        if self.proven or "not proven" not in str(self):
+            self.args = (f"not proven infeasible ({reason}); the solver said: {self.args[0]}", *self.args[1:])
+        self.proven = False
+
 
 class BankCapacityError(InfeasibleError):
     """A bank cannot hold what must go into it (or the banks cannot hold the program).

@@ -272,7 +272,9 @@ class _BankModel:
                 self.offset[u.index, pool] = y
                 lits.append(lit)
                 for r in where.rects:
-                    if not r.size:  # holds no bytes: overlaps nothing (CP-SAT would keep it off others' inside)
+                    if (
+                        not r.size
+                    ):  # holds no bytes: overlaps nothing (CP-SAT would keep it off others' inside)
                         continue
                     t = self.model.new_optional_fixed_size_interval_var(r.start, r.end - r.start, lit, "t")
                     s = self.model.new_optional_fixed_size_interval_var(y, r.size // g, lit, "s")

@@ -254,14 +254,14 @@ def solve_in_parts(
             plan = solve_part(part, share)
         except InfeasibleError as err:
             below = max(base.get(p, 0) for p in pools)
-            err.add_note(
-                f"in an independent part of {len(part.buffers)} buffers, {len(cut.parts)} parts in all"
-                + (
-                    f"; its capacity is what is left above {below} bytes of long-lived buffers"
-                    if below
-                    else ""
+            where = f"{solver}: in an independent part of {len(part.buffers)} buffers ({len(cut.parts)} parts in all)"
+            if below:  # the part's message names its share of the capacity: lead with the one given
+                where = (
+                    f"{solver}, capacity {problem.capacity}: an independent part of {len(part.buffers)} buffers"
+                    f" ({len(cut.parts)} parts in all) has {capacity} bytes of it left above {below} bytes of"
+                    " buffers living throughout"
                 )
-            )
+            err.args = (f"{where}: {err.args[0]}", *err.args[1:])
             raise
         for buffer_id, offset in plan.offsets.items():
             offsets[buffer_id] = offset + base.get(problem.buffer(buffer_id).pool, 0)
