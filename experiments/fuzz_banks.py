@@ -21,7 +21,6 @@ import argparse
 import itertools
 import math
 import random
-import re
 import traceback
 from collections import Counter, defaultdict
 from collections.abc import Iterator, Sequence
@@ -30,6 +29,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from memplan.experiments.fuzz import honest
 from memplan.planner.problem import (
     Bank,
     Buffer,
@@ -61,6 +61,10 @@ def random_bank_case(seed: int) -> Problem:
     capacities and alignments drawn at random (capacities near what the buffers need)."""
     rng = random.Random(seed)
     n_banks = rng.choice((1, 2, 2, 3))
+    fixing = (
+        rng.random() < 0.5
+    )  # some problems without fixed offsets or same-offset sets: banked_greedy takes them
+    sharing = rng.random() < 0.5
     pools = list(range(1, n_banks + 1))
     roots: list[Buffer] = []
     members: list[Buffer] = []
@@ -73,7 +77,7 @@ def random_bank_case(seed: int) -> Problem:
         banks = tuple(sorted(rng.sample(pools, rng.randint(1, n_banks)))) if rng.random() < 0.85 else ()
         pool = banks[0] if banks else rng.choice(pools + [0])
         offset = None
-        if rng.random() < 0.2:
+        if fixing and rng.random() < 0.3:
             offset = alignment * rng.randint(0, 2)
         root = Buffer(
             f"b{i}", start, end, size, alignment, offset, pool, banks=banks, accesses=rng.randint(0, 9)
@@ -95,7 +99,8 @@ def random_bank_case(seed: int) -> Problem:
             a.banks == b.banks
             and a.pool == b.pool
             and (a.end <= b.start or b.end <= a.start)
-            and rng.random() < 0.15
+            and sharing
+            and rng.random() < 0.3
         ):
             same.append(SameOffset((a.id, b.id)))
             break
@@ -327,10 +332,13 @@ def check(problem: Problem, plan: Plan) -> list[str]:
             faults.append(f"{unit} ends at {y + placement.height}, over pool {pool}'s {limit} bytes")
         if plan.arena_sizes.get(pool, -1) < y + placement.height:
             faults.append(f"pool {pool} declares {plan.arena_sizes.get(pool)} bytes, {unit} ends higher")
+    faults += [f"a bank is chosen for {b!r}, no buffer" for b in plan.pools if b not in rules.by_id]
     for buf in problem.buffers:
         root_id, rel = rules.root(buf.id)
         if root_id in where and plan.offsets.get(buf.id) != where[root_id][1] + rel:
             faults.append(f"{buf.id!r} is not {rel} bytes into its root {root_id!r}")
+        if root_id in where and plan.pools.get(buf.id, where[root_id][0]) != where[root_id][0]:
+            faults.append(f"{buf.id!r} is given pool {plan.pools[buf.id]}, its root {root_id!r} is elsewhere")
     if faults:
         return faults
     placed = [(u, rules.placement(u, where[u[0]][0]), where[u[0]]) for u in rules.units]
@@ -338,25 +346,6 @@ def check(problem: Problem, plan: Plan) -> list[str]:
         if pa == pb and a is not None and b is not None and _collide(a, ya, b, yb):
             faults.append(f"{u} and {v} share bytes in pool {pa}")
     return faults
-
-
-# -- claims --------------------------------------------------------------------------
-
-
-_CLAIM = re.compile(r"\bprov(ed|en|es)\b", re.IGNORECASE)
-
-
-def claims_proof(message: str) -> bool:
-    """True if an error message says something was proved (and not that it was not)."""
-    return bool(_CLAIM.search(message)) and "not proven" not in message.lower()
-
-
-def honest(error: InfeasibleError) -> bool:
-    """The message and `proven` agree: no proof claimed without the flag, no flag on a "not proven"."""
-    message = str(error)
-    if error.proven:
-        return "not proven" not in message.lower()
-    return not claims_proof(message)
 
 
 # -- the run -----------------------------------------------------------------------------
@@ -402,7 +391,7 @@ def judge(
         return
     except InfeasibleError as exc:
         counts["no plan"] += 1
-        if not honest(exc):
+        if not honest(str(exc), exc.proven):
             report.fail(problem, label, "false proof", f"proven={exc.proven} but the message says: {exc}")
         elif exc.proven and best is not None:
             report.fail(problem, label, "false proof", f"proven infeasible, but cost {best} fits: {exc}")

@@ -10,7 +10,8 @@ from fractions import Fraction
 
 import pytest
 
-from memplan.experiments.fuzz_banks import check, claims_proof, least_cost, plan_cost
+from memplan.experiments.fuzz import claims_proof
+from memplan.experiments.fuzz_banks import check, least_cost, plan_cost
 from memplan.planner.problem import (
     Bank,
     BankCapacityError,
