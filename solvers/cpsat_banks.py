@@ -32,23 +32,12 @@ from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
-from memplan.planner.errors import SolverFailure
-from memplan.planner.problem import (
-    Bank,
-    BankCapacityError,
-    Buffer,
-    InfeasibleError,
-    Outcome,
-    Plan,
-    Problem,
-    ProblemError,
-    align_up,
-    arena_sizes_of,
-    bank_part,
-    common_divisor,
-    lower_bound,
-    place_in_banks,
-)
+from memplan.arith import align_up, common_divisor
+from memplan.banks import bank_part, place_in_banks
+from memplan.bounds import lower_bound
+from memplan.errors import BankCapacityError, InfeasibleError, ProblemError, SolverFailure
+from memplan.plan import Outcome, Plan, arena_sizes_of
+from memplan.problem import Bank, Buffer, Problem
 from memplan.solvers.bank_costs import exact_cost, weights
 from memplan.solvers.units import Rect, Unit, expand, planned_exactly, units_of
 
