@@ -260,12 +260,18 @@ def _bank_cost(bank: str, value: object) -> float:
     """A bank's cost as a float: a real number (not a bool), from 0 to `MAX_BANK_COST`."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise ProblemError(f"bank {bank!r}: cost must be a number, got {value!r}")
-    if not 0 <= value <= MAX_BANK_COST:  # NaN fails both comparisons; huge ints are compared exactly
+    number = value if isinstance(value, int) else float(value)  # huge ints compared exactly, not as inf
+    if not 0 <= number <= MAX_BANK_COST:  # NaN fails both comparisons
+        shown = (
+            "an integer of more than 60 digits"
+            if isinstance(value, int) and value > 1 << 200
+            else repr(value)
+        )
         raise ProblemError(
             f"bank {bank!r}: cost must be between 0 and {MAX_BANK_COST:g} (costs weigh banks against"
-            f" each other), got {value!r}"
+            f" each other), got {shown}"
         )
-    return float(value)
+    return float(number)
 
 
 @dataclass(frozen=True)

@@ -213,10 +213,10 @@ def _place_pin(
     if slot is not None:
         _put(placed, buf, pool, *slot, size)
         return
-    free = problem.bank(pool).capacity - used.get(pool, 0) if problem.bank(pool) else 0
+    bank = problem.bank(pool)
+    free = bank.capacity - used.get(pool, 0) if bank is not None else 0
     obj = _new_object(objects, used, pool, size, alignment)
     _put(placed, buf, pool, obj, 0, size)
-    bank = problem.bank(pool)
     if bank is not None and used[pool] > bank.capacity:
         missing = used[pool] - bank.capacity
         raise BankCapacityError(

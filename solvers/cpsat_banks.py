@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -279,7 +280,7 @@ class _BankModel:
                 )
         self.model.minimize(sum(objective))
 
-    def cost(self, pools: dict[str, int]) -> Fraction:
+    def cost(self, pools: Mapping[str, int]) -> Fraction:
         """The exact traffic cost of these bank choices (costs as the decimals they print as)."""
         cost = {b.pool: exact_cost(b.cost) for b in self.problem.banks}
         total = Fraction(0)

@@ -327,6 +327,7 @@ def check(problem: Problem, plan: Plan) -> list[str]:
             faults.append(f"{unit}: offsets {offsets} in pool {pool} cannot satisfy the unit")
             continue
         (y,) = offsets
+        assert y is not None
         if not isinstance(y, int) or y < 0 or y % placement.modulus or placement.fixed not in (None, y):
             faults.append(f"{unit} at {y}: misaligned ({placement.modulus}) or not at {placement.fixed}")
         for r in unit:
