@@ -100,11 +100,13 @@ def _huge(rng: random.Random, n: int) -> Problem:
 
 
 def _with_zero_sizes(rng: random.Random, problem: Problem) -> Problem:
-    extra = tuple(
-        Buffer(f"z{i}", s, s + rng.randint(1, 3), 0, alignment=rng.choice((1, 16)))
-        for i, s in enumerate(rng.randrange(8) for _ in range(rng.randint(1, 3)))
-    )
-    return dataclasses.replace(problem, buffers=problem.buffers + extra)
+    """Zero-byte buffers added, some fixed (inside other buffers' bytes, where they overlap nothing)."""
+    extra = []
+    for i in range(rng.randint(1, 3)):
+        start, alignment = rng.randrange(8), rng.choice((1, 16))
+        offset = alignment * rng.randrange(64) if rng.random() < 0.4 else None
+        extra.append(Buffer(f"z{i}", start, start + rng.randint(1, 3), 0, alignment=alignment, offset=offset))
+    return dataclasses.replace(problem, buffers=problem.buffers + tuple(extra))
 
 
 def _with_gaps(rng: random.Random, problem: Problem) -> Problem:
