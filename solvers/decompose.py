@@ -246,12 +246,16 @@ def solve_in_parts(
             plan = solve_part(part, share)
         except InfeasibleError as err:
             below = max(base.get(p, 0) for p in pools)
-            where = f"{solver}: in an independent part of {len(part.buffers)} buffers ({len(cut.parts)} parts in all)"
+            what = (
+                f"an independent part of {len(part.buffers)} buffers ({len(cut.parts)} parts in all) has"
+                if len(cut.parts) > 1
+                else f"the {len(part.buffers)} buffers not living throughout have"
+            )
+            where = f"{solver}: in {what.rsplit(' ', 1)[0]}"
             if below:  # the part's message names its share of the capacity: lead with the one given
                 where = (
-                    f"{solver}, capacity {problem.capacity}: an independent part of {len(part.buffers)} buffers"
-                    f" ({len(cut.parts)} parts in all) has {capacity} bytes of it left above {below} bytes of"
-                    " buffers living throughout"
+                    f"{solver}, capacity {problem.capacity}: {what} {capacity} bytes of it left above"
+                    f" {below} bytes of buffers living throughout"
                 )
             err.args = (f"{where}: {err.args[0]}", *err.args[1:])
             raise

@@ -156,24 +156,6 @@ def test_banked_greedy_names_the_rounded_size_when_no_bank_holds_a_buffer() -> N
     assert caught.value.missing == 5 and not caught.value.proven
 
 
-def test_an_infeasible_part_is_reported_against_the_capacity_given() -> None:
-    # MiniMalloc D: "no plan fits the capacity 985,088" when 1,048,576 was given (the rest held long-lived buffers).
-    rows = [
-        ("b0", 1, 3, 7, 2),
-        ("b1", 1, 2, 2, 4),
-        ("b2", 4, 7, 3, 2),
-        ("b3", 1, 3, 4, 1),
-        ("b4", 4, 7, 5, 4),
-    ]
-    rows += [("b5", 1, 2, 5, 4), ("b6", 3, 6, 7, 4), ("w", 9, 10, 2, 1), ("L", 0, 11, 8, 1)]
-    problem = Problem(tuple(Buffer(i, s, e, size, alignment=a) for i, s, e, size, a in rows))
-    with pytest.raises(
-        InfeasibleError, match=r"^cpsat, capacity 27: .* 19 bytes of it left above 8 bytes"
-    ) as caught:
-        solve(problem, "cpsat", capacity=27, time_limit_s=5)
-    assert caught.value.proven
-
-
 def test_a_withdrawn_proof_no_longer_claims_one() -> None:
     error = InfeasibleError("cpsat: proven that no plan fits the capacity 8 bytes per pool", proven=True)
     error.withdraw("a reason")
