@@ -400,6 +400,8 @@ def judge(
             report.fail(problem, label, "false proof", f"proven={exc.proven} but the message says: {exc}")
         elif exc.proven and best is not None:
             report.fail(problem, label, "false proof", f"proven infeasible, but cost {best} fits: {exc}")
+        else:
+            counts["proven none"] += exc.proven
         return
     except Exception as exc:  # noqa: BLE001 - a crash is what the fuzz counts
         frame = traceback.extract_tb(exc.__traceback__)[-1]
@@ -442,7 +444,18 @@ def fuzz(
     return report
 
 
-COLUMNS = ("tried", "plans", "proven", "no plan", "unsupported", "invalid", "false proof", "crash", "checker")
+COLUMNS = (
+    "tried",
+    "plans",
+    "proven",  # plans proven optimal (least traffic cost)
+    "no plan",
+    "proven none",  # of those, proofs that nothing fits
+    "unsupported",
+    "invalid",
+    "false proof",
+    "crash",
+    "checker",  # a valid plan where the exhaustive search found none: the checker is wrong
+)
 
 
 def table(report: Report) -> str:
