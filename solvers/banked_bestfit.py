@@ -378,8 +378,7 @@ def _bank_problem(problem: Problem, pools: dict[str, int], pool: int) -> Problem
     keep = set()
     for buf in problem.buffers:
         root = problem.buffer(problem.root_of(buf.id)[0])
-        stays = not root.banks or root.offset is not None  # pinned units are no candidates: they stay put
-        if pools.get(root.id, root.pool if stays else None) == pool:
+        if pools.get(root.id, None if root.banks else root.pool) == pool:
             keep.add(buf.id)
     if not keep:
         return None
