@@ -149,8 +149,15 @@ TWO_MEMORIES = MemoryConfig([96, 4096], [16, 64])
 THREE_MEMORIES = MemoryConfig([64, 128, 4096], [16, 48, 64])
 
 
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
-@pytest.mark.parametrize("config", [TWO_MEMORIES, THREE_MEMORIES], ids=["2 memories", "3 memories"])
+@pytest.mark.parametrize(
+    ("name", "config"),
+    [
+        pytest.param("cat_slice", THREE_MEMORIES, id="cat_slice-3 memories"),
+        pytest.param("cat_slice", TWO_MEMORIES, id="cat_slice-2 memories", marks=pytest.mark.slow),
+        pytest.param("mlp", TWO_MEMORIES, id="mlp-2 memories", marks=pytest.mark.slow),
+        pytest.param("mlp", THREE_MEMORIES, id="mlp-3 memories", marks=pytest.mark.slow),
+    ],
+)
 def test_never_worse_than_cadences_algorithms_which_it_reproduces(name, config):
     algo = MemplanCadenceAlgo(config, time_limit_s=1.0)
     program = lower(name, config, 0, algo)
