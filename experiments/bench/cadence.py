@@ -1,6 +1,6 @@
 """Benchmark: Cadence's memory planners vs memplan under Cadence memory configs of 2-3 memories.
 
-    python -m memplan.experiments.bench.cadence [--models ...] [--time-limit 2] [--out docs/x.md]
+    python -m memplan.experiments.bench.cadence [--models a,b] [--time-limit 2] [--out docs/x.md]
 
 Every program goes through Cadence's own flow (`backends/cadence/aot`: edge
 lowering, Cadence's graph passes, `CadenceMemoryPlanning` with its placement
@@ -38,6 +38,7 @@ from typing import Any
 import torch
 
 from memplan.banks import traffic
+from memplan.experiments.cli.args import comma_list
 from memplan.planner.cadence.compat import cadence_passes_importable
 
 # Cadence's test programs (backends/cadence/aot/tests/test_memory_passes.py) and zoo models that
@@ -236,7 +237,12 @@ def markdown(table: Sequence[Row]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", nargs="+", default=[*CADENCE_PROGRAMS, *ZOO_MODELS])
+    parser.add_argument(
+        "--models",
+        type=comma_list("program"),
+        default=[*CADENCE_PROGRAMS, *ZOO_MODELS],
+        help="comma list of Cadence test programs and single-method zoo models",
+    )
     parser.add_argument("--time-limit", type=float, default=2.0, help="seconds per memplan solver run")
     parser.add_argument("--out", help="also write the markdown table here")
     args = parser.parse_args(argv)
