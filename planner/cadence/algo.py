@@ -41,7 +41,7 @@ from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
 from memplan.banks import place_in_banks, traffic_cost
-from memplan.errors import InfeasibleError, PlanningError
+from memplan.errors import InfeasibleError, PlanningError, ProblemError
 from memplan.plan import Plan, arena_sizes_of
 from memplan.planner.cadence.problem_of import CadenceProblem, cadence_problem, memory_banks
 from memplan.problem import Problem
@@ -205,7 +205,10 @@ class MemplanCadenceAlgo(MemoryPlanningAlgo):
         flat = dataclasses.replace(placed, banks=())
         if not flat.buffers:
             return Candidate(source, None, "nothing to pack")
-        plan = solvers.solve(flat, "cpsat", self.time_limit_s, fallback=True)
+        try:
+            plan = solvers.solve(flat, "cpsat", self.time_limit_s, fallback=True)
+        except ProblemError as e:  # e.g. a pinned offset off a memory's alignment: this candidate only
+            return Candidate(source, None, str(e))
         repacked = dataclasses.replace(
             plan, pools=dict(found.plan.pools), arena_sizes=arena_sizes_of(placed, plan.offsets)
         )
@@ -244,7 +247,7 @@ class MemplanCadenceAlgo(MemoryPlanningAlgo):
                 copy_constraints(constraints),
             )
             placed = {bid: (s.mem_id, s.mem_offset) for bid, s in cadence.spec_of.items()}
-        except (MemoryPlanningAlgoFailure, MemoryError) as e:
+        except (MemoryPlanningAlgoFailure, MemoryError, AssertionError) as e:  # their ways of not fitting
             return Candidate(name, None, f"{type(e).__name__}: {str(e)[:200]}")
         finally:
             for spec, (mem_id, offset) in zip(touched, saved):
