@@ -176,9 +176,9 @@ class GraphRecorder(PlannerPass):
         return super()._plan_graph(graph_module, *args, **kwargs)
 
 
-def planning_graph(module: nn.Module) -> list[torch.fx.Node]:
+def planning_graph(module: nn.Module, rows: int = 4) -> list[torch.fx.Node]:
     recorder = GraphRecorder(solver="bestfit", cat_fusion=False)
-    runtime.lower(model(module), memory_planning_pass=recorder)
+    runtime.lower(model(module, rows), memory_planning_pass=recorder)
     return list(recorder.graph.graph.nodes)
 
 
@@ -226,3 +226,37 @@ def test_a_no_op_alias_of_the_state_reads_its_old_value():
     b_add = next(iter(second_slice.users))
     assert late.readers == (b_add.name,), "b's add reads the old rows through the no-op slice"
     assert first_slice.name not in late.readers
+
+
+class SliceReadAfterUpdate(State8x4):
+    """`top` is a view: it reads the new rows, so the program slices the new value."""
+
+    def forward(self, x):
+        top = self.s[:4]
+        self.s.copy_(self.s * 0.5 + x)
+        return top * 2
+
+
+def test_a_no_op_alias_taken_of_the_old_value_may_not_be_read_after_the_update():
+    _, result = run_default(model(SliceReadAfterUpdate(), rows=8))
+    assert [d.status for d in result.state_report.decisions] == [StateStatus.IN_PLACE]
+    nodes = planning_graph(SliceReadAfterUpdate(), rows=8)
+    state, top = node(nodes, "b_s"), node(nodes, "aten_slice_copy")
+    spec = state.meta["spec"]
+    producer = node(nodes, "aten_add_tensor")
+    assert producer.meta["spec"] is spec, "the update is written in place"
+    # Edit the graph: the slice copies the OLD top rows before the update, as a program reading
+    # a copy of them would; its reader stays after the update.
+    top.replace_input_with(producer, state)
+    first = node(nodes, "aten_mul_tensor")
+    first.prepend(top.kwargs["out"])
+    first.prepend(top)
+    nodes = list(state.graph.nodes)
+    assert late_reads(nodes, lambda s: (s, 0)) == [], "as a copy of its own, the slice is read safely"
+    place = lambda s: (spec, 0) if s is top.meta["spec"] else (s, 0)  # noqa: E731
+    [late] = late_reads(nodes, place, skipped={top}, same_bytes={top: state})
+    assert (late.writer, late.written) == (producer.name, spec)
+    assert late.readers == tuple(u.name for u in top.users)
+    # Taken of the new value (after the update), the same alias is read safely.
+    producer.append(top)
+    assert late_reads(list(state.graph.nodes), place, skipped={top}, same_bytes={top: state}) == []

@@ -34,6 +34,9 @@ from torch.utils._pytree import tree_flatten
 # Where a tensor's bytes sit: (the TensorSpec owning the region, byte offset inside it). A tensor
 # no lever places sits at offset 0 of its own spec.
 Placement = Callable[[TensorSpec], tuple[TensorSpec, int]]
+# A write into a region: (first byte, end, position in the graph, spec written or None for an
+# extra write, node).
+_Write = tuple[int, int, int, TensorSpec | None, torch.fx.Node]
 
 
 @dataclass(frozen=True)
@@ -77,16 +80,18 @@ def late_reads(
 
     The old value of state `s` is read by every node that reads `s` (or a
     view of it) before the first node writing all of `s`'s own spec (the
-    in-place producer or the write-back copy); a write into `s`'s bytes of
-    any other spec starts the window early, and every such read at or after
-    it is late. A write of the full spec is `writeback`'s to judge.
+    in-place producer or the write-back copy; reads after it read the new
+    value). A write into `s`'s bytes of any other spec starts the window
+    early, and every such read at or after it is late. A write of the full
+    spec is `writeback`'s to judge, except for no-op aliases: one taken of the
+    old value must see no write into the state's bytes up to its last reader
+    (the output node included), one taken later no write after it.
     """
     index = {n: i for i, n in enumerate(nodes)}
     skip = set(skipped)
     aliases = dict(same_bytes or {})
-    # Every write, filed under the region holding its bytes: (first byte, end, position, spec written
-    # or None for an extra write, node).
-    by_region: dict[int, list[tuple[int, int, int, TensorSpec | None, torch.fx.Node]]] = defaultdict(list)
+    # Every write, filed under the region holding its bytes.
+    by_region: dict[int, list[_Write]] = defaultdict(list)
     for node in nodes:
         if node in skip:
             continue
@@ -104,18 +109,30 @@ def late_reads(
             continue
         region, lo = where(spec)
         hi = lo + _nbytes(spec)
-        inside = [w for w in by_region.get(id(region), ()) if w[0] < hi and lo < w[1]]
-        full = min((i for _, _, i, s, _ in inside if s is spec), default=len(nodes))
-        early = [w for w in inside if w[3] is not spec]
-        if not early:
+        inside = sorted(
+            (w for w in by_region.get(id(region), ()) if w[0] < hi and lo < w[1]), key=lambda w: w[2]
+        )
+        if not inside:
             continue
-        _, _, first, piece, writer = min(early, key=lambda w: w[2])
-        written = region if piece is None else piece
-        readers = _old_value_readers(state, index, skip, aliases)
-        readers += [e.before for e in extras if e.source is not None and _reads(e.source, state, aliases)]
-        late = sorted({r for r in readers if first <= index[r] < full}, key=index.__getitem__)
-        if late:
-            found.append(LateRead(state.name, writer.name, written, tuple(r.name for r in late)))
+        full = min((w[2] for w in inside if w[3] is spec), default=len(nodes))
+        early = [w for w in inside if w[3] is not spec]
+        late: dict[int, list[torch.fx.Node]] = defaultdict(list)  # position in `inside` -> readers
+        direct, through_alias = _old_value_readers(state, skip, aliases)
+        direct += [e.before for e in extras if e.source is not None and _reads(e.source, state, aliases)]
+        if early:
+            for reader in direct:
+                if early[0][2] <= index[reader] < full:
+                    late[inside.index(early[0])].append(reader)
+        for alias, reader in through_alias:
+            after = -1 if index[alias] < full else index[alias]
+            for n, w in enumerate(inside):
+                if after < w[2] <= index[reader]:
+                    late[n].append(reader)
+                    break
+        for n, readers in sorted(late.items()):
+            _, _, _, piece, writer = inside[n]
+            names = tuple(r.name for r in sorted(set(readers), key=index.__getitem__))
+            found.append(LateRead(state.name, writer.name, region if piece is None else piece, names))
     return found
 
 
@@ -146,28 +163,30 @@ def written_specs(node: torch.fx.Node) -> list[TensorSpec]:
 
 
 def _old_value_readers(
-    state: torch.fx.Node,
-    index: Mapping[torch.fx.Node, int],
-    skip: set[torch.fx.Node],
-    aliases: Mapping[torch.fx.Node, torch.fx.Node],
-) -> list[torch.fx.Node]:
-    """Nodes reading `state` or a view / no-op alias of it (the output node excluded)."""
-    sharing = {state}
-    todo = [state]
+    state: torch.fx.Node, skip: set[torch.fx.Node], aliases: Mapping[torch.fx.Node, torch.fx.Node]
+) -> tuple[list[torch.fx.Node], list[tuple[torch.fx.Node, torch.fx.Node]]]:
+    """Nodes reading `state` or a view of it (the output node excluded), and (no-op alias, reader)
+    for nodes reading it through an alias a lever made (the output node included)."""
+    direct: list[torch.fx.Node] = []
+    through_alias: list[tuple[torch.fx.Node, torch.fx.Node]] = []
+    todo: list[tuple[torch.fx.Node, torch.fx.Node | None]] = [(state, None)]
+    seen = {state}
     while todo:
-        current = todo.pop()
+        current, alias = todo.pop()
         for user in current.users:
             is_view = user.op == "call_function" and user.target is memory.view and user.args[0] is current
-            if user not in sharing and (is_view or aliases.get(user) is current):
-                sharing.add(user)
-                todo.append(user)
-    found = []
-    for node in sharing:
-        for user in node.users:
-            if user in sharing or user in skip or user.op == "output":
+            if is_view or aliases.get(user) is current:
+                if user not in seen:
+                    seen.add(user)
+                    # A chain denotes the state's value when its first no-op alias was taken.
+                    todo.append((user, alias if alias is not None or is_view else user))
+            elif user in skip:
                 continue
-            found.append(user)
-    return found
+            elif alias is not None:
+                through_alias.append((alias, user))
+            elif user.op != "output":
+                direct.append(user)
+    return direct, through_alias
 
 
 def _reads(
