@@ -56,7 +56,10 @@ def held_cats(
         }
         # Only fused pieces and clones are placed inside a state; should another write get there,
         # every removed cat keeps its copy, which ends the rounds.
-        for name in found or {node.name for node in removed}:
+        found = found or {node.name for node in removed}
+        if not found:
+            raise AssertionError(f"cat fusion: no cat placed what makes this read late: {late.detail()}")
+        for name in found:
             held[name] = late.detail()
     return held
 

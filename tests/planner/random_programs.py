@@ -59,15 +59,26 @@ class Levers:
     cat_fusion: bool
     state_in_place: bool
     solver: str
+    cat_fusion_partial: bool = False  # inputs that cannot move are cloned into their slot
 
     def planner(self) -> PlannerPass:
-        return PlannerPass(solver=self.solver, cat_fusion=self.cat_fusion, state_in_place=self.state_in_place)
+        return PlannerPass(
+            solver=self.solver,
+            cat_fusion=self.cat_fusion,
+            state_in_place=self.state_in_place,
+            cat_fusion_partial=self.cat_fusion_partial,
+        )
 
     def __str__(self) -> str:
-        return f"{self.solver}, cat_fusion={self.cat_fusion}, state_in_place={self.state_in_place}"
+        partial = ", partial" if self.cat_fusion_partial else ""
+        return f"{self.solver}, cat_fusion={self.cat_fusion}{partial}, state_in_place={self.state_in_place}"
 
 
-LEVERS = tuple(Levers(c, s, solver) for solver, c, s in product(SOLVERS, (True, False), (True, False)))
+# Every cat_fusion x state_in_place combination under each solver, and PARTIAL fusion (clones into
+# the state's slots) with the state in place.
+LEVERS = tuple(Levers(c, s, solver) for solver, c, s in product(SOLVERS, (True, False), (True, False))) + (
+    Levers(True, True, SOLVERS[1], cat_fusion_partial=True),
+)
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 
 import pytest
-from random_programs import LEVERS, N_CALLS, SOLVERS, check, generate
+from random_programs import LEVERS, N_CALLS, SOLVERS, Levers, check, generate
 
 from memplan.solvers import DEFAULT_SOLVER
 
-DEFAULT_SEEDS = range(6)
-SLOW_SEEDS = range(6, 156)
+# Two programs that found issue 20 before the fix (7, 12), one with two methods (5), two others.
+DEFAULT_SEEDS = (2, 4, 5, 7, 12)
+SLOW_SEEDS = [seed for seed in range(150) if seed not in DEFAULT_SEEDS]
 
 
 def assert_matches_eager(seed: int) -> None:
@@ -36,8 +37,10 @@ def test_many_random_programs_match_eager_with_every_lever(seed):
 
 def test_every_lever_combination_is_tried_with_the_default_solver_and_another():
     assert DEFAULT_SOLVER in SOLVERS and len(SOLVERS) >= 2
-    assert {(lv.cat_fusion, lv.state_in_place) for lv in LEVERS} == {(a, b) for a in (0, 1) for b in (0, 1)}
-    assert len(LEVERS) == 4 * len(SOLVERS) and N_CALLS >= 5
+    assert {lv for lv in LEVERS if not lv.cat_fusion_partial} == {
+        Levers(c, s, solver) for c in (True, False) for s in (True, False) for solver in SOLVERS
+    }
+    assert any(lv.cat_fusion_partial and lv.state_in_place for lv in LEVERS) and N_CALLS >= 5
 
 
 def test_the_generator_writes_every_pattern_it_is_meant_to_cover():
