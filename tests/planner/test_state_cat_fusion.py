@@ -83,7 +83,7 @@ def test_issue_program_matches_eager_with_the_default_pass(module):
     assert "writes into b_s's bytes before aten_slice_copy_tensor" in cat.detail, cat.detail
 
 
-# -- the generator's findings (tests/planner/random_programs.py, seeds 7 and 12 before the fix) ------
+# -- the generator's findings (tests/planner/random_programs.py, seeds 7, 12, 33 before the fix) --
 
 
 class RotateBesideACounter(nn.Module):
@@ -118,6 +118,23 @@ class RotateThenStack(nn.Module):
         return v2.sum(0), v0.sum(0), self.s0.sum(0), self.s2 + 1, self.s1.sum(0)
 
 
+class RotateReadThroughAView(nn.Module):
+    """Seed 33: `v1` is a view of s0 taken before s0 rotates, so eager reads the rotated rows."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("s0", torch.linspace(-1.0, 1.0, 32).reshape(8, 4))
+        self.register_buffer("s1", torch.linspace(-1.0, 1.0, 24).reshape(6, 4))
+
+    def forward(self, x):
+        v0 = torch.cat([torch.cat([self.s1[5:6] - 0.5, x[4:5] * 1.5 - 0.25]), self.s1[0:1] - 0.5])
+        v1 = self.s0[0:7]
+        half = torch.cat([v1[2:4].to(torch.float16), (self.s1[2:6] * 1.5 - 0.25).to(torch.float16)])
+        self.s1.copy_(half.to(torch.float32))
+        self.s0.copy_(torch.cat([self.s0[3:], self.s0[:3]]))
+        return v0.sum(0), v1.sum(0), self.s0.sum(0)
+
+
 class NestedCatIntoState(State8x4):
     """An inner cat's piece reads the state and would land in it before the outer piece reads it."""
 
@@ -127,7 +144,9 @@ class NestedCatIntoState(State8x4):
         return self.s.sum(0)
 
 
-@pytest.mark.parametrize("module", [RotateBesideACounter, RotateThenStack], ids=lambda c: c.__name__)
+@pytest.mark.parametrize(
+    "module", [RotateBesideACounter, RotateThenStack, RotateReadThroughAView], ids=lambda c: c.__name__
+)
 def test_generator_finding_matches_eager_with_the_default_pass(module):
     _, result = run_default(model(module(), rows=8))
     refused = [d for d in result.cat_report.decisions if CatRefusal.STATE_READ_LATER in d.reasons]
