@@ -11,8 +11,8 @@ from random_programs import LEVERS, N_CALLS, SOLVERS, Levers, check, generate
 
 from memplan.solvers import DEFAULT_SOLVER
 
-# Two programs that found issue 20 before the fix (7, 12), one with two methods (5), two others.
-DEFAULT_SEEDS = (2, 4, 5, 7, 12)
+# Two programs that found issue 20 before the fix (7, 12), one with two methods (5), one other.
+DEFAULT_SEEDS = (4, 5, 7, 12)
 SLOW_SEEDS = [seed for seed in range(150) if seed not in DEFAULT_SEEDS]
 
 
