@@ -310,7 +310,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     first, end = (int(v) for v in args.seeds.split(":"))
     start = time.perf_counter()
-    results = [check(generate(seed)) for seed in range(first, end)]
+    results = []
+    for seed in range(first, end):
+        results.append(check(generate(seed)))
+        wrong = results[-1].mismatches
+        print(
+            f"seed {seed}: {len(wrong)} mismatches{', stock differs' if results[-1].stock else ''}",
+            flush=True,
+        )
     bad = [r for r in results if r.mismatches or r.stock]
     if args.show:
         print("\n\n".join(r.report() for r in bad))
