@@ -74,9 +74,11 @@ def format_program(program: ProgramLayout, tensors: bool = True) -> str:
         lines.append(f"inputs: {_values(m.inputs)}; outputs: {_values(m.outputs)}")
         if m.lower_bound is not None:
             lines.append(
-                f"lower bound for this instruction order: {m.lower_bound:,} bytes"
-                f" (the file plans {m.planned_bytes:,})"
+                f"the file plans {m.planned_bytes:,} bytes; lower bound for this instruction order:"
+                f" {m.lower_bound:,} bytes"
             )
+        if m.state_placement:
+            lines.append(m.state_placement)
         for reason in m.cannot:
             lines.append(f"cannot derive lifetimes: {reason}")
         for note in m.notes:
