@@ -62,7 +62,9 @@ class Read(nn.Module):
 def _arenas(edge, planning_pass) -> dict[str, list[int]]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        program = copy.deepcopy(edge).to_executorch(ExecutorchBackendConfig(memory_planning_pass=planning_pass))
+        program = copy.deepcopy(edge).to_executorch(
+            ExecutorchBackendConfig(memory_planning_pass=planning_pass)
+        )
     return {p.name: list(p.non_const_buffer_sizes) for p in program.executorch_program.execution_plan}
 
 
@@ -87,7 +89,9 @@ def test_stock_keeps_the_write_backs_state_in_place_removed():
 def test_stock_of_a_two_method_program_includes_the_shared_state_arena():
     torch.manual_seed(0)
     store = Store()
-    edge = _edge({"write": (Write(store), (torch.randn(8, 32),)), "read": (Read(store), (torch.randn(32, 4),))})
+    edge = _edge(
+        {"write": (Write(store), (torch.randn(8, 32),)), "read": (Read(store), (torch.randn(32, 4),))}
+    )
     stock = _arenas(edge, MemoryPlanningPass(share_mutable_buffers=True))
     assert all(len(sizes) == 3 and sizes[2] > 0 for sizes in stock.values()), stock  # the case guarded
     pass_ = PlannerPass(solver="bestfit")
