@@ -82,8 +82,11 @@ def summary_markdown(df: pd.DataFrame) -> str:
             "",
             f"## alignment {alignment}, cat fusion {'on' if fusion else 'off'}, time limit {limit:g} s{mode}",
             "",
+            _levers_line(group),
+            "",
         ]
         lines += _settings_table(group, solvers)
+    lines += _lowering_lines(df)
     if len(failed):
         lines += [
             "",
@@ -98,6 +101,28 @@ def summary_markdown(df: pd.DataFrame) -> str:
             settings = f"align {row.alignment}, fusion {'on' if row.cat_fusion else 'off'}, {row.time_limit_seconds:g} s"
             lines.append(f"| {row.model} | {row.method} | {row.solver} | {settings} | {error} |")
     return "\n".join(lines) + "\n"
+
+
+def _levers_line(group: pd.DataFrame) -> str:
+    """Which levers every solver had on, so `greedy` reads as ExecuTorch's algorithm on that program."""
+    found = sorted(set(group["levers"].dropna())) if "levers" in group else []
+    if not found:
+        return "Levers: not recorded in this table."
+    return (
+        f"Levers on in every solver's run: {'; '.join(found)}. `stock` is ExecuTorch's own planner on the"
+        " program as lowered, without them; `greedy` is ExecuTorch's algorithm on the program the levers"
+        " gave it."
+    )
+
+
+def _lowering_lines(df: pd.DataFrame) -> list[str]:
+    """How each model was lowered (its recipe, or the program as given)."""
+    if "lowering" not in df or df["lowering"].isna().all():
+        return []
+    lines = ["", "## How each model was lowered", "", "| model | lowering |", "|---|---|"]
+    for model, ways in df.dropna(subset=["lowering"]).groupby("model")["lowering"]:
+        lines.append(f"| {model} | {'; '.join(sorted(set(ways)))} |")
+    return lines
 
 
 def _solver_order(names: pd.Series) -> list[str]:

@@ -149,11 +149,21 @@ def execute(run: Run) -> dict[str, Any]:
 
 
 def _describe(exc: BaseException) -> str:
+    """Every error of the chain on one line, the innermost (the cause) first, each `Type: message [where]`."""
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and all(link is not seen for seen in chain):
+        chain.append(link)
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
+    return " -> ".join(_one_error(e) for e in reversed(chain))[:2000]
+
+
+def _one_error(exc: BaseException) -> str:
     """`Type: message` on one line, plus where it was raised."""
     frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     where = f" [{Path(frame.filename).name}:{frame.lineno}]" if frame else ""
     message = " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-    return f"{type(exc).__name__}: {message}{where}"[:2000]
+    return f"{type(exc).__name__}: {message}{where}"
 
 
 def _stock(run: StockRun) -> dict[str, Any]:
@@ -172,7 +182,7 @@ def _plan(run: PlanRun) -> dict[str, Any]:
         memory_map=run.memory_map,
     )
     verdict = _check(model, lowered.program) if run.check else {}
-    return {"error": None, "rows": [{**row, **verdict} for row in lowered.rows()]}
+    return {"error": None, "rows": [{**row, "lowering": model.lowering, **verdict} for row in lowered.rows()]}
 
 
 def _check(model, program) -> dict[str, Any]:

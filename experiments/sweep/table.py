@@ -31,6 +31,8 @@ COLUMNS = (
     "saving_vs_stock",
     "proven_optimal",
     "plan_solver",
+    "levers",
+    "lowering",
     "solve_seconds",
     "export_seconds",
     "cats_fused",

@@ -163,6 +163,6 @@ def test_inspect_and_replan_on_the_command_line(tmp_path, capsys):
     before, after = (read_program(p).methods["forward"] for p in (src, dst))
     assert after.planned_bytes == before.lower_bound < before.planned_bytes
     code, _, err = _run(["inspect", str(tmp_path / "nope.pte")], capsys)
-    assert code == 1 and "cannot read" in err
+    assert code == 2 and "cannot read" in err
     code, _, err = _run(["replan", str(src), "--out", str(src)], capsys)
     assert code == 2 and "--out must differ" in err
