@@ -16,6 +16,7 @@ its error; it never stops the sweep.
 from __future__ import annotations
 
 import functools
+import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -105,13 +106,21 @@ def _run(
 ) -> None:
     from tqdm import tqdm
 
+    lines = progress and not sys.stderr.isatty()  # tqdm draws nothing there (CI logs, nohup)
     with tqdm(total=len(todo), desc="sweep", unit="run", disable=not progress or None) as bar:
-        for run, result in run_all(
-            execute, todo, executor, jobs, address, affinity=_model_of, crashed=_crashed, isolate=isolate
+        for done, (run, result) in enumerate(
+            run_all(
+                execute, todo, executor, jobs, address, affinity=_model_of, crashed=_crashed, isolate=isolate
+            ),
+            start=1,
         ):
             log.add(run, result)
-            bar.set_postfix_str(f"{run.model} {getattr(run, 'solver', 'stock')}", refresh=False)
+            what = f"{run.model} {getattr(run, 'solver', 'stock')}"
+            bar.set_postfix_str(what, refresh=False)
             bar.update()
+            if lines:
+                status = "error" if result.get("error") else "done"
+                print(f"sweep: {done}/{len(todo)} {what}: {status}", file=sys.stderr, flush=True)
 
 
 def _model_of(run: Run) -> str:
