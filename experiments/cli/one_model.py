@@ -56,10 +56,16 @@ def save_gantt(result: PlannedModel, path: str | Path) -> Path:
             results[method].problem,
             results[method].plan,
             ax=ax,
-            title=f"{result.model.name} · {method} · {result.solver}",
+            title=f"{result.model.name} · {method} · {result.solver}" + _padding_note(results[method]),
         )
     fig.tight_layout()
     return write_figure(fig, path)
+
+
+def _padding_note(result: Any) -> str:
+    """The bytes the program adds above the plan (XNNPACK's padding), so legend and table agree."""
+    padding = getattr(result, "padding", 0)
+    return f" (the program adds {padding} B of XNNPACK padding per arena)" if padding else ""
 
 
 def write_figure(fig, path: Path) -> Path:

@@ -49,7 +49,10 @@ def _plot(df: pd.DataFrame, path: Path) -> None:
     from memplan import viz
 
     fig = Figure(figsize=(max(6.0, 0.6 * df["model"].nunique() + 3), 4.5))
-    viz.compare(_succeeded(df), ax=fig.add_subplot())
+    ax = viz.compare(_succeeded(df), ax=fig.add_subplot())
+    levers = sorted(set(df["levers"].dropna())) if "levers" in df else []
+    if levers:  # the solvers' bars had these on; the stock bar never has any
+        ax.set_title(f"{ax.get_title()}\nsolvers with levers: {'; '.join(levers)}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 

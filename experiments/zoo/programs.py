@@ -142,8 +142,11 @@ def from_factory(path: str | Path, factory: str) -> ZooModel:
     if not callable(fn):
         found = [n for n in vars(module) if callable(getattr(module, n)) and not n.startswith("_")]
         raise ProgramSpecError(f"{str(path)!r} has no function {factory!r}{did_you_mean(factory, found)}")
-    made = fn()
     name = f"{path.stem}:{factory}"
+    try:
+        made = fn()
+    except Exception as exc:
+        raise ProgramSpecError(f"{name}() failed: {type(exc).__name__}: {exc}") from exc
     if isinstance(made, ZooModel):
         return made
     if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], nn.Module):

@@ -132,7 +132,7 @@ def test_a_sweep_of_the_lstm_checks_it_and_says_how_it_was_lowered(factories, tm
     assert set(df["lowering"]) == {"to_edge"}
     assert set(df["levers"]) == {"cat fusion + state in place"}
     summary = (tmp_path / "runs" / "summary.md").read_text()
-    assert "| mymodels:lstm | to_edge |" in summary and "Levers on in every solver's run" in summary
+    assert f"| {factories}:lstm | to_edge |" in summary and "Levers on in every solver's run" in summary
     err = capsys.readouterr().err  # not a terminal here: a line per run instead of a bar
     assert "sweep: 1/3 " in err and "sweep: 3/3 " in err
 
@@ -177,8 +177,8 @@ def test_export_problem_of_a_file_spec_names_files_after_the_program(factories, 
 def test_a_sweep_error_row_keeps_the_cause_innermost_first(factories, tmp_path):
     df = memplan.sweep(out=tmp_path / "runs", models=[f"{factories}:broken"], solvers=["bestfit"], jobs=1)
     (error,) = df["error"].dropna()
-    assert error.startswith("ValueError: the factory's own bug"), error
-    assert "-> ProgramSpecError: " in error
+    assert error.startswith("ValueError: the factory's own bug [mymodels.py:"), error
+    assert "-> ProgramSpecError: mymodels:broken() failed" in error
 
 
 def test_describe_walks_the_whole_chain():
@@ -292,3 +292,14 @@ def test_compare_plot_has_a_stock_bar():
     )
     table = ratios(df).set_index("series")["ratio"]
     assert table[STOCK_SERIES] == 1.5 and table["greedy"] == 1.2
+
+
+def test_the_gantt_title_names_the_xnnpack_padding_the_table_counts():
+    from types import SimpleNamespace
+
+    from memplan.experiments.cli.one_model import _padding_note
+
+    assert (
+        _padding_note(SimpleNamespace(padding=64)) == " (the program adds 64 B of XNNPACK padding per arena)"
+    )
+    assert _padding_note(SimpleNamespace(padding=0)) == ""
