@@ -89,6 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="results table file: results.csv or results.parquet (needs pyarrow) (default: %(default)s)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    _add_lowering(p)
 
     p = sub.add_parser("plan", help="plan one model (zoo name, .pt2, file.py:factory) and print a summary")
     p.add_argument("model")
@@ -242,6 +243,7 @@ def _sweep(args: argparse.Namespace) -> int:
         reproducible=args.reproducible,
         fmt=args.format,
         memory_map=args.memory_map,
+        **_lowering(args),
     )
     if not args.quiet:
         print(report.summary_markdown(df))

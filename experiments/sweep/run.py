@@ -33,6 +33,7 @@ from memplan.experiments.sweep.grid import (
     PlanRun,
     Run,
     StockRun,
+    check_choice,
     default_solvers,
     grid,
     prepare_out,
@@ -62,6 +63,9 @@ def sweep(
     reproducible: bool = False,
     fmt: str = "csv",
     memory_map: str = "",
+    partitioner: str | None = None,
+    convert_linear: bool | None = None,
+    const_prop: bool | None = None,
 ) -> pd.DataFrame:
     """Run every missing unit of the grid and write the folder's table, summary and plot.
 
@@ -75,11 +79,17 @@ def sweep(
     error row; the `memplan sweep` command always isolates. `reproducible`
     runs every solver in its reproducible mode (solvers.solve): the same grid
     gives the same plans on any load; milp has none, so its runs are error rows.
+    `partitioner`, `convert_linear` and `const_prop` lower every model that way (plan_model's options);
+    by default a user's program is lowered as given and a zoo model with its recipe.
     """
     from memplan.experiments import zoo
     from memplan.experiments.sweep import report, results
+    from memplan.experiments.zoo.programs import PARTITIONERS, lowering_text
 
     results.check_format(fmt)
+    if partitioner is not None:
+        check_choice("partitioner", partitioner, PARTITIONERS)
+    lowering = lowering_text(partitioner, convert_linear, const_prop)
     models = list(zoo.names() if models is None else models)
     if solvers is None:
         solvers = list(BANK_SWEEP_SOLVERS) if memory_map else default_solvers()
@@ -91,7 +101,7 @@ def sweep(
     todo = [
         run
         for run in grid(
-            models, solvers, alignments, cat_fusion, time_limit_s, check, reproducible, memory_map
+            models, solvers, alignments, cat_fusion, time_limit_s, check, reproducible, memory_map, lowering
         )
         if not log.is_done(run, retry_errors)
     ]
@@ -132,7 +142,7 @@ def _crashed(run: Run, exc: BaseException) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=4)
-def _exported(name: str):
+def _exported(name: str, lowering: str = ""):
     """The model (zoo name or program spec) with its edge program built once per worker process.
 
     `runtime.lower` deep-copies the edge program it caches on the model, so
@@ -141,7 +151,7 @@ def _exported(name: str):
     """
     from memplan.experiments.zoo import programs, runtime
 
-    model = programs.load(name)
+    model = programs.with_lowering(programs.load(name), **programs.lowering_options(lowering))
     runtime.edge_program(model)
     return model
 
@@ -176,11 +186,12 @@ def _one_error(exc: BaseException) -> str:
 
 
 def _stock(run: StockRun) -> dict[str, Any]:
-    return {"error": None, "arena_bytes": stock_arenas(_exported(run.model), run.alignment, run.memory_map)}
+    model = _exported(run.model, run.lowering)
+    return {"error": None, "arena_bytes": stock_arenas(model, run.alignment, run.memory_map)}
 
 
 def _plan(run: PlanRun) -> dict[str, Any]:
-    model = _exported(run.model)
+    model = _exported(run.model, run.lowering)
     lowered = lower_planned(
         model,
         run.solver,

@@ -83,6 +83,28 @@ def with_lowering(
     return dataclasses.replace(model, **changes) if changes else model
 
 
+def lowering_text(
+    partitioner: str | None = None, convert_linear: bool | None = None, const_prop: bool | None = None
+) -> str:
+    """The options of `with_lowering` as one string (a sweep run carries it): "" when none is given."""
+    parts = [] if partitioner is None else [f"partitioner={partitioner}"]
+    parts += [
+        f"{name}={int(flag)}"
+        for name, flag in (("convert_linear", convert_linear), ("const_prop", const_prop))
+        if flag is not None
+    ]
+    return ",".join(parts)
+
+
+def lowering_options(text: str) -> dict[str, Any]:
+    """`lowering_text`'s string back to `with_lowering`'s keyword arguments."""
+    options: dict[str, Any] = {}
+    for part in filter(None, text.split(",")):
+        name, value = part.split("=", 1)
+        options[name] = value if name == "partitioner" else bool(int(value))
+    return options
+
+
 def from_module(
     methods: nn.Module | Mapping[str, tuple[nn.Module, tuple]],
     example_inputs: tuple | None = None,

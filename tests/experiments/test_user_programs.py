@@ -303,3 +303,36 @@ def test_the_gantt_title_names_the_xnnpack_padding_the_table_counts():
         _padding_note(SimpleNamespace(padding=64)) == " (the program adds 64 B of XNNPACK padding per arena)"
     )
     assert _padding_note(SimpleNamespace(padding=0)) == ""
+
+
+def test_zoo_models_keep_their_recipe_and_a_users_module_is_lowered_as_given(capsys):
+    from memplan.experiments import zoo
+    from memplan.experiments.zoo import programs
+
+    assert zoo.get("ds_cnn").lowering == "to_edge + ConvertToLinearPass + const prop"
+    assert zoo.get("ds_cnn_xnnpack").lowering == (
+        "to_edge_transform_and_lower(xnnpack) + ConvertToLinearPass + const prop"
+    )
+    assert zoo.get("lstm").lowering == "to_edge + const prop"
+    assert zoo.get("multi_method_cache").lowering == "to_edge + ConvertToLinearPass"
+    mine = programs.from_module(torch.nn.Linear(4, 4), (torch.randn(2, 4),))
+    assert mine.lowering == "to_edge" and not mine.convert_to_linear and mine.backend_config == {}
+    assert (
+        _run(["models"], capsys)[1]
+        .splitlines()[0]
+        .endswith("lowered with to_edge + ConvertToLinearPass + const prop")
+    )
+
+
+def test_a_sweep_lowers_a_users_program_as_asked(factories, tmp_path):
+    from memplan.experiments.zoo.programs import lowering_options, lowering_text
+
+    text = lowering_text("xnnpack", None, False)
+    assert text == "partitioner=xnnpack,const_prop=0"
+    assert lowering_options(text) == {"partitioner": "xnnpack", "const_prop": False}
+    df = memplan.sweep(
+        out=tmp_path / "runs", models=[f"{factories}:gpt"], solvers=["bestfit"], jobs=1, partitioner="xnnpack"
+    )
+    assert df["error"].isna().all(), df["error"].tolist()
+    assert list(df["lowering"]) == ["to_edge_transform_and_lower(xnnpack)"]
+    assert df["stock_arena_bytes"].notna().all()
