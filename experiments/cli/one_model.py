@@ -11,7 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from memplan.experiments.sweep.grid import SweepConfigError, check_alignment, prepare_out
+from memplan.errors import UsageError
+from memplan.experiments.sweep.grid import check_alignment, prepare_out
 from memplan.experiments.zoo.lowering import library_warnings_silenced, lower_planned
 from memplan.experiments.zoo.programs import PlannedModel
 from memplan.problem import Problem
@@ -31,10 +32,10 @@ def format_summary(result: PlannedModel) -> str:
 
 
 def check_figure_path(path: str | Path) -> Path:
-    """`path` if its suffix is a figure format we write, else SweepConfigError."""
+    """`path` if its suffix is a figure format we write, else UsageError."""
     path = Path(path)
     if path.suffix.lower() not in FIGURE_SUFFIXES:
-        raise SweepConfigError(f"figure file {str(path)!r} must end in one of: {', '.join(FIGURE_SUFFIXES)}")
+        raise UsageError(f"figure file {str(path)!r} must end in one of: {', '.join(FIGURE_SUFFIXES)}")
     return path
 
 
@@ -69,11 +70,11 @@ def _padding_note(result: Any) -> str:
 
 
 def write_figure(fig, path: Path) -> Path:
-    """Save `fig` (format from the suffix); an unwritable path is a SweepConfigError."""
+    """Save `fig` (format from the suffix); an unwritable path is a UsageError."""
     try:
         fig.savefig(path)
     except OSError as exc:
-        raise SweepConfigError(f"cannot write figure {str(path)!r}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot write figure {str(path)!r}: {exc.strerror or exc}") from None
     return path
 
 
