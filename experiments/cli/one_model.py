@@ -23,12 +23,11 @@ DEFAULT_ALIGNMENT = 16
 
 
 def format_summary(result: PlannedModel) -> str:
-    """A title line (solver, how the program was lowered), then the summary as a Markdown table."""
+    """A title line (solver, how the program was lowered, the levers), then the summary as a Markdown table."""
     from memplan.experiments.cli.tables import markdown
 
-    return f"{result.model.name}: solver {result.solver}; lowered with {result.model.lowering}\n" + markdown(
-        result.summary
-    )
+    title = f"{result.model.name}: solver {result.solver}; lowered with {result.model.lowering}"
+    return f"{title}; levers: {result.summary.attrs.get('levers', '')}\n" + markdown(result.summary)
 
 
 def check_figure_path(path: str | Path) -> Path:

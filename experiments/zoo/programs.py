@@ -287,7 +287,8 @@ def plan_model(
     `example_inputs`) or a dict of methods. Your own program is lowered exactly as given: plain
     `to_edge`, or `to_edge_transform_and_lower` with `partitioner="xnnpack"`; `convert_linear` (XNNPACK's
     ConvertToLinearPass) and `const_prop` (constant folding) only when asked. A zoo model keeps its
-    recipe unless an option says otherwise; `summary.attrs["lowering"]` says how it was lowered.
+    recipe unless an option says otherwise; `summary.attrs["lowering"]` says how it was lowered,
+    `summary.attrs["levers"]` which of memplan's levers were on.
     `check=True` runs the program in `executorch.runtime` and compares with eager PyTorch (an
     AssertionError names the call and output that differ). `memplan plan` is this function.
     Pass the same ZooModel again to plan it with another solver without exporting again.
@@ -296,7 +297,12 @@ def plan_model(
     from memplan.experiments.sweep.grid import check_alignment, check_time_limit
     from memplan.experiments.sweep.table import RENAMED
     from memplan.experiments.zoo import runtime
-    from memplan.experiments.zoo.lowering import library_warnings_silenced, lower_planned, stock_arenas
+    from memplan.experiments.zoo.lowering import (
+        levers,
+        library_warnings_silenced,
+        lower_planned,
+        stock_arenas,
+    )
 
     check_choice("solver", solver, solvers.available())
     check_alignment(alignment)
@@ -326,6 +332,7 @@ def plan_model(
     summary["saving_vs_stock"] = 1 - summary["arena_bytes"] / summary["stock_arena_bytes"].astype("float64")
     summary = summary[list(SUMMARY_COLUMNS)]
     summary.attrs["lowering"] = model.lowering
+    summary.attrs["levers"] = levers(lowered.planner_pass)
     return PlannedModel(
         model,
         solver,

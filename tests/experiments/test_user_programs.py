@@ -104,7 +104,7 @@ def _own_build(module, example, planning_pass) -> list[int]:
 def test_an_lstm_like_executorchs_example_plans_and_runs(factories, capsys):
     code, out, err = _run(["plan", f"{factories}:lstm", "--solver", "bestfit", "--check"], capsys)
     assert code == 0, err
-    assert "mymodels:lstm: solver bestfit; lowered with to_edge\n" in out
+    assert "mymodels:lstm: solver bestfit; lowered with to_edge; levers: cat fusion + state in place\n" in out
     assert "runs equal to eager" in err
 
 
@@ -116,7 +116,7 @@ def test_the_same_lstm_from_a_pt2(factories, tmp_path, capsys):
     torch.export.save(torch.export.export(module, example), str(path))
     code, out, err = _run(["plan", str(path), "--solver", "bestfit", "--check"], capsys)
     assert code == 0, err
-    assert "lowered with to_edge\n" in out
+    assert "lowered with to_edge;" in out
 
 
 def test_a_sweep_of_the_lstm_checks_it_and_says_how_it_was_lowered(factories, tmp_path, capsys):
