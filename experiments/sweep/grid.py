@@ -31,10 +31,12 @@ class StockRun:
     model: str
     alignment: int
     memory_map: str = ""  # "sram:64KiB,dram:16MiB" (planner.banks.parse_memory_map), "" for none
+    lowering: str = ""  # the user's lowering options (zoo.programs.lowering_text), "" for the model's own
 
     @property
     def key(self) -> tuple:
-        return ("stock", self.model, self.alignment) + ((self.memory_map,) if self.memory_map else ())
+        key = ("stock", self.model, self.alignment) + ((self.memory_map,) if self.memory_map else ())
+        return key + ((self.lowering,) if self.lowering else ())
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,7 @@ class PlanRun:
     check: bool = False
     reproducible: bool = False  # the solver's reproducible mode (solvers.solve)
     memory_map: str = ""  # as in StockRun; part of the key only when given (older run logs stay valid)
+    lowering: str = ""  # as in StockRun; part of the key only when given
 
     @property
     def key(self) -> tuple:
@@ -61,7 +64,11 @@ class PlanRun:
             self.time_limit_s,
             self.reproducible,
         )
-        return key + ((self.memory_map,) if self.memory_map else ())
+        return (
+            key
+            + ((self.memory_map,) if self.memory_map else ())
+            + ((self.lowering,) if self.lowering else ())
+        )
 
 
 Run = StockRun | PlanRun
@@ -76,6 +83,7 @@ def grid(
     check: bool = False,
     reproducible: bool = False,
     memory_map: str = "",
+    lowering: str = "",
 ) -> list[Run]:
     """Every run of the sweep, model by model, each model's stock runs first.
 
@@ -85,9 +93,9 @@ def grid(
     """
     runs: list[Run] = []
     for model in dict.fromkeys(models):
-        runs += [StockRun(model, a, memory_map) for a in dict.fromkeys(alignments)]
+        runs += [StockRun(model, a, memory_map, lowering) for a in dict.fromkeys(alignments)]
         runs += [
-            PlanRun(model, solver, a, fuse, float(time_limit_s), check, reproducible, memory_map)
+            PlanRun(model, solver, a, fuse, float(time_limit_s), check, reproducible, memory_map, lowering)
             for a in dict.fromkeys(alignments)
             for fuse in dict.fromkeys(cat_fusion)
             for solver in dict.fromkeys(solvers)

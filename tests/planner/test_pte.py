@@ -16,7 +16,8 @@ from torch import nn
 
 from memplan.bounds import lower_bound
 from memplan.experiments.zoo import programs, runtime
-from memplan.experiments.zoo.pte_check import CheckError, check_same_outputs
+from memplan.experiments.zoo.models.common import zoo_recipe
+from memplan.experiments.zoo.pte_check import ROUNDS, CheckError, check_same_outputs
 from memplan.planner.compat import deserialize_pte_binary
 from memplan.planner.pte import PteError, read_program
 from memplan.planner.replan import replan
@@ -84,11 +85,11 @@ def ptes() -> dict[str, bytes]:
     store = Store()
     multi = {"write": (Write(store), (torch.randn(4, 8),)), "read": (Read(store), (torch.randn(8, 3),))}
     return {
-        "plain": _stock_pte(programs.from_module(Chain(WIDTHS), (torch.randn(2, 16),))),
+        "plain": _stock_pte(programs.from_module(Chain(WIDTHS), (torch.randn(2, 16),), **zoo_recipe())),
         "xnnpack": _stock_pte(
-            programs.from_module(Chain(WIDTHS), (torch.randn(2, 16),), partitioner="xnnpack")
+            programs.from_module(Chain(WIDTHS), (torch.randn(2, 16),), partitioner="xnnpack", **zoo_recipe())
         ),
-        "multi": _stock_pte(programs.from_module(multi, name="multi")),
+        "multi": _stock_pte(programs.from_module(multi, name="multi", **zoo_recipe(const_prop=False))),
     }
 
 
@@ -130,7 +131,7 @@ def test_replan_shrinks_a_stock_plan_and_runs_identically(ptes):
     assert sum(method.after) == before.lower_bound < sum(method.before)
     after = read_program(result.data).methods["forward"]
     assert after.planned_bytes == before.lower_bound
-    assert check_same_outputs(ptes["plain"], result.data) == 2
+    assert check_same_outputs(ptes["plain"], result.data) == ROUNDS
 
 
 @pytest.mark.parametrize("name", ["xnnpack", "multi"])
@@ -141,7 +142,7 @@ def test_replan_moves_tensors_of_delegated_and_multi_method_programs_and_runs_id
     assert moved, "the re-planned layout must differ for the check to prove anything"
     for m in result.methods:
         assert sum(m.after) <= sum(m.before)
-    assert check_same_outputs(ptes[name], result.data) == 2 * len(result.methods)
+    assert check_same_outputs(ptes[name], result.data) == ROUNDS * len(result.methods)
 
 
 def test_the_check_catches_a_layout_that_overlaps_live_tensors(ptes):
@@ -193,4 +194,4 @@ def test_a_zero_byte_tensor_stays_inside_the_smaller_arena():
     after = deserialize_pte_binary(result.data).program.execution_plan[0]
     for value in before.zero_size:
         assert after.values[value].val.allocation_info.memory_offset_low < sum(after.non_const_buffer_sizes)
-    assert check_same_outputs(data, result.data) == 2
+    assert check_same_outputs(data, result.data) == ROUNDS
