@@ -24,17 +24,20 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ortools.sat.python import cp_model
 
 from memplan.arith import align_up
-from memplan.errors import InfeasibleError
+from memplan.errors import InfeasibleError, SolverFailure
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
+from memplan.solvers.bestfit import solve_bestfit
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
+from memplan.solvers.cpsat import CpsatParams
 from memplan.solvers.cpsat_model import PlacementModel, arena_limits, with_skyline_order
 from memplan.solvers.cpsat_search import SkylineSettings
+from memplan.solvers.skyline import solve_skyline
 from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of, within_capacity
 
 LOWER_BOUND_SHARE = 0.25
@@ -43,9 +46,9 @@ solver's share, `cpsat_search.LOWER_BOUND_SHARE`, was tuned apart from this one)
 
 DETERMINISTIC_PER_SECOND = 0.05
 """CP-SAT deterministic time per wall-clock second of search: the time limit is turned into a budget
-of `time_limit_s * DETERMINISTIC_PER_SECOND` deterministic units. Measured on this project's 2-core
-machine while shared (MiniMalloc D, single- and two-worker searches): 0.05 to 0.15 (the lower end is taken
-so that a loaded machine stays near the limit); an idle or faster machine does the work in less time."""
+of `time_limit_s * DETERMINISTIC_PER_SECOND` deterministic units: the lowest rate measured
+(docs/exact_solver.md), so that a loaded machine stays near the limit; an idle or faster machine
+does the work in less time."""
 
 WALL_CAP_FACTOR = 3.0
 """A search may take this many times the wall-clock seconds its budget stands for (plus one)."""
@@ -76,66 +79,64 @@ class _Budget:
             self.capped = True
 
 
-def solve_reproducibly(
-    problem: Problem,
-    budget_s: float,
-    *,
-    num_workers: int,
-    warm_start: bool,
-    cumulative: bool,
-    symmetry: bool,
-    search: str,
-    skyline: SkylineSettings,
-    minimise: bool | None,
-    log: bool,
-) -> Plan:
-    """Minimise the arena (or fit `problem.capacity`) with the deterministic work `budget_s` seconds stand for."""
+def solve_reproducibly(problem: Problem, budget_s: float, params: CpsatParams) -> Plan:
+    """Minimise the arena (or fit `problem.capacity`) with the deterministic work `budget_s` seconds stand for.
+
+    Of `params` this honours `num_workers`, `warm_start`, `cumulative`, `symmetry`, `search`,
+    `skyline_orders`, `skyline_presolve` (None: off), `minimise` and `log`; the races (ladder,
+    canonical search) are not run.
+    """
     units = units_of(problem)
     bounds = pool_bounds(problem, units)
     lb_total = sum(bounds.values())
     capacity = problem.capacity
-    minimise = capacity is None if minimise is None else minimise
+    minimise = capacity is None if params.minimise is None else params.minimise
     check_capacity_reachable("cpsat", capacity, bounds)
     budget = _Budget(budget_s * DETERMINISTIC_PER_SECOND)
+    skyline = SkylineSettings(params.skyline_orders, params.skyline_presolve, params.log)
+    log = params.log
     began = time.perf_counter()
 
-    def finish(offsets: Sequence[int], proven: bool, status: str) -> Plan:
+    def finish(offsets: Sequence[int], outcome: Outcome, status: str) -> Plan:
         if budget.capped:
             status += (
                 f"; not reproducible: a search hit its wall-clock cap ({WALL_CAP_FACTOR:g} x its budget)"
             )
         seconds = time.perf_counter() - began
-        if proven:
-            outcome = Outcome.OPTIMAL
-        elif status.startswith("feasible within capacity"):
-            outcome = Outcome.FEASIBLE  # a decision answer
-        else:
-            outcome = Outcome.TIME_LIMIT  # the deterministic budget ran out
         return make_plan(
             problem, units, offsets, "cpsat", seconds, outcome, status + " [reproducible]", lb_total
         )
 
+    def proven_infeasible() -> InfeasibleError:
+        return InfeasibleError(
+            f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
+            f" (lower bound per pool: {bounds})",
+            proven=True,
+        )
+
     if not units:
-        return finish([], True, "optimal: nothing to place")
+        return finish([], Outcome.OPTIMAL, "optimal: nothing to place")
     heuristic = _heuristic(problem, units)
     fits = within_capacity(units, heuristic, capacity)
-    if warm_start and fits:
+    if params.warm_start and fits:
         if sum(arena_of(units, heuristic).values()) == lb_total:
-            return finish(heuristic, True, "optimal: heuristic equals lower bound")
+            return finish(heuristic, Outcome.OPTIMAL, "optimal: heuristic equals lower bound")
         if not minimise:
-            return finish(heuristic, False, f"feasible within capacity {capacity} (heuristic plan)")
+            return finish(
+                heuristic, Outcome.FEASIBLE, f"feasible within capacity {capacity} (heuristic plan)"
+            )
 
     best = heuristic if fits else None
     model = PlacementModel(
         units,
         bounds,
         arena_limits(units, bounds, heuristic, capacity, best is not None),
-        cumulative=cumulative,
-        symmetry=symmetry,
+        cumulative=params.cumulative,
+        symmetry=params.symmetry,
         minimise=minimise,
     )
     how = "heuristic plan"
-    if search != "default" and len(bounds) == 1:
+    if params.search != "default" and len(bounds) == 1:
         (pool,) = bounds
         g = model.divisor
         target = align_up(lb_total, g) if minimise or capacity is None else capacity // g * g
@@ -144,28 +145,22 @@ def solve_reproducibly(
             best, how = found, f"skyline search, {order} order"
             total = sum(arena_of(units, best).values())
             if total == lb_total:
-                return finish(best, True, f"optimal: meets the lower bound ({how})")
+                return finish(best, Outcome.OPTIMAL, f"optimal: meets the lower bound ({how})")
             if not minimise:
-                return finish(best, False, f"feasible within capacity {capacity} ({how})")
+                return finish(best, Outcome.FEASIBLE, f"feasible within capacity {capacity} ({how})")
         elif infeasible and not minimise:
-            raise InfeasibleError(
-                f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
-                f" (lower bound per pool: {bounds})"
-            )
-        if search == "skyline":
+            raise proven_infeasible()
+        if params.search == "skyline":
             return _or_fail(finish, best, heuristic, capacity, "not proven: skyline searches only")
-    if warm_start and best is not None:
+    if params.warm_start and best is not None:
         model.hint(best)
-    solver = budget.solver(budget.left, num_workers, log)
+    solver = budget.solver(budget.left, params.num_workers, log)
     status = solver.Solve(model.model)
     budget.check(solver)
     if status == cp_model.INFEASIBLE:
         if capacity is None:
-            raise RuntimeError("cpsat: model without capacity reported infeasible; this is a bug")
-        raise InfeasibleError(
-            f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
-            f" (lower bound per pool: {bounds})"
-        )
+            raise SolverFailure("cpsat: model without capacity reported infeasible; this is a bug")
+        raise proven_infeasible()
     if status == cp_model.MODEL_INVALID:  # e.g. domains summing past int64: coordinates near 2^62
         return _or_fail(
             finish,
@@ -173,6 +168,7 @@ def solve_reproducibly(
             heuristic,
             capacity,
             f"not proven: CP-SAT refuses the model ({model.model.validate()})",
+            Outcome.NOT_PROVEN,
         )
     found = model.offsets(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
     candidates = [(o, s) for o, s in ((found, "cpsat"), (best, how)) if o is not None]
@@ -181,13 +177,15 @@ def solve_reproducibly(
     chosen, source = min(candidates, key=lambda c: rank(units, c[0], capacity))
     total = sum(arena_of(units, chosen).values())
     if total == lb_total:
-        return finish(chosen, True, "optimal: meets the lower bound")
+        return finish(chosen, Outcome.OPTIMAL, "optimal: meets the lower bound")
     if status == cp_model.OPTIMAL and source == "cpsat":
-        return finish(chosen, True, "optimal")
+        return finish(chosen, Outcome.OPTIMAL, "optimal")
     if not minimise:
-        return finish(chosen, False, f"feasible within capacity {capacity} ({source})")
+        return finish(chosen, Outcome.FEASIBLE, f"feasible within capacity {capacity} ({source})")
     return finish(
-        chosen, False, f"feasible, deterministic budget of {budget_s:.3g}s: not proven; {source} kept"
+        chosen,
+        Outcome.TIME_LIMIT,
+        f"feasible, deterministic budget of {budget_s:.3g}s: not proven; {source} kept",
     )
 
 
@@ -216,20 +214,26 @@ def _skyline_in_turn(
 
 def _heuristic(problem: Problem, units: Sequence[Unit]) -> list[int]:
     """The better of best-fit's and skyline's plans with every ordering (no time cut), without the capacity."""
-    from memplan.solvers import solve
-
     free = dataclasses.replace(problem, capacity=None)
-    plans = [solve(free, "bestfit"), solve(free, "skyline")]
+    plans = [solve_bestfit(free), solve_skyline(free)]
     best = min(plans, key=lambda plan: (plan.arena_size, plan.solver != "bestfit"))
     return [best.offsets[u.roots[0]] for u in units]
 
 
-def _or_fail(finish, best, heuristic, capacity, status: str) -> Plan:
-    """The best plan so far, or the heuristic's; with a capacity nothing met, `InfeasibleError`."""
+def _or_fail(
+    finish: Callable[[Sequence[int], Outcome, str], Plan],
+    best: Sequence[int] | None,
+    heuristic: Sequence[int],
+    capacity: int | None,
+    status: str,
+    outcome: Outcome = Outcome.TIME_LIMIT,
+) -> Plan:
+    """The best plan so far, or the heuristic's, as `outcome` (by default: the budget ran out);
+    with a capacity nothing met, `InfeasibleError`."""
     if best is not None:
-        return finish(best, False, status)
+        return finish(best, outcome, status)
     if capacity is None:
-        return finish(heuristic, False, status or "not proven: heuristic plan")
+        return finish(heuristic, outcome, status or "not proven: heuristic plan")
     raise InfeasibleError(
         f"cpsat: no plan within capacity {capacity} found in the deterministic time budget"
         " (not proven infeasible)"

@@ -59,10 +59,14 @@ def with_capacities(problem: Problem, sram: int, dram: int) -> Problem:
 
 
 @dataclasses.dataclass
-class Outcome:
+class Attempt:
+    """One solver on one case: its plan (None: none fits), the seconds it took, the error otherwise
+    and whether it proves that nothing fits."""
+
     plan: Plan | None
     seconds: float
     error: str = ""
+    proven: bool = False  # the InfeasibleError's `proven`
 
     def fits(self) -> str:
         return "yes" if self.plan else "no"
@@ -74,14 +78,14 @@ class Outcome:
         return f"{moved.get(problem.banks[0].pool, 0) / max(1, sum(moved.values())):.1%}"
 
 
-def run(problem: Problem, solver: str, time_limit_s: float) -> Outcome:
+def run(problem: Problem, solver: str, time_limit_s: float) -> Attempt:
     from memplan import solvers
 
     began = time.perf_counter()
     try:
-        return Outcome(solvers.solve(problem, solver, time_limit_s=time_limit_s), time.perf_counter() - began)
+        return Attempt(solvers.solve(problem, solver, time_limit_s=time_limit_s), time.perf_counter() - began)
     except InfeasibleError as e:
-        return Outcome(None, time.perf_counter() - began, str(e))
+        return Attempt(None, time.perf_counter() - began, str(e), e.proven)
 
 
 def rows(models: Sequence[str], time_limit_s: float) -> list[list[str]]:
@@ -95,7 +99,7 @@ def rows(models: Sequence[str], time_limit_s: float) -> list[list[str]]:
                 case = with_capacities(problem, sram, dram)
                 greedy, heuristic, exact = (run(case, s, time_limit_s) for s in SOLVERS)
                 if exact.plan is None:
-                    proven = "no fit exists" if exact.error.startswith("cpsat proved") else "-"
+                    proven = "no fit exists" if exact.proven else "-"
                 else:
                     proven = "yes" if exact.plan.proven_optimal else "no"
                 table.append(

@@ -189,7 +189,7 @@ def check(problem: Problem, plan: Plan) -> list[str]:
 
 
 @dataclass
-class Outcome:
+class Attempt:
     """What one solver did with one problem."""
 
     label: str
@@ -223,14 +223,14 @@ class Report:
 
 def run_one(
     problem: Problem, label: str, solver: str, options: dict[str, Any], time_limit_s: float
-) -> Outcome:
+) -> Attempt:
     """Solve with the registered function itself (not `solvers.solve`, which validates) and check.
 
     What the registry says the solver does not support is refused first, as `solve` would.
     """
     from memplan import solvers
 
-    outcome = Outcome(label)
+    outcome = Attempt(label)
     spec = solvers.entry(solver)
     try:
         spec.check(problem, solvers.alternatives(problem))

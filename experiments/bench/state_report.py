@@ -28,6 +28,7 @@ from memplan.experiments.zoo import ZooModel, runtime
 from memplan.experiments.zoo.models import hybrid
 from memplan.experiments.zoo.models.common import seeded
 from memplan.planner.pass_ import PlannerPass
+from memplan.solvers import DEFAULT_TIME_LIMIT_S
 
 _ELEMENT_BYTES = {"BOOL": 1, "BYTE": 1, "CHAR": 1, "SHORT": 2, "HALF": 2, "BFLOAT16": 2, "INT": 4}
 _ELEMENT_BYTES |= {"FLOAT": 4, "LONG": 8, "DOUBLE": 8}
@@ -145,7 +146,7 @@ def format_table(table: list[tuple[ZooModel, list[Lowering]]]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--solver", default="cpsat")
-    ap.add_argument("--time-limit", type=float, default=5.0, help="seconds per method")
+    ap.add_argument("--time-limit", type=float, default=DEFAULT_TIME_LIMIT_S, help="seconds per method")
     ap.add_argument("--no-1b", action="store_true", help="skip the Llama-3.2-1B-shapes row")
     args = ap.parse_args(argv)
     table = rows(programs(not args.no_1b), args.solver, args.time_limit)

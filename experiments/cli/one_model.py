@@ -22,7 +22,7 @@ from memplan.experiments.sweep.grid import (
 from memplan.experiments.sweep.table import RENAMED
 from memplan.experiments.zoo.lowering import Lowered, library_warnings_silenced, lower_planned, stock_arenas
 from memplan.problem import Problem
-from memplan.solvers import DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S
+from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S
 
 SUMMARY_COLUMNS = (
     "method",
@@ -36,7 +36,6 @@ SUMMARY_COLUMNS = (
     "cats_fused",
 )
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
-DEFAULT_ALIGNMENT = 16
 
 
 @dataclass
