@@ -17,7 +17,8 @@ DEFAULT_SOLVER = "cpsat"
 
 DEFAULT_TIME_LIMIT_S = 5.0
 """Seconds per method for `PlannerPass`, `replan`, `plan_model`, `memplan plan` and sweeps when not
-told. `solve` itself passes None on, which leaves each solver its own budget (`cpsat`: 10 s)."""
+told. `solve` itself passes None on, which leaves each solver its own budget
+(`cpsat.DEFAULT_TIME_LIMIT_S`, `milp.DEFAULT_TIME_LIMIT_S`)."""
 
 DEFAULT_ALIGNMENT = 16
 """Bytes every planned tensor's offset is a multiple of unless told: ExecuTorch's

@@ -78,7 +78,9 @@ def test_solve_withdraws_a_proof_by_its_flag_not_its_message(monkeypatch, proven
         solvers.solve(GAPPED, "bestfit")
     assert not gapped.value.proven
     if proven:
-        assert "not proven infeasible" in "\n".join([str(gapped.value), *getattr(gapped.value, "__notes__", [])])
+        assert "not proven infeasible" in "\n".join(
+            [str(gapped.value), *getattr(gapped.value, "__notes__", [])]
+        )
     with pytest.raises(InfeasibleError) as exact:
         solvers.solve(EXACT, "bestfit")
     assert exact.value.proven is proven
@@ -88,16 +90,20 @@ def test_solve_withdraws_a_proof_by_its_flag_not_its_message(monkeypatch, proven
 def test_cpsat_flags_its_infeasibility_proofs_in_both_modes(reproducible: bool) -> None:
     """pigeonholes(4, 2): bound 14, optimum 18, so capacity 17 is refused by search, not by the bound."""
     with pytest.raises(InfeasibleError, match="proven that no plan fits") as err:
-        solvers.solve(pigeonholes(buffers=4, holes=2), "cpsat", time_limit_s=30, capacity=17, reproducible=reproducible)
+        solvers.solve(
+            pigeonholes(buffers=4, holes=2), "cpsat", time_limit_s=30, capacity=17, reproducible=reproducible
+        )
     assert err.value.proven
 
 
 def test_reproducible_outcomes_say_what_the_search_did() -> None:
     problem = random_problem(40, seed=7, alignment=(1, 16))
     bound = lower_bound(problem)
-    decided = solvers.solve(problem, "cpsat", time_limit_s=1, capacity=bound + 40, reproducible=True)
-    assert decided.outcome in (Outcome.FEASIBLE, Outcome.OPTIMAL)
-    assert (decided.outcome is Outcome.OPTIMAL) == (decided.arena_size == bound)
-    minimised = solvers.solve(problem, "cpsat", time_limit_s=1, reproducible=True)
-    assert minimised.outcome in (Outcome.OPTIMAL, Outcome.TIME_LIMIT), minimised.status
-    assert (minimised.outcome is Outcome.OPTIMAL) == minimised.proven_optimal
+    for decompose in (True, False):  # the part's outcome, and the whole's made from it
+        decided = solvers.solve(
+            problem, "cpsat", time_limit_s=1, capacity=bound + 100, reproducible=True, decompose=decompose
+        )
+        assert decided.outcome is Outcome.FEASIBLE and bound < decided.arena_size <= bound + 100
+        minimised = solvers.solve(problem, "cpsat", time_limit_s=1, reproducible=True, decompose=decompose)
+        assert minimised.outcome is Outcome.TIME_LIMIT and not minimised.proven_optimal, minimised.status
+        assert minimised.arena_size > bound
