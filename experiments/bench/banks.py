@@ -60,13 +60,12 @@ def with_capacities(problem: Problem, sram: int, dram: int) -> Problem:
 
 @dataclasses.dataclass
 class Attempt:
-    """One solver on one case: its plan (None: none fits), the seconds it took, the error otherwise
-    and whether it proves that nothing fits."""
+    """One solver on one case: its plan (None: none fits), the seconds it took, the error otherwise."""
 
     plan: Plan | None
     seconds: float
     error: str = ""
-    proven: bool = False  # the InfeasibleError's `proven`
+    proven_none: bool = False  # the error is a proof that nothing fits
 
     def fits(self) -> str:
         return "yes" if self.plan else "no"
@@ -99,7 +98,7 @@ def rows(models: Sequence[str], time_limit_s: float) -> list[list[str]]:
                 case = with_capacities(problem, sram, dram)
                 greedy, heuristic, exact = (run(case, s, time_limit_s) for s in SOLVERS)
                 if exact.plan is None:
-                    proven = "no fit exists" if exact.proven else "-"
+                    proven = "no fit exists" if exact.proven_none else "-"
                 else:
                     proven = "yes" if exact.plan.proven_optimal else "no"
                 table.append(
