@@ -45,6 +45,12 @@ class InfeasibleError(ProblemError):
         self.buffers = tuple(buffers)
         self.proven = proven
 
+    def withdraw(self, reason: str) -> None:
+        """Take the proof back, if it claims one: `proven` becomes False and the message says so, and why."""
+        if self.proven:
+            self.args = (f"not proven infeasible ({reason}); the solver said: {self.args[0]}", *self.args[1:])
+            self.proven = False
+
 
 class BankCapacityError(InfeasibleError):
     """A bank cannot hold what must go into it (or the banks cannot hold the program).
@@ -52,8 +58,10 @@ class BankCapacityError(InfeasibleError):
     `bank` names the bank and `missing` says how many bytes it lacks.
     """
 
-    def __init__(self, message: str, bank: str, missing: int, buffers: Iterable[str] = ()) -> None:
-        super().__init__(message, buffers)
+    def __init__(
+        self, message: str, bank: str, missing: int, buffers: Iterable[str] = (), *, proven: bool = False
+    ) -> None:
+        super().__init__(message, buffers, proven=proven)
         self.bank = bank
         self.missing = missing
 

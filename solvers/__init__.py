@@ -123,11 +123,9 @@ def solve(
             spec.check(target, alternatives(target))
             plan = spec.load()(target, params, time_limit_s=time_limit_s)
     except InfeasibleError as err:
-        if err.proven and not planned_exactly(problem):  # a proof about the units, not the problem
-            err.proven = False
-            err.add_note(
-                "not proven infeasible: gaps whose window starts above the offset were planned"
-                " with the bytes below the window in use"
+        if not planned_exactly(problem):  # a proof about the units is not one about the problem
+            err.withdraw(
+                "gaps whose window starts above the offset were planned with the bytes below the window in use"
             )
         raise
     placed = place_in_banks(problem, plan.pools)

@@ -31,7 +31,7 @@ BANKED_BESTFIT = SolverEntry(
     "banked_bestfit",
     "memplan.solvers.banked_bestfit:solve_banked_bestfit",
     "memplan.solvers.banked_bestfit:BankedBestfitParams",
-    dataclasses.replace(_PLACEMENT, banks=True),
+    dataclasses.replace(_PLACEMENT, banks=True, fixed_in_banks=True),
     reproducible="untimed",
 )
 
@@ -63,7 +63,7 @@ CPSAT = SolverEntry(
     "cpsat",
     "memplan.solvers.cpsat:solve_cpsat",
     "memplan.solvers.cpsat:CpsatParams",
-    dataclasses.replace(_EXACT, banks=True),
+    dataclasses.replace(_EXACT, banks=True, fixed_in_banks=True),
     fallback=(BESTFIT, GREEDY),
     bank_fallback=(BANKED_BESTFIT,),
     reproducible="option",

@@ -1,6 +1,6 @@
 """Random problems through every solver, checked by an independent O(n^2) checker.
 
-    python -m memplan.experiments.bench.fuzz [--problems 200] [--seed 0] [--time-limit 1] [--save DIR]
+    python -m memplan.experiments.bench.fuzz [--problems 200] [--bank-problems 150] [--seed 0] [--time-limit 1] [--save DIR]
 
 Each problem goes through every registered solver (milp with both backends).
 A plan is checked here, pair by pair, without the project's validator; a
@@ -8,9 +8,12 @@ claimed proof is checked against the other solvers' plans: a plan marked
 optimal must be the smallest any solver found, and a claim that no plan fits
 the capacity is false when another solver's plan fits. Prints a Markdown table
 per solver: problems tried, plans (and how many claimed optimal), invalid
-plans, false proofs, crashes (any exception that is not an `InfeasibleError`
-or an `UnsupportedProblemError`), and the first few failures; `--save` writes
-each failing problem as JSON. Solvers are called directly, not through
+plans, false proofs (also an error whose message claims a proof its `proven`
+flag denies, or the reverse), crashes (any exception that is not an
+`InfeasibleError` or an `UnsupportedProblemError`), and the first few
+failures; then the same for problems with banks through every bank solver
+(`fuzz_banks`, judged by an exhaustive search). `--save` writes each failing
+problem as JSON. Solvers are called directly, not through
 `solvers.solve` (which validates), so an invalid plan reaches the checker.
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import random
+import re
 import traceback
 from collections import Counter, defaultdict
 from collections.abc import Sequence
@@ -96,11 +100,13 @@ def _huge(rng: random.Random, n: int) -> Problem:
 
 
 def _with_zero_sizes(rng: random.Random, problem: Problem) -> Problem:
-    extra = tuple(
-        Buffer(f"z{i}", s, s + rng.randint(1, 3), 0, alignment=rng.choice((1, 16)))
-        for i, s in enumerate(rng.randrange(8) for _ in range(rng.randint(1, 3)))
-    )
-    return dataclasses.replace(problem, buffers=problem.buffers + extra)
+    """Zero-byte buffers added, some fixed (inside other buffers' bytes, where they overlap nothing)."""
+    extra = []
+    for i in range(rng.randint(1, 3)):
+        start, alignment = rng.randrange(8), rng.choice((1, 16))
+        offset = alignment * rng.randrange(64) if rng.random() < 0.4 else None
+        extra.append(Buffer(f"z{i}", start, start + rng.randint(1, 3), 0, alignment=alignment, offset=offset))
+    return dataclasses.replace(problem, buffers=problem.buffers + tuple(extra))
 
 
 def _with_gaps(rng: random.Random, problem: Problem) -> Problem:
@@ -185,6 +191,23 @@ def check(problem: Problem, plan: Plan) -> list[str]:
     return faults
 
 
+# -- claims -----------------------------------------------------------------------------
+
+
+_CLAIM = re.compile(r"\bprov(ed|en|es)\b", re.IGNORECASE)
+
+
+def claims_proof(message: str) -> bool:
+    """True if an error message says something was proved (and not that it was not)."""
+    return bool(_CLAIM.search(message)) and "not proven" not in message.lower()
+
+
+def honest(message: str, proven: bool) -> bool:
+    """An `InfeasibleError`'s message and its `proven` agree: no proof claimed without the flag,
+    no flag on a message that says "not proven"."""
+    return "not proven" not in message.lower() if proven else not claims_proof(message)
+
+
 # -- the run -----------------------------------------------------------------------------
 
 
@@ -196,6 +219,7 @@ class Attempt:
     plan: Plan | None = None
     faults: list[str] = field(default_factory=list)
     infeasible: str | None = None  # the InfeasibleError's message
+    proven: bool = False  # the InfeasibleError's `proven`
     unsupported: bool = False
     crash: str | None = None
 
@@ -236,7 +260,7 @@ def run_one(
         spec.check(problem, solvers.alternatives(problem))
         plan = spec.load()(problem, spec.make_params(options), time_limit_s=time_limit_s)
     except InfeasibleError as exc:
-        outcome.infeasible = str(exc)
+        outcome.infeasible, outcome.proven = str(exc), exc.proven
         return outcome
     except UnsupportedProblemError:
         outcome.unsupported = True
@@ -272,9 +296,11 @@ def fuzz(
                 report.counts[o.label]["unsupported"] += 1
             elif o.infeasible is not None:
                 report.counts[o.label]["no plan"] += 1
-                if "not proven" not in o.infeasible and valid:
+                if not honest(o.infeasible, o.proven):
+                    report.fail(problem, o.label, "false proof", f"proven={o.proven}, but: {o.infeasible}")
+                elif o.proven and valid:
                     report.fail(
-                        problem, o.label, "false proof", f"says no plan fits, {valid[0].label} found one"
+                        problem, o.label, "false proof", f"proved no plan fits, {valid[0].label} found one"
                     )
             elif o.faults:
                 report.fail(problem, o.label, "invalid", "; ".join(o.faults[:3]))
@@ -311,19 +337,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--problems", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--time-limit", type=float, default=1.0, help="seconds per exact solve")
+    parser.add_argument("--bank-problems", type=int, default=150, help="problems with banks (fuzz_banks)")
     parser.add_argument("--save", type=Path, help="folder for the failing problems as JSON")
     args = parser.parse_args(argv)
+    from memplan.experiments.bench import fuzz_banks
+
     report = fuzz(args.problems, args.seed, args.time_limit)
-    print(table(report))
-    for name, label, what in report.failures[:20]:
+    banked = fuzz_banks.fuzz(args.bank_problems, args.seed, args.time_limit)
+    print(
+        f"{args.problems} problems, seeds {args.seed}..{args.seed + args.problems - 1}\n\n{table(report)}\n"
+    )
+    print(f"{args.bank_problems} problems with banks, same seeds\n\n{fuzz_banks.table(banked)}")
+    failures = report.failures + banked.failures
+    for name, label, what in failures[:20]:
         print(f"- {name} / {label}: {what}")
-    if args.save and report.failing:
+    if args.save and (report.failing or banked.failing):
         from memplan.io import save_json
 
         args.save.mkdir(parents=True, exist_ok=True)
-        for name, problem in report.failing.items():
+        for name, problem in (report.failing | banked.failing).items():
             save_json(problem, args.save / f"{name}.json")
-    bad = report.total("invalid") + report.total("false proof") + report.total("crash")
+    kinds = ("invalid", "false proof", "crash", "checker")
+    bad = sum(r.total(k) for r in (report, banked) for k in kinds)
     return 1 if bad else 0
 
 
