@@ -11,7 +11,16 @@
     │       └── SharedStatePolicyError      the program's methods disagree on how their shared state is planned
     ├── SolverOptionError (ValueError)      an unknown solver name or a bad solver option
     │   └── UnknownSolverError
-    └── SolverFailure (RuntimeError)        a solver or its backend broke; a bug, not the input's fault
+    ├── SolverFailure (RuntimeError)        a solver or its backend broke; a bug, not the input's fault
+    ├── UsageError (ValueError)             a command, script or sweep asked for what does not exist or
+    │   │                                   cannot work (a name, a setting, an output path)
+    │   ├── UnknownModelError (KeyError)    not a zoo model (experiments.zoo.catalog)
+    │   └── ProgramSpecError                a .pt2 or file.py:factory that cannot be loaded (experiments.zoo.programs)
+    ├── ExecutorUnavailableError (RuntimeError)  the sweep's executor cannot run here (experiments.sweep.executors)
+    └── CheckError (AssertionError)         a re-planned program runs differently from the original
+                                            (experiments.zoo.pte_check)
+
+The command line (`memplan`) ends on any of these with one `memplan: error: ...` line.
 
 A specific error keeps its type on the way up: callers add context with
 `add_note` instead of wrapping it, so `except InfeasibleError` works at every
@@ -108,3 +117,8 @@ class UnknownSolverError(SolverOptionError):
 
 class SolverFailure(MemplanError, RuntimeError):
     """A solver or its backend failed in a way the input does not explain (a bug, a crashed binary)."""
+
+
+class UsageError(MemplanError, ValueError):
+    """A command, script or sweep asked for something that does not exist or cannot work; the message
+    names the value and the valid choices (an unknown name, a bad setting, an unwritable output)."""

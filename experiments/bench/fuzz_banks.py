@@ -1,6 +1,7 @@
 """Random problems with memory banks through every bank solver, judged by an exhaustive search.
 
-    python -m memplan.experiments.bench.fuzz_banks [--problems 150] [--seed 0] [--time-limit 1]
+Run by `python -m memplan.experiments.bench.fuzz` after its plain problems (`--bank-problems 150`;
+`--problems 0` for the banks alone).
 
 Each problem is small (at most 7 placement units), so the least traffic cost
 that fits every bank is found here by brute force, sharing no code with the
@@ -17,7 +18,6 @@ false proof; any exception other than `InfeasibleError` or
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import math
 import random
@@ -29,8 +29,11 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from memplan.errors import InfeasibleError, ProblemError, UnsupportedProblemError
-from memplan.experiments.bench.fuzz import honest
+from memplan.experiments.bench.claims import honest
+from memplan.experiments.cli.tables import markdown
 from memplan.plan import Plan
 from memplan.problem import Bank, Buffer, ContiguousGroup, Problem, SameOffset
 
@@ -461,32 +464,5 @@ COLUMNS = (
 
 def table(report: Report) -> str:
     """The counts as a Markdown table, one row per solver (and the exhaustive search's own row)."""
-    lines = ["| solver | " + " | ".join(COLUMNS) + " |", "| --- |" + " ---: |" * len(COLUMNS)]
-    for label, counts in report.counts.items():
-        lines.append(f"| {label} | " + " | ".join(str(counts[c]) for c in COLUMNS) + " |")
-    return "\n".join(lines)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--problems", type=int, default=150)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--time-limit", type=float, default=1.0, help="seconds per solve")
-    parser.add_argument("--save", type=Path, help="folder for the failing problems as JSON")
-    args = parser.parse_args(argv)
-    report = fuzz(args.problems, args.seed, args.time_limit)
-    print(table(report))
-    for name, label, what in report.failures[:20]:
-        print(f"- {name} / {label}: {what}")
-    if args.save and report.failing:
-        from memplan.io import save_json
-
-        args.save.mkdir(parents=True, exist_ok=True)
-        for name, problem in report.failing.items():
-            save_json(problem, args.save / f"{name}.json")
-    bad = sum(report.total(k) for k in ("invalid", "false proof", "crash", "checker"))
-    return 1 if bad else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    rows = [[label, *(counts[c] for c in COLUMNS)] for label, counts in report.counts.items()]
+    return markdown(pd.DataFrame(rows, columns=["solver", *COLUMNS]))

@@ -27,14 +27,15 @@ import pandas as pd
 import torch
 from torch import nn
 
-from memplan.experiments.sweep.grid import SweepConfigError, check_choice, did_you_mean
+from memplan.errors import UsageError
+from memplan.experiments.sweep.grid import check_choice, did_you_mean
 from memplan.experiments.zoo import ZooModel
 from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S
 
 PT2_SUFFIX = ".pt2"
 
 
-class ProgramSpecError(SweepConfigError):
+class ProgramSpecError(UsageError):
     """A program spec names nothing that can be loaded; the message says what was tried."""
 
 

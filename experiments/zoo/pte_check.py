@@ -14,6 +14,7 @@ import torch
 from executorch.exir import schema
 from executorch.exir.scalar_type import ScalarType
 
+from memplan.errors import MemplanError
 from memplan.planner.compat import deserialize_pte_binary
 
 TORCH_DTYPES = {
@@ -31,7 +32,7 @@ TORCH_DTYPES = {
 ROUNDS = 2
 
 
-class CheckError(AssertionError):
+class CheckError(MemplanError, AssertionError):
     """The two programs disagree, or one of them cannot run; the message names the call and output."""
 
 

@@ -9,7 +9,7 @@ import pytest
 from executorch.exir.tensor import ALIGNMENT as EXECUTORCH_ALIGNMENT
 
 from memplan import solvers
-from memplan.errors import SolverOptionError
+from memplan.errors import SolverOptionError, UsageError
 from memplan.experiments.cli import main as cli
 from memplan.experiments.cli import one_model
 from memplan.experiments.sweep import grid
@@ -58,7 +58,7 @@ def test_the_command_line_and_the_sweep_default_to_the_solvers_defaults() -> Non
 def test_a_sweep_refuses_exactly_the_time_limits_the_solvers_refuse(limit: object) -> None:
     with pytest.raises(SolverOptionError):
         solvers.checked_time_limit("cpsat", limit)  # type: ignore[arg-type]
-    with pytest.raises(grid.SweepConfigError, match="time limit must be a positive number"):
+    with pytest.raises(UsageError, match="time limit must be a positive number"):
         grid.check_time_limit(limit)  # type: ignore[arg-type]
 
 

@@ -1,4 +1,4 @@
-"""The fuzz script (experiments.fuzz): its own checker catches broken plans, and a run finds nothing."""
+"""The fuzz script (experiments.bench.fuzz): its own checker catches broken plans, and a run finds nothing."""
 
 from __future__ import annotations
 

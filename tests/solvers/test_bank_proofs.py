@@ -1,7 +1,7 @@
 """Bank solvers claim proofs only when exact, honour alignment per buffer and fixed buffers with banks.
 
 The false proofs and crashes of issue 20, each reproduced; the exhaustive search of
-`experiments.fuzz_banks` is the independent judge of what the least traffic cost is.
+`experiments.bench.fuzz_banks` is the independent judge of what the least traffic cost is.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from fractions import Fraction
 import pytest
 
 from memplan.errors import BankCapacityError, InfeasibleError, UnsupportedProblemError
-from memplan.experiments.bench.fuzz import claims_proof
+from memplan.experiments.bench.claims import claims_proof
 from memplan.experiments.bench.fuzz_banks import check, least_cost, plan_cost
 from memplan.plan import Outcome
 from memplan.problem import Bank, Buffer, ContiguousGroup, Problem
