@@ -42,9 +42,8 @@ from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.planner.compat import PTEFile, deserialize_pte_binary
 from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem
+from memplan.solvers import DEFAULT_ALIGNMENT
 from memplan.validate import validate
-
-DEFAULT_ALIGNMENT = 16  # ExecuTorch's
 
 ELEMENT_BYTES = {
     ScalarType.BYTE: 1,

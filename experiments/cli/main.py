@@ -37,11 +37,10 @@ def _fail(message: str, code: int) -> NoReturn:
 def build_parser() -> argparse.ArgumentParser:
     from memplan import __version__
     from memplan.experiments.cli import args as script_args
-    from memplan.experiments.cli.one_model import DEFAULT_ALIGNMENT
     from memplan.experiments.sweep import grid as sweep_grid
     from memplan.experiments.sweep import run as sweep
     from memplan.experiments.sweep.executors import EXECUTORS
-    from memplan.solvers import DEFAULT_SOLVER
+    from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
 
     parser = _Parser(prog="memplan", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"memplan {__version__}")
@@ -126,7 +125,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--brief", action="store_true", help="per-method summary only, no tensor tables")
     p.add_argument(
-        "--alignment", type=int, default=16, help="alignment of the derived problem (default: %(default)s)"
+        "--alignment",
+        type=int,
+        default=DEFAULT_ALIGNMENT,
+        help="alignment of the derived problem (default: %(default)s)",
     )
 
     p = sub.add_parser("replan", help="re-plan a built .pte without its Python source")

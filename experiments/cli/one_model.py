@@ -16,10 +16,9 @@ from memplan.experiments.sweep.grid import check_alignment, prepare_out
 from memplan.experiments.zoo.lowering import library_warnings_silenced, lower_planned
 from memplan.experiments.zoo.programs import PlannedModel
 from memplan.problem import Problem
-from memplan.solvers import DEFAULT_TIME_LIMIT_S
+from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_TIME_LIMIT_S
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
-DEFAULT_ALIGNMENT = 16
 
 
 def format_summary(result: PlannedModel) -> str:

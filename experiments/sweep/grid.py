@@ -7,16 +7,15 @@ any work starts.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memplan.errors import UsageError
+from memplan.errors import SolverOptionError, UsageError
 from memplan.experiments.sweep.executors import EXECUTORS
-from memplan.solvers import DEFAULT_TIME_LIMIT_S
+from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_TIME_LIMIT_S, checked_time_limit
 
-DEFAULT_ALIGNMENTS = (16,)
+DEFAULT_ALIGNMENTS = (DEFAULT_ALIGNMENT,)
 DEFAULT_CAT_FUSION = (True,)
 
 # Settings that, with model and solver, identify a run (and so a resumable unit).
@@ -187,8 +186,11 @@ def check_alignment(alignment: int) -> None:
 
 
 def check_time_limit(time_limit_s: float) -> None:
-    if not (time_limit_s > 0 and math.isfinite(time_limit_s)):
-        raise UsageError(f"time limit must be a positive number of seconds, got {time_limit_s}")
+    """`solvers.checked_time_limit` (the one rule), refused as a setting: `UsageError`."""
+    try:
+        checked_time_limit("sweep", time_limit_s)
+    except SolverOptionError:
+        raise UsageError(f"time limit must be a positive number of seconds, got {time_limit_s}") from None
 
 
 def default_solvers() -> list[str]:

@@ -31,11 +31,9 @@ from torch import nn
 from memplan.errors import UsageError
 from memplan.experiments.sweep.grid import check_choice, did_you_mean
 from memplan.experiments.zoo import ZooModel
+from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S
 
 PT2_SUFFIX = ".pt2"
-DEFAULT_SOLVER = "cpsat"
-DEFAULT_TIME_LIMIT_S = 5.0
-DEFAULT_ALIGNMENT = 16
 PARTITIONERS = ("xnnpack",)
 
 
