@@ -11,7 +11,6 @@ from executorch.exir.tensor import ALIGNMENT as EXECUTORCH_ALIGNMENT
 from memplan import solvers
 from memplan.errors import SolverOptionError, UsageError
 from memplan.experiments.cli import main as cli
-from memplan.experiments.cli import one_model
 from memplan.experiments.sweep import grid
 from memplan.experiments.zoo import programs
 from memplan.planner import pte, replan
@@ -29,8 +28,8 @@ def test_the_alignment_default_is_executorchs() -> None:
 
 @pytest.mark.parametrize(
     "function",
-    [PlannerPass.__init__, replan.replan, programs.plan_model, one_model.plan_model],
-    ids=["PlannerPass", "replan", "memplan.plan_model", "memplan plan"],
+    [PlannerPass.__init__, replan.replan, programs.plan_model],
+    ids=["PlannerPass", "replan", "memplan.plan_model and memplan plan"],
 )
 def test_entry_points_default_to_the_solvers_defaults(function) -> None:
     defaults = _defaults(function)
