@@ -2,7 +2,7 @@
 
 Used by `memplan replan --check`: a re-planned program must give bit-identical outputs to the file it
 came from. Every method is loaded before the first call (as a deployment would, so host methods share
-arenas and state), then the methods run in file order, twice, so state written by one call is read by
+arenas and state), then the methods run in file order, four times, so state written by one call is read by
 the next. Integer inputs are 0 or 1 (valid token ids and positions for any model), floats are normal.
 """
 
@@ -29,7 +29,7 @@ TORCH_DTYPES = {
     ScalarType.BOOL: torch.bool,
     ScalarType.BFLOAT16: torch.bfloat16,
 }
-ROUNDS = 2
+ROUNDS = 4  # every method four times: state written by one call is read by the next
 
 
 class CheckError(MemplanError, AssertionError):
@@ -87,9 +87,9 @@ def _tensor(x) -> torch.Tensor:
     return x.detach().clone() if isinstance(x, torch.Tensor) else torch.tensor(x)
 
 
-def check_same_outputs(before: bytes, after: bytes, seed: int = 0) -> int:
+def check_same_outputs(before: bytes, after: bytes, seed: int = 0, rounds: int = ROUNDS) -> int:
     """Raise CheckError unless both programs give bit-identical outputs; return the calls compared."""
-    calls = random_calls(before, seed)
+    calls = random_calls(before, seed, rounds)
     try:
         want = run(before, calls)
     except Exception as exc:  # noqa: BLE001 - say which side failed
