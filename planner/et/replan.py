@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from memplan import solvers
+from memplan.planner.errors import MemplanError
 from memplan.planner.et.compat import serialize_pte_binary
-from memplan.planner.et.pte import DEFAULT_ALIGNMENT, MethodLayout, ProgramLayout, read_program
-from memplan.planner.problem import Plan, ProblemError, check_plan
+from memplan.planner.et.pte import DEFAULT_ALIGNMENT, MethodLayout, ProgramLayout, PteError, read_program
+from memplan.planner.problem import Plan, check_plan
 
 DEFAULT_SOLVER = "cpsat"
 DEFAULT_TIME_LIMIT_S = 5.0
@@ -65,13 +66,17 @@ def replan(
     program = read_program(source, alignment)
     reports = [_replan_method(m, solver, time_limit_s, require_saving) for m in program.methods.values()]
     if not any(r.plan is not None for r in reports):
-        data = source if isinstance(source, bytes) else Path(source).read_bytes()
-        return Replan(bytes(data), reports, program)
+        return Replan(program.data, reports, program)
     for report in reports:
         if report.plan is not None:
             _write(program, program.methods[report.method], report)
-    data = bytes(serialize_pte_binary(program.pte, extract_delegate_segments=True))
-    return Replan(data, reports, program)
+    try:
+        written = bytes(serialize_pte_binary(program.pte, extract_delegate_segments=True))
+    except Exception as exc:  # noqa: BLE001 - what read back from a damaged file may not serialize
+        raise PteError(
+            f"{program.path or 'data'}: cannot write the program back ({type(exc).__name__}: {exc})"
+        ) from None
+    return Replan(written, reports, program)
 
 
 def _replan_method(
@@ -85,8 +90,8 @@ def _replan_method(
     try:
         plan = solvers.solve(problem, solver, time_limit_s=time_limit_s)
         check_plan(problem, plan)
-    except ProblemError as exc:
-        report.kept_because = f"{solver} failed: {str(exc).splitlines()[0]}"
+    except MemplanError as exc:  # the input's fault or the solver's: either way the file's layout stays
+        report.kept_because = f"{solver} failed: {(str(exc).splitlines() or [type(exc).__name__])[0]}"
         return report
     after = list(layout.arenas)
     for pool, size in plan.arena_sizes.items():
