@@ -1,0 +1,220 @@
+"""Run two builds of one program in `executorch.runtime` on the same random inputs and compare outputs.
+
+Used by `memplan replan --check`: a re-planned program must give bit-identical outputs to the file it
+came from. Every method is loaded before the first call (as a deployment would, so host methods share
+arenas and state), then the methods run in file order, twice, so state written by one call is read by
+the next. Integer inputs are 0 or 1 (valid token ids and positions for any model), floats are normal.
+
+With `isolated` (what the command does) both programs run in a child process: a program that aborts
+the runtime (ExecuTorch's checks end the process) becomes a `CheckError` naming the program, the
+signal and the runtime's last log line, instead of the end of memplan.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing
+import os
+import signal
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+from executorch.exir import schema
+from executorch.exir.scalar_type import ScalarType
+
+from memplan.planner.compat import deserialize_pte_binary
+
+TORCH_DTYPES = {
+    ScalarType.BYTE: torch.uint8,
+    ScalarType.CHAR: torch.int8,
+    ScalarType.SHORT: torch.int16,
+    ScalarType.INT: torch.int32,
+    ScalarType.LONG: torch.int64,
+    ScalarType.HALF: torch.float16,
+    ScalarType.FLOAT: torch.float32,
+    ScalarType.DOUBLE: torch.float64,
+    ScalarType.BOOL: torch.bool,
+    ScalarType.BFLOAT16: torch.bfloat16,
+}
+ROUNDS = 2
+MAX_INPUT_ELEMENTS = 1 << 26  # 256 MiB of floats: a larger input is a damaged file, not a model to run
+CHECK_TIMEOUT_S = 600.0
+
+
+class CheckError(AssertionError):
+    """The two programs disagree, or one of them cannot run; the message names the call and output."""
+
+
+class OriginalFailsError(CheckError):
+    """The original program cannot be run (no inputs can be made for it, or it fails): the input's fault."""
+
+
+def random_calls(data: bytes, seed: int = 0, rounds: int = ROUNDS) -> list[tuple[str, list]]:
+    """(method, inputs) for every method in file order, `rounds` times, from the inputs' types in the file."""
+    program = deserialize_pte_binary(data).program
+    generator = torch.Generator().manual_seed(seed)
+    calls = []
+    for _ in range(rounds):
+        for plan in program.execution_plan:
+            calls.append((plan.name, [_random_input(plan, i, generator) for i in plan.inputs]))
+    return calls
+
+
+def _random_input(plan: schema.ExecutionPlan, value: int, generator: torch.Generator):
+    if not 0 <= value < len(plan.values):
+        raise OriginalFailsError(f"{plan.name}: input {value} names no value of the method")
+    val = plan.values[value].val
+    if isinstance(val, schema.Int):
+        return 1
+    if isinstance(val, schema.Bool):
+        return True
+    if isinstance(val, schema.Double):
+        return 0.5
+    if not isinstance(val, schema.Tensor):
+        raise OriginalFailsError(
+            f"{plan.name}: input value {value} is a {type(val).__name__}; cannot make one up"
+        )
+    known = val.scalar_type in ScalarType._value2member_map_
+    dtype = TORCH_DTYPES.get(ScalarType(val.scalar_type)) if known else None
+    if dtype is None:
+        raise OriginalFailsError(
+            f"{plan.name}: input value {value} has element type {val.scalar_type}; cannot make one up"
+        )
+    shape = tuple(val.sizes)
+    if any(d < 0 for d in shape) or math.prod(shape) > MAX_INPUT_ELEMENTS:
+        raise OriginalFailsError(
+            f"{plan.name}: input value {value} has sizes {list(shape)}; cannot make up such an input"
+            f" (dimensions must not be negative, at most {MAX_INPUT_ELEMENTS:,} elements)"
+        )
+    if dtype.is_floating_point:
+        return torch.randn(shape, generator=generator).to(dtype)
+    if dtype is torch.bool:
+        return torch.randint(0, 2, shape, generator=generator).bool()
+    return torch.randint(0, 2, shape, generator=generator).to(dtype)
+
+
+def run(data: bytes, calls: Sequence[tuple[str, list]]) -> list[list[torch.Tensor]]:
+    """Load the program once, load every method, run `calls` in order; each call's outputs."""
+    from executorch.runtime import Runtime
+
+    program = Runtime.get().load_program(data)
+    methods = {name: program.load_method(name) for name in sorted(program.method_names)}
+    results = []
+    for name, inputs in calls:
+        outputs = methods[name].execute([x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        results.append([_tensor(x) for x in outputs])
+    return results
+
+
+def _tensor(x) -> torch.Tensor:
+    return x.detach().clone() if isinstance(x, torch.Tensor) else torch.tensor(x)
+
+
+def check_same_outputs(
+    before: bytes, after: bytes, seed: int = 0, isolated: bool = True, timeout_s: float = CHECK_TIMEOUT_S
+) -> int:
+    """Raise CheckError unless both programs give bit-identical outputs; return the calls compared.
+
+    `isolated` runs them in a child process (see the module's docstring); an `OriginalFailsError`
+    says the original itself cannot run, which is no fault of the re-planned one.
+    """
+    try:
+        calls = random_calls(before, seed)
+    except CheckError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - the original's own description is at fault
+        raise OriginalFailsError(f"cannot make up inputs: {type(exc).__name__}: {exc}") from None
+    outcomes = (
+        _run_isolated([before, after], calls, timeout_s) if isolated else _run_here([before, after], calls)
+    )
+    for which, (_, error) in zip(("original", "re-planned"), outcomes):
+        if error:
+            fault = OriginalFailsError if which == "original" else CheckError
+            raise fault(f"the {which} program does not run: {error}")
+    want, got = (outcome for outcome, _ in outcomes)
+    for i, ((method, _), g, w) in enumerate(zip(calls, got, want)):
+        if len(g) != len(w):
+            raise CheckError(f"call {i} ({method}): {len(g)} outputs, the original gives {len(w)}")
+        for j, (a, b) in enumerate(zip(g, w)):
+            if a.dtype != b.dtype or a.shape != b.shape or not _same_bits(a, b):
+                diff = (a.double() - b.double()).abs().max().item() if a.shape == b.shape else float("nan")
+                raise CheckError(
+                    f"call {i} ({method}) output {j} differs from the original (max abs diff {diff:.3g})"
+                )
+    return len(calls)
+
+
+Outcome = tuple[list[list[torch.Tensor]], str]  # each call's outputs, or "" and what went wrong
+
+
+def _run_here(programs: Sequence[bytes], calls: Sequence[tuple[str, list]]) -> list[Outcome]:
+    outcomes: list[Outcome] = []
+    for data in programs:
+        try:
+            outcomes.append((run(data, calls), ""))
+        except Exception as exc:  # noqa: BLE001 - say which side failed
+            outcomes.append(([], f"{type(exc).__name__}: {exc}"))
+            break
+    return outcomes
+
+
+def _child(conn, log: str, programs: Sequence[bytes], calls: Sequence[tuple[str, list]]) -> None:
+    """Run each program in turn, sending each outcome as it comes; the runtime's log goes to `log`."""
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    for data in programs:
+        outcome = _run_here([data], calls)[0]
+        conn.send(outcome)
+        if outcome[1]:
+            break
+    conn.close()
+
+
+def _run_isolated(
+    programs: Sequence[bytes], calls: Sequence[tuple[str, list]], timeout_s: float
+) -> list[Outcome]:
+    """`_run_here` in a spawned child; a child that dies or hangs ends the list with what happened."""
+    context = multiprocessing.get_context("spawn")
+    receive, send = context.Pipe(duplex=False)
+    with tempfile.TemporaryDirectory(prefix="memplan-check-") as folder:
+        log = str(Path(folder) / "runtime.log")
+        child = context.Process(target=_child, args=(send, log, list(programs), list(calls)), daemon=True)
+        child.start()
+        send.close()
+        outcomes: list[Outcome] = []
+        try:
+            while len(outcomes) < len(programs) and not (outcomes and outcomes[-1][1]):
+                if not receive.poll(timeout_s):
+                    child.kill()
+                    outcomes.append(([], f"it did not finish in {timeout_s:g} s"))
+                    break
+                outcomes.append(receive.recv())
+        except EOFError:  # the child died before sending
+            child.join()
+            outcomes.append(([], _death(child.exitcode, log)))
+        child.join()
+    return outcomes
+
+
+def _death(exitcode: int | None, log: str) -> str:
+    """How the child ended, with the runtime's last log line."""
+    try:
+        lines = [line.strip() for line in Path(log).read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        lines = []
+    last = f"; the runtime's last words: {lines[-1][:300]}" if lines else ""
+    if exitcode is not None and exitcode < 0:
+        name = (
+            signal.Signals(-exitcode).name if -exitcode in signal.valid_signals() else f"signal {-exitcode}"
+        )
+        return f"the runtime ended the process with {name}{last}"
+    return f"the process exited with code {exitcode}{last}"
+
+
+def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return (
+        torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8)) if a.numel() else True
+    )
