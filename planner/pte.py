@@ -164,16 +164,18 @@ def read_program(source: str | Path | bytes, alignment: int = DEFAULT_ALIGNMENT)
         pte = deserialize_pte_binary(data)
     except Exception as exc:  # noqa: BLE001 - any parse failure is "not a program"
         raise PteError(f"{where}: not an ExecuTorch program ({type(exc).__name__}: {exc})") from None
-    for plan in pte.program.execution_plan:
-        check_method(plan, ELEMENT_BYTES, where)
     try:
+        for plan in pte.program.execution_plan:
+            check_method(plan, ELEMENT_BYTES, where)
         scans = [_scan(plan) for plan in pte.program.execution_plan]
         pinned = {scan.layout.name: scan.pinned_ranges() for scan in scans}
         methods = {}
         for scan in scans:
             others = [r for name, ranges in pinned.items() if name != scan.layout.name for r in ranges]
             methods[scan.layout.name] = scan.build(others, alignment)
-    except (ArithmeticError, LookupError, TypeError, ValueError) as exc:
+    except PteError:
+        raise
+    except (ArithmeticError, AttributeError, LookupError, TypeError, ValueError) as exc:
         # Damage check_method does not look for (a field of an unexpected type, a clash of names): the
         # file is still at fault, and the message says where the reading stopped.
         raise PteError(f"{where}: a malformed program ({type(exc).__name__}: {exc})") from None

@@ -9,7 +9,7 @@ travel unchanged).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from memplan import solvers
@@ -40,11 +40,11 @@ class MethodReplan:
 
 @dataclass
 class Replan:
-    """The re-planned program's bytes and one entry per method."""
+    """The re-planned program's bytes, one entry per method, and the program as read (`program.data`)."""
 
     data: bytes
-    methods: list[MethodReplan] = field(default_factory=list)
-    program: ProgramLayout | None = None
+    methods: list[MethodReplan]
+    program: ProgramLayout
 
     @property
     def changed(self) -> bool:

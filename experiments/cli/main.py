@@ -9,6 +9,7 @@ ends with one `memplan: error: ...` line and exit code 2.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -26,7 +27,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    print(f"memplan: error: {message}", file=sys.stderr)
+    one_line = message.replace("\r", "\\r").replace("\n", "\\n")  # a file name may hold a newline
+    print(f"memplan: error: {one_line}", file=sys.stderr)
     sys.exit(code)
 
 
@@ -269,8 +271,8 @@ def _inspect(args: argparse.Namespace) -> int:
     try:
         with library_warnings_silenced():
             program = read_program(args.program, args.alignment)
-    except PteError as exc:
-        _fail(str(exc), FAILURE_EXIT)
+    except PteError as exc:  # the file's fault, as a bad argument is
+        _fail(str(exc), USAGE_EXIT)
     print(inspect_pte.format_program(program, tensors=not args.brief), end="")
     if args.out:
         try:
@@ -294,20 +296,24 @@ def _replan(args: argparse.Namespace) -> int:
     sweep_grid.check_alignment(args.alignment)
     sweep_grid.check_time_limit(args.time_limit)
     out = Path(args.out)
-    if out.resolve() == Path(args.program).resolve():
+    if os.path.realpath(out) == os.path.realpath(args.program):  # realpath: no error on a symlink loop
         raise sweep_grid.SweepConfigError("--out must differ from the input program")
     try:
         with library_warnings_silenced():
             result = replan(args.program, args.solver, args.time_limit, args.alignment)
-    except PteError as exc:
-        _fail(str(exc), FAILURE_EXIT)
+    except PteError as exc:  # the file's fault, as a bad argument is
+        _fail(str(exc), USAGE_EXIT)
     print(inspect_pte.format_replan(result), end="")
-    if args.check:
-        from memplan.experiments.zoo.pte_check import CheckError, check_same_outputs
+    if args.check and not result.changed:
+        print("check: nothing was re-planned, the output is the input's bytes", file=sys.stderr)
+    elif args.check:
+        from memplan.experiments.zoo.pte_check import CheckError, OriginalFailsError, check_same_outputs
 
         try:
             with library_warnings_silenced():
-                calls = check_same_outputs(Path(args.program).read_bytes(), result.data)
+                calls = check_same_outputs(result.program.data, result.data)
+        except OriginalFailsError as exc:
+            _fail(f"cannot check, {args.out} not written: {exc}", USAGE_EXIT)
         except CheckError as exc:
             _fail(f"check failed, {args.out} not written: {exc}", FAILURE_EXIT)
         print(f"check: {calls} calls, outputs identical to {args.program}", file=sys.stderr)

@@ -5,17 +5,18 @@ came from. Every method is loaded before the first call (as a deployment would, 
 arenas and state), then the methods run in file order, twice, so state written by one call is read by
 the next. Integer inputs are 0 or 1 (valid token ids and positions for any model), floats are normal.
 
-With `isolated` (what the command does) both programs run in a child process: a program that aborts
-the runtime (ExecuTorch's checks end the process) becomes a `CheckError` naming the program, the
-signal and the runtime's last log line, instead of the end of memplan.
+With `isolated` (what the command does) both programs run in a child process (`pte_run`): a program
+that aborts the runtime (ExecuTorch's checks end the process) becomes a `CheckError` naming the
+program, the signal and the runtime's last log line, instead of the end of memplan.
 """
 
 from __future__ import annotations
 
 import math
-import multiprocessing
-import os
+import pickle
 import signal
+import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,6 +25,8 @@ import torch
 from executorch.exir import schema
 from executorch.exir.scalar_type import ScalarType
 
+from memplan.experiments.zoo import pte_run
+from memplan.experiments.zoo.pte_run import run
 from memplan.planner.compat import deserialize_pte_binary
 
 TORCH_DTYPES = {
@@ -95,23 +98,6 @@ def _random_input(plan: schema.ExecutionPlan, value: int, generator: torch.Gener
     return torch.randint(0, 2, shape, generator=generator).to(dtype)
 
 
-def run(data: bytes, calls: Sequence[tuple[str, list]]) -> list[list[torch.Tensor]]:
-    """Load the program once, load every method, run `calls` in order; each call's outputs."""
-    from executorch.runtime import Runtime
-
-    program = Runtime.get().load_program(data)
-    methods = {name: program.load_method(name) for name in sorted(program.method_names)}
-    results = []
-    for name, inputs in calls:
-        outputs = methods[name].execute([x.clone() if isinstance(x, torch.Tensor) else x for x in inputs])
-        results.append([_tensor(x) for x in outputs])
-    return results
-
-
-def _tensor(x) -> torch.Tensor:
-    return x.detach().clone() if isinstance(x, torch.Tensor) else torch.tensor(x)
-
-
 def check_same_outputs(
     before: bytes, after: bytes, seed: int = 0, isolated: bool = True, timeout_s: float = CHECK_TIMEOUT_S
 ) -> int:
@@ -160,58 +146,47 @@ def _run_here(programs: Sequence[bytes], calls: Sequence[tuple[str, list]]) -> l
     return outcomes
 
 
-def _child(conn, log: str, programs: Sequence[bytes], calls: Sequence[tuple[str, list]]) -> None:
-    """Run each program in turn, sending each outcome as it comes; the runtime's log goes to `log`."""
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    for data in programs:
-        outcome = _run_here([data], calls)[0]
-        conn.send(outcome)
-        if outcome[1]:
-            break
-    conn.close()
-
-
 def _run_isolated(
     programs: Sequence[bytes], calls: Sequence[tuple[str, list]], timeout_s: float
 ) -> list[Outcome]:
-    """`_run_here` in a spawned child; a child that dies or hangs ends the list with what happened."""
-    context = multiprocessing.get_context("spawn")
-    receive, send = context.Pipe(duplex=False)
-    with tempfile.TemporaryDirectory(prefix="memplan-check-") as folder:
-        log = str(Path(folder) / "runtime.log")
-        child = context.Process(target=_child, args=(send, log, list(programs), list(calls)), daemon=True)
-        child.start()
-        send.close()
-        outcomes: list[Outcome] = []
+    """`_run_here` in a child process (the `pte_run` script); one that dies or hangs ends the list with why."""
+    with tempfile.TemporaryDirectory(prefix="memplan-check-") as name:
+        folder = Path(name)
+        (folder / pte_run.JOB_FILE).write_bytes(
+            pickle.dumps({"programs": list(programs), "calls": list(calls)})
+        )
         try:
-            while len(outcomes) < len(programs) and not (outcomes and outcomes[-1][1]):
-                if not receive.poll(timeout_s):
-                    child.kill()
-                    outcomes.append(([], f"it did not finish in {timeout_s:g} s"))
-                    break
-                outcomes.append(receive.recv())
-        except EOFError:  # the child died before sending
-            child.join()
-            outcomes.append(([], _death(child.exitcode, log)))
-        child.join()
+            done = subprocess.run(
+                [sys.executable, pte_run.__file__, str(folder)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                timeout=timeout_s,
+            )
+            death = "" if done.returncode == 0 else _death(done.returncode, done.stderr)
+        except subprocess.TimeoutExpired:
+            death = f"it did not finish in {timeout_s:g} s"
+        outcomes: list[Outcome] = []
+        for index in range(len(programs)):
+            path = pte_run.outcome_file(folder, index)
+            if not path.exists():
+                outcomes.append(([], death or "the child process left no outcome"))
+                break
+            outcomes.append(pickle.loads(path.read_bytes()))
+            if outcomes[-1][1]:
+                break
     return outcomes
 
 
-def _death(exitcode: int | None, log: str) -> str:
+def _death(returncode: int, stderr: bytes) -> str:
     """How the child ended, with the runtime's last log line."""
-    try:
-        lines = [line.strip() for line in Path(log).read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        lines = []
+    lines = [line.strip() for line in stderr.decode(errors="replace").splitlines() if line.strip()]
     last = f"; the runtime's last words: {lines[-1][:300]}" if lines else ""
-    if exitcode is not None and exitcode < 0:
-        name = (
-            signal.Signals(-exitcode).name if -exitcode in signal.valid_signals() else f"signal {-exitcode}"
-        )
+    if returncode < 0:
+        number = -returncode
+        name = signal.Signals(number).name if number in signal.valid_signals() else f"signal {number}"
         return f"the runtime ended the process with {name}{last}"
-    return f"the process exited with code {exitcode}{last}"
+    return f"the process exited with code {returncode}{last}"
 
 
 def _same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
