@@ -67,9 +67,11 @@ def _check_instruction(plan, instr, where: str, value, n_instructions: int, meth
         _each(value, (instr.move_from, instr.move_to), f"{where}: a move")
     elif isinstance(instr, schema.JumpFalseCall):
         value(instr.cond_value_index, f"{where}: a jump's condition")
-        _in_range(
-            instr.destination_instruction, n_instructions, f"{method}: {where} jumps to", "instructions"
-        )
+        destination = instr.destination_instruction  # the end of the chain (n) is a place to jump to
+        if not isinstance(destination, int) or not 0 <= destination <= n_instructions:
+            raise PteError(
+                f"{method}: {where} jumps to {destination!r}, past the chain's {n_instructions} instructions"
+            )
     elif isinstance(instr, schema.FreeCall):
         value(instr.value_index, f"{where}: a free")
 

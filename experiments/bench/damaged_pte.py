@@ -1,6 +1,6 @@
 """`memplan inspect` and `memplan replan --check` on damaged and hostile `.pte` files, every outcome counted.
 
-    python -m memplan.experiments.bench.damaged_pte [--models cat_seed,multi_method_cache,ds_cnn_xnnpack]
+    python -m memplan.experiments.bench.damaged_pte [--models cat_seed,multi_method_cache,ds_cnn_xnnpack,lstm]
         [--per-kind 20] [--seed 0] [--commands inspect,replan] [--solver bestfit] [--jobs 2]
 
 Each model is lowered with ExecuTorch's stock planner; from its bytes come damaged copies (bit flips,
@@ -27,7 +27,12 @@ from pathlib import Path
 
 import pandas as pd
 
-DEFAULT_MODELS = ("cat_seed", "multi_method_cache", "ds_cnn_xnnpack")
+DEFAULT_MODELS = (
+    "cat_seed",
+    "multi_method_cache",
+    "ds_cnn_xnnpack",
+    "lstm",
+)  # lstm: replan shrinks it, so --check runs
 KINDS = ("bit flips", "truncation", "random bytes", "header edit", "hostile path")
 OUTCOMES = ("ok", "clean error", "failure", "unclear", "traceback", "abort")
 BAD_OUTCOMES = OUTCOMES[3:]
@@ -67,11 +72,9 @@ def damaged_copies(data: bytes, per_kind: int, rng: random.Random) -> list[tuple
         copies.append(("truncation", f"first {end} bytes", data[:end]))
     for _ in range(per_kind):
         start = rng.randrange(len(data))
-        length = rng.choice((4, 16, 64, 256))
+        length = min(rng.choice((4, 16, 64, 256)), len(data) - start)
         noise = bytes(rng.randrange(256) for _ in range(length))
-        copies.append(
-            ("random bytes", f"{length} at {start}", (data[:start] + noise + data[start + length :]))
-        )
+        copies.append(("random bytes", f"{length} at {start}", data[:start] + noise + data[start + length :]))
     edits = _header_edits(len(data))
     for label, position, value in rng.sample(edits, min(per_kind, len(edits))):
         damaged = bytearray(data)
@@ -174,12 +177,13 @@ def run_case(task: tuple[Case, str, str]) -> dict:
     from memplan.experiments.cli import main as cli
 
     out, err = io.StringIO(), io.StringIO()
+    code: int | str | None
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             code = cli.main(case.argv(out_folder, solver))
     except SystemExit as exc:
         code = exc.code
-    except BaseException as exc:  # noqa: BLE001 - an escaped exception is the outcome being counted
+    except Exception as exc:  # noqa: BLE001 - an escaped exception is the outcome being counted
         return {"outcome": "traceback", "detail": f"{type(exc).__name__}: {exc}"[:200]}
     lines = err.getvalue().splitlines()
     errors = [line for line in lines if line.startswith("memplan: error: ")]
