@@ -25,6 +25,7 @@ type of unknown size, the method's problem is not derived and `MethodLayout.cann
 from __future__ import annotations
 
 import math
+import stat
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -183,10 +184,18 @@ def read_program(source: str | Path | bytes, alignment: int = DEFAULT_ALIGNMENT)
 
 
 def _bytes_of(source: str | Path | bytes) -> tuple[bytes, str]:
+    """The bytes of a program given as bytes or a path; a path must name a regular file.
+
+    Reading a device or a pipe (`/dev/zero`, `/dev/stdin`) would never end, so only regular files are read.
+    """
     if isinstance(source, (bytes, bytearray)):
         return bytes(source), ""
     path = Path(source)
     try:
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):
+            what = "a directory" if stat.S_ISDIR(mode) else "a device, pipe or socket"
+            raise PteError(f"cannot read {str(path)!r}: it is {what}, not a file")
         return path.read_bytes(), str(path)
     except OSError as exc:
         raise PteError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None

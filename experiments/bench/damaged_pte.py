@@ -135,6 +135,7 @@ def hostile_paths(folder: Path, program: Path) -> list[tuple[str, Path]]:
         ("missing file", folder / "missing.pte"),
         ("no read permission", unreadable),  # root reads it anyway: then it is the plain program
         ("name with a newline", _renamed(program, folder / "new\nline.pte")),
+        *([("a character device", Path("/dev/zero"))] if Path("/dev/zero").exists() else []),
     ]
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from executorch.exir import schema
@@ -114,7 +115,8 @@ def test_inspect_and_replan_give_one_error_line_and_exit_2_for_damage_and_hostil
     for path, says in (
         (damaged, "an argument names value 12"),
         (loop, "Too many levels of symbolic links"),
-        (folder, "Is a directory"),
+        (folder, "it is a directory, not a file"),
+        (Path("/dev/zero"), "it is a device, pipe or socket, not a file"),  # reading it would never end
         (newline, "bad\\nname.pte: not an ExecuTorch program"),
     ):
         for argv in (
