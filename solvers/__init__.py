@@ -71,7 +71,7 @@ REGISTRY: dict[str, SolverEntry] = {
             "cpsat",
             "memplan.solvers.cpsat:solve_cpsat",
             "memplan.solvers.cpsat:CpsatParams",
-            dataclasses.replace(_EXACT, banks=True),
+            dataclasses.replace(_EXACT, banks=True, fixed_in_banks=True),
             fallback=("bestfit", "greedy"),
             bank_fallback=("banked_bestfit",),
             reproducible="option",
@@ -101,7 +101,7 @@ BANK_ONLY: dict[str, SolverEntry] = {
             "banked_bestfit",
             "memplan.solvers.banked_bestfit:solve_banked_bestfit",
             "memplan.solvers.banked_bestfit:BankedBestfitParams",
-            dataclasses.replace(_PLACEMENT, banks=True),
+            dataclasses.replace(_PLACEMENT, banks=True, fixed_in_banks=True),
             reproducible="untimed",
         ),
     )
@@ -242,11 +242,9 @@ def solve(
             spec.check(target, alternatives(target))
             plan = get_solver(solver)(target, params, time_limit_s=time_limit_s)
     except InfeasibleError as err:
-        if not planned_exactly(problem) and "not proven" not in str(err):
-            err.proven = False
-            err.add_note(
-                "not proven infeasible: gaps whose window starts above the offset were planned"
-                " with the bytes below the window in use"
+        if not planned_exactly(problem):
+            err.withdraw(
+                "gaps whose window starts above the offset were planned with the bytes below the window in use"
             )
         raise
     placed = place_in_banks(problem, plan.pools)

@@ -150,7 +150,8 @@ def solve_reproducibly(
         elif infeasible and not minimise:
             raise InfeasibleError(
                 f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
-                f" (lower bound per pool: {bounds})"
+                f" (lower bound per pool: {bounds})",
+                proven=True,
             )
         if search == "skyline":
             return _or_fail(finish, best, heuristic, capacity, "not proven: skyline searches only")
@@ -164,7 +165,8 @@ def solve_reproducibly(
             raise RuntimeError("cpsat: model without capacity reported infeasible; this is a bug")
         raise InfeasibleError(
             f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
-            f" (lower bound per pool: {bounds})"
+            f" (lower bound per pool: {bounds})",
+            proven=True,
         )
     if status == cp_model.MODEL_INVALID:  # e.g. domains summing past int64: coordinates near 2^62
         return _or_fail(

@@ -257,7 +257,8 @@ def overlapping_pairs(units: Sequence[Unit]) -> PairSizes:
     by_pool: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
     for u in units:
         for r in u.rects:
-            by_pool[r.pool].append((r.start, r.end, r.size, u.index))
+            if r.size:  # a rectangle holding no bytes conflicts with nothing
+                by_pool[r.pool].append((r.start, r.end, r.size, u.index))
     pairs: PairSizes = {}
     for rects in by_pool.values():
         live: set[int] = set()

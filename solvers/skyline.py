@@ -114,6 +114,8 @@ class Skyline:
         if i == j:
             return
         ui, uj = self.units[i], self.units[j]
+        if not size_a or not size_b:  # one holds no bytes: nothing to keep apart
+            return
         if ui.fixed is not None and uj.fixed is not None:
             if ui.fixed < uj.fixed + size_b and uj.fixed < ui.fixed + size_a:
                 raise InfeasibleError(

@@ -1,6 +1,6 @@
 """Tiny ExecuTorch programs and recording passes for the planner tests.
 
-Each tiny model is a `ZooModel`, so `experiments.runtime` lowers it (with any
+Each tiny model is a `ZooModel`, so `experiments.zoo.runtime` lowers it (with any
 planning pass), runs it in executorch.runtime and compares it with eager.
 """
 

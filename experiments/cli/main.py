@@ -1,9 +1,11 @@
 """`memplan`: sweeps, single-model plans, Gantt plots, problem export, .pte inspection and re-planning, CSV benchmarks.
 
-Only argument parsing and printing live here; the work is in experiments.sweep,
-experiments.one_model, experiments.inspect_pte, experiments.bench and experiments.catalog. A mistake
-in the command line (unknown model or solver, bad setting, unwritable output)
-ends with one `memplan: error: ...` line and exit code 2.
+Only argument parsing and printing live here (flags spelled as every benchmark script spells them,
+experiments.cli.args); the work is in experiments.sweep, experiments.cli.one_model,
+experiments.cli.inspect, experiments.cli.bench_csv and experiments.cli.listing. Any `MemplanError`
+(memplan.errors: an unknown model or solver, a bad setting, an unwritable output is a `UsageError`)
+ends with one `memplan: error: ...` line and exit code 2; a model or program that cannot be planned
+ends with that line and exit code 1.
 """
 
 from __future__ import annotations
@@ -14,6 +16,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
+
+from memplan.errors import MemplanError, UsageError
 
 USAGE_EXIT = 2
 FAILURE_EXIT = 1
@@ -34,6 +38,7 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def build_parser() -> argparse.ArgumentParser:
     from memplan import __version__
+    from memplan.experiments.cli import args as script_args
     from memplan.experiments.cli.one_model import DEFAULT_ALIGNMENT
     from memplan.experiments.sweep import grid as sweep_grid
     from memplan.experiments.sweep import run as sweep
@@ -45,10 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("sweep", help="run models x solvers x settings into a results folder")
-    p.add_argument(
-        "--models", help="comma-separated zoo models, .pt2 files or path/file.py:factory (default: the zoo)"
-    )
-    p.add_argument("--solvers", help="comma-separated solvers (default: all registered)")
+    script_args.add_models(p)
+    script_args.add_solvers(p)
     p.add_argument("--out", default=sweep.DEFAULT_OUT, help="output folder (default: %(default)s)")
     p.add_argument(
         "--alignment",
@@ -60,12 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join("on" if f else "off" for f in sweep_grid.DEFAULT_CAT_FUSION),
         help="on, off or on,off (default: %(default)s)",
     )
-    p.add_argument(
-        "--time-limit",
-        type=float,
-        default=sweep_grid.DEFAULT_TIME_LIMIT_S,
-        help="seconds per solve for time-limited solvers (default: %(default)s)",
-    )
+    script_args.add_time_limit(p)
     p.add_argument("--check", action="store_true", help="run every program and compare with eager PyTorch")
     p.add_argument(
         "--memory-map",
@@ -96,9 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
     p.add_argument("--method", help="only this method (default: all)")
-    p.add_argument(
-        "--time-limit", type=float, default=sweep_grid.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
-    )
+    script_args.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
     p.add_argument("--plot", metavar="FILE", help="also write the Gantt chart (.png, .svg or .pdf)")
@@ -107,9 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--solver", required=True)
     p.add_argument("--method", help="only this method (default: all, stacked)")
-    p.add_argument(
-        "--time-limit", type=float, default=sweep_grid.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
-    )
+    script_args.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
     p.add_argument("--out", required=True, metavar="FILE", help=".png, .svg or .pdf")
@@ -134,9 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("program", metavar="IN.pte")
     p.add_argument("--out", required=True, metavar="OUT.pte")
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
-    p.add_argument(
-        "--time-limit", type=float, default=sweep_grid.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
-    )
+    script_args.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument(
         "--check",
@@ -146,8 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench-csv", help="solve a folder of MiniMalloc CSV problems and print a table")
     p.add_argument("dir")
-    p.add_argument("--solvers", default="bestfit,cpsat", help="comma-separated (default: %(default)s)")
-    p.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve (default: %(default)s)")
+    script_args.add_solvers(p, ("bestfit", "cpsat"))
+    script_args.add_time_limit(p)
     p.add_argument(
         "--capacity-from-name",
         action="store_true",
@@ -162,23 +154,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from memplan.errors import SolverOptionError
-    from memplan.experiments import zoo
-    from memplan.experiments.sweep.executors import ExecutorUnavailableError
-    from memplan.experiments.sweep.grid import SweepConfigError
-
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.error("choose a command: " + ", ".join(_COMMANDS))
     try:
         return _COMMANDS[args.command](args)
-    except (
-        SweepConfigError,
-        zoo.UnknownModelError,
-        SolverOptionError,
-        ExecutorUnavailableError,
-    ) as exc:
+    except MemplanError as exc:
         _fail(str(exc), USAGE_EXIT)
     except KeyboardInterrupt:
         _fail("interrupted", FAILURE_EXIT)
@@ -192,7 +174,7 @@ def _sweep(args: argparse.Namespace) -> int:
     df = sweep.sweep(
         out=args.out,
         models=sweep_grid.parse_list(args.models, "model") if args.models else None,
-        solvers=sweep_grid.parse_list(args.solvers, "solver") if args.solvers else None,
+        solvers=args.solvers,
         alignments=sweep_grid.parse_list(args.alignment, "alignment", int),
         cat_fusion=sweep_grid.parse_switches(args.cat_fusion),
         time_limit_s=args.time_limit,
@@ -254,7 +236,7 @@ def _one_switch(text: str) -> list[bool]:
 
     switches = sweep_grid.parse_switches(text)
     if len(switches) != 1:
-        raise sweep_grid.SweepConfigError(f"--cat-fusion takes one value here (on or off), got {text!r}")
+        raise UsageError(f"--cat-fusion takes one value here (on or off), got {text!r}")
     return switches
 
 
@@ -297,7 +279,7 @@ def _replan(args: argparse.Namespace) -> int:
     sweep_grid.check_time_limit(args.time_limit)
     out = Path(args.out)
     if os.path.realpath(out) == os.path.realpath(args.program):  # realpath: no error on a symlink loop
-        raise sweep_grid.SweepConfigError("--out must differ from the input program")
+        raise UsageError("--out must differ from the input program")
     try:
         with library_warnings_silenced():
             result = replan(args.program, args.solver, args.time_limit, args.alignment)
@@ -320,7 +302,7 @@ def _replan(args: argparse.Namespace) -> int:
     try:
         out.write_bytes(result.data)
     except OSError as exc:
-        raise sweep_grid.SweepConfigError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
     print(
         f"wrote {out}" + ("" if result.changed else " (unchanged: no method could be improved)"),
         file=sys.stderr,
@@ -343,18 +325,17 @@ def _export_problem(args: argparse.Namespace) -> int:
 def _bench_csv(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import bench_csv as bench
     from memplan.experiments.cli.tables import markdown
-    from memplan.experiments.sweep import grid as sweep_grid
 
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
-        raise sweep_grid.SweepConfigError(f"--out {args.out!r} must end in .csv or .parquet")
+        raise UsageError(f"--out {args.out!r} must end in .csv or .parquet")
     if out is not None and out.suffix.lower() == ".parquet":
         from memplan.experiments.sweep.results import require_pyarrow
 
         require_pyarrow()
     df = bench.bench_csv(
         args.dir,
-        sweep_grid.parse_list(args.solvers, "solver"),
+        args.solvers,
         args.time_limit,
         capacity_from_name=args.capacity_from_name,
         progress=not args.quiet,
@@ -366,7 +347,7 @@ def _bench_csv(args: argparse.Namespace) -> int:
                 out, index=False
             )
         except OSError as exc:
-            raise sweep_grid.SweepConfigError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
+            raise UsageError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
         print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -12,13 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from memplan.experiments.sweep.grid import (
-    SweepConfigError,
-    check_alignment,
-    check_choice,
-    check_time_limit,
-    prepare_out,
-)
+from memplan.errors import UsageError
+from memplan.experiments.sweep.grid import check_alignment, check_choice, check_time_limit, prepare_out
 from memplan.experiments.sweep.table import RENAMED
 from memplan.experiments.zoo.lowering import Lowered, library_warnings_silenced, lower_planned, stock_arenas
 from memplan.problem import Problem
@@ -96,17 +91,17 @@ def plan_model(
 
 
 def format_summary(result: ModelPlan) -> str:
-    """A title line, then the summary as a Markdown table (experiments.tables: positive saving = smaller)."""
+    """A title line, then the summary as a Markdown table (experiments.cli.tables: positive saving = smaller)."""
     from memplan.experiments.cli.tables import markdown
 
     return f"{result.model}: solver {result.solver}\n" + markdown(result.summary)
 
 
 def check_figure_path(path: str | Path) -> Path:
-    """`path` if its suffix is a figure format we write, else SweepConfigError."""
+    """`path` if its suffix is a figure format we write, else UsageError."""
     path = Path(path)
     if path.suffix.lower() not in FIGURE_SUFFIXES:
-        raise SweepConfigError(f"figure file {str(path)!r} must end in one of: {', '.join(FIGURE_SUFFIXES)}")
+        raise UsageError(f"figure file {str(path)!r} must end in one of: {', '.join(FIGURE_SUFFIXES)}")
     return path
 
 
@@ -135,11 +130,11 @@ def save_gantt(result: ModelPlan, path: str | Path) -> Path:
 
 
 def write_figure(fig, path: Path) -> Path:
-    """Save `fig` (format from the suffix); an unwritable path is a SweepConfigError."""
+    """Save `fig` (format from the suffix); an unwritable path is a UsageError."""
     try:
         fig.savefig(path)
     except OSError as exc:
-        raise SweepConfigError(f"cannot write figure {str(path)!r}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot write figure {str(path)!r}: {exc.strerror or exc}") from None
     return path
 
 

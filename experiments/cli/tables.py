@@ -1,12 +1,17 @@
-"""One table style for the CLI and every script: GitHub Markdown (pandas `to_markdown`, via tabulate).
+"""One table style for the CLI and every script: GitHub Markdown.
 
+`markdown` prints a whole DataFrame with aligned columns (pandas `to_markdown`, via tabulate);
+`StreamedTable` prints the same cells a row at a time, for benchmarks whose rows take seconds or
+minutes each (a long run shows each result as it comes, and a cut-short run keeps its rows).
 Missing values print as an empty cell (never `<NA>` or `nan`); integers get thousands separators;
 `saving` columns print as signed percentages with positive = smaller than the reference (a saving).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TextIO
 
 import pandas as pd
 
@@ -20,6 +25,29 @@ def markdown(df: pd.DataFrame, formats: Mapping[str, str] | None = None) -> str:
     for column in df.columns:
         shown[column] = [_cell(v, column, formats.get(column)) for v in df[column]]
     return shown.to_markdown(index=False, disable_numparse=True, stralign="right")
+
+
+class StreamedTable:
+    """A Markdown table printed as it is filled: the header when made, then each row, flushed."""
+
+    def __init__(
+        self, columns: Sequence[str], formats: Mapping[str, str] | None = None, file: TextIO | None = None
+    ) -> None:
+        self.columns = list(columns)
+        self.formats = dict(formats or {})
+        self.file = file
+        self._print("| " + " | ".join(self.columns) + " |")
+        self._print("|" + "---|" * len(self.columns))
+
+    def row(self, cells: Sequence[object]) -> None:
+        """Print one row; `cells` in column order, formatted as `markdown` formats them."""
+        if len(cells) != len(self.columns):
+            raise ValueError(f"{len(cells)} cells for the {len(self.columns)} columns {self.columns}")
+        shown = [_cell(v, c, self.formats.get(c)) for v, c in zip(cells, self.columns)]
+        self._print("| " + " | ".join(shown) + " |")
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.file or sys.stdout, flush=True)
 
 
 def shorten(text: str, width: int) -> str:

@@ -35,7 +35,7 @@ def check_output_files(folder: Path, also: tuple[str, ...] = ()) -> None:
 
 
 def write_outputs(df: pd.DataFrame, folder: Path, fmt: str = "csv") -> list[Path]:
-    """Write the table (CSV or Parquet, experiments.results), summary and plot; return the paths.
+    """Write the table (CSV or Parquet, experiments.sweep.results), summary and plot; return the paths.
 
     The table in the other format, left by an earlier sweep, is removed so that
     `load_results` never reads a stale one.

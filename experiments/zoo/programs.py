@@ -27,7 +27,8 @@ import pandas as pd
 import torch
 from torch import nn
 
-from memplan.experiments.sweep.grid import SweepConfigError, check_choice, did_you_mean
+from memplan.errors import UsageError
+from memplan.experiments.sweep.grid import check_choice, did_you_mean
 from memplan.experiments.zoo import ZooModel
 
 PT2_SUFFIX = ".pt2"
@@ -36,7 +37,7 @@ DEFAULT_TIME_LIMIT_S = 5.0
 DEFAULT_ALIGNMENT = 16
 
 
-class ProgramSpecError(SweepConfigError):
+class ProgramSpecError(UsageError):
     """A program spec names nothing that can be loaded; the message says what was tried."""
 
 

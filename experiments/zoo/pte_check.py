@@ -25,6 +25,7 @@ import torch
 from executorch.exir import schema
 from executorch.exir.scalar_type import ScalarType
 
+from memplan.errors import MemplanError
 from memplan.experiments.zoo import pte_run
 from memplan.experiments.zoo.pte_run import run
 from memplan.planner.compat import deserialize_pte_binary
@@ -46,7 +47,7 @@ MAX_INPUT_ELEMENTS = 1 << 26  # 256 MiB of floats: a larger input is a damaged f
 CHECK_TIMEOUT_S = 600.0
 
 
-class CheckError(AssertionError):
+class CheckError(MemplanError, AssertionError):
     """The two programs disagree, or one of them cannot run; the message names the call and output."""
 
 

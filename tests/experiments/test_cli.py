@@ -208,3 +208,15 @@ def test_bench_csv_solves_each_file_with_each_solver_and_reports_bad_files(capsy
 def test_bench_csv_on_a_folder_without_csv_files_exits_2(capsys, tmp_path):
     code, _, err = _run(["bench-csv", str(tmp_path), "--solvers", "bestfit"], capsys)
     assert code == 2 and err == f"memplan: error: no .csv files in {str(tmp_path)!r}\n"
+
+
+def test_any_memplan_error_ends_in_one_line_and_exit_2(capsys, monkeypatch):
+    from memplan.experiments.sweep.executors import ExecutorUnavailableError
+
+    def unavailable(args):
+        raise ExecutorUnavailableError("the ray executor needs Ray: pip install 'memplan[ray]'")
+
+    monkeypatch.setitem(cli._COMMANDS, "models", unavailable)
+    code, out, err = _run(["models"], capsys)
+    assert code == 2 and out == ""
+    assert err == "memplan: error: the ray executor needs Ray: pip install 'memplan[ray]'\n"
