@@ -36,6 +36,8 @@ DEFAULT_MODELS = (
 KINDS = ("bit flips", "truncation", "random bytes", "header edit", "hostile path")
 OUTCOMES = ("ok", "clean error", "failure", "unclear", "traceback", "abort")
 BAD_OUTCOMES = OUTCOMES[3:]
+COMMANDS = ("inspect", "replan")
+TIME_LIMIT_S = 1.0
 FLATBUFFER_ID = slice(4, 8)  # "ET12" after the root table offset
 EXTENDED_HEADER = 8  # "eh00", length (u32), program size, segment base offset, segment data size (u64)
 
@@ -50,11 +52,30 @@ class Case:
     path: str
     command: str
 
-    def argv(self, out_folder: str, solver: str) -> list[str]:
+    def argv(self, run: Run) -> list[str]:
         if self.command == "inspect":
             return ["inspect", self.path]
-        out = os.path.join(out_folder, f"{self.model}-{Path(self.path).name}")
-        return ["replan", self.path, "--out", out, "--solver", solver, "--time-limit", "1", "--check"]
+        out = os.path.join(run.out_folder, f"{self.model}-{Path(self.path).name}")
+        return [
+            "replan",
+            self.path,
+            "--out",
+            out,
+            "--solver",
+            run.solver,
+            "--time-limit",
+            f"{run.time_limit_s}",
+            "--check",
+        ]
+
+
+@dataclass(frozen=True)
+class Run:
+    """How every case of one bench runs: where replan writes, with which solver and time limit."""
+
+    out_folder: str
+    solver: str
+    time_limit_s: float
 
 
 def damaged_copies(data: bytes, per_kind: int, rng: random.Random) -> list[tuple[str, str, bytes]]:
@@ -172,16 +193,16 @@ def make_cases(
     return cases
 
 
-def run_case(task: tuple[Case, str, str]) -> dict:
+def run_case(task: tuple[Case, Run]) -> dict:
     """Run one case's command in this process and classify what it did; never raises."""
-    case, out_folder, solver = task
+    case, run = task
     from memplan.experiments.cli import main as cli
 
     out, err = io.StringIO(), io.StringIO()
     code: int | str | None
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            code = cli.main(case.argv(out_folder, solver))
+            code = cli.main(case.argv(run))
     except SystemExit as exc:
         code = exc.code
     except Exception as exc:  # noqa: BLE001 - an escaped exception is the outcome being counted
@@ -196,12 +217,16 @@ def run_case(task: tuple[Case, str, str]) -> dict:
     return {"outcome": "unclear", "detail": f"exit {code}: {' | '.join(lines)[-200:]}"}
 
 
-def _aborted(task: tuple[Case, str, str], exc: BaseException) -> dict:
+def _aborted(task: tuple[Case, Run], exc: BaseException) -> dict:
     return {"outcome": "abort", "detail": f"the worker died: {exc}"[:200]}
 
 
 def run_cases(
-    cases: Sequence[Case], solver: str = "bestfit", jobs: int = 1, quiet: bool = True
+    cases: Sequence[Case],
+    solver: str = "bestfit",
+    time_limit_s: float = TIME_LIMIT_S,
+    jobs: int = 1,
+    quiet: bool = True,
 ) -> pd.DataFrame:
     """One row per case with its outcome; every case runs in a worker process."""
     from memplan.experiments.cli.args import progress
@@ -209,9 +234,10 @@ def run_cases(
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="memplan-damaged-out-") as out_folder:
-        tasks = [(case, out_folder, solver) for case in cases]
+        settings = Run(out_folder, solver, time_limit_s)
+        tasks = [(case, settings) for case in cases]
         done = run_all(run_case, tasks, jobs=jobs, crashed=_aborted, isolate=True, affinity=_one_key)
-        for (case, _, _), result in progress(done, len(tasks), "damaged .pte", quiet):
+        for (case, _), result in progress(done, len(tasks), "damaged .pte", quiet):
             rows.append(
                 {
                     "model": case.model,
@@ -224,7 +250,7 @@ def run_cases(
     return pd.DataFrame(rows, columns=["model", "kind", "label", "command", "outcome", "detail"])
 
 
-def _one_key(task: tuple[Case, str, str]) -> str:
+def _one_key(task: tuple[Case, Run]) -> str:
     return task[0].model
 
 
@@ -240,26 +266,29 @@ def outcome_table(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    from memplan import solvers
+    from memplan.experiments.cli import args as script_args
     from memplan.experiments.cli.tables import markdown
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument(
-        "--models", default=",".join(DEFAULT_MODELS), help="comma-separated (default: %(default)s)"
-    )
+    script_args.add_models(ap, DEFAULT_MODELS)
     ap.add_argument(
         "--per-kind", type=int, default=20, help="damaged copies per model and kind (default: %(default)s)"
     )
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--commands", default="inspect,replan", help="(default: %(default)s)")
-    ap.add_argument("--solver", default="bestfit", help="replan's solver (default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=0, help="of the damage (default: %(default)s)")
+    script_args.add_list(ap, "--commands", COMMANDS, "command", "commands to run", choices=COMMANDS)
+    ap.add_argument(
+        "--solver", default="bestfit", choices=solvers.available(), help="replan's (default: %(default)s)"
+    )
+    script_args.add_time_limit(
+        ap, TIME_LIMIT_S, why="the damaged programs are small; a solve is not what is measured"
+    )
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (default: %(default)s)")
-    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="memplan-damaged-") as folder:
-        cases = make_cases(
-            Path(folder), args.models.split(","), args.per_kind, args.seed, args.commands.split(",")
-        )
-        df = run_cases(cases, args.solver, args.jobs, args.quiet)
+        cases = make_cases(Path(folder), script_args.models_of(args), args.per_kind, args.seed, args.commands)
+        df = run_cases(cases, args.solver, args.time_limit, args.jobs, args.quiet)
     print(markdown(outcome_table(df)))
     bad = df[df["outcome"].isin(BAD_OUTCOMES)]
     if len(bad):
