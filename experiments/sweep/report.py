@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from memplan.errors import UsageError
+
 CSV_FILE = "results.csv"
 PARQUET_FILE = "results.parquet"
 SUMMARY_FILE = "summary.md"
@@ -23,12 +25,10 @@ def check_output_files(folder: Path, also: tuple[str, ...] = ()) -> None:
 
     Otherwise the sweep would run every unit and then end in a traceback (IsADirectoryError) when it writes.
     """
-    from memplan.experiments.sweep.grid import SweepConfigError
-
     for name in (*also, CSV_FILE, PARQUET_FILE, SUMMARY_FILE, PLOT_FILE):
         path = folder / name
         if os.path.lexists(path) and not path.is_file():
-            raise SweepConfigError(
+            raise UsageError(
                 f"{str(path)!r} is not a file (a directory, or a broken link); the sweep writes {name} there:"
                 " move it away or choose another --out folder"
             )

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from memplan.errors import UsageError
 from memplan.experiments.cli import main as cli
-from memplan.experiments.sweep import grid as sweep_grid
 from memplan.experiments.sweep import run as sweep
 from memplan.planner.banks import parse_memory_map
 
@@ -66,9 +66,7 @@ def test_a_directory_where_the_sweep_writes_a_file_is_refused_before_any_run(
     name: str, tmp_path: Path
 ) -> None:
     (tmp_path / name).mkdir()
-    with pytest.raises(
-        sweep_grid.SweepConfigError, match=rf"{name}' is not a file .* the sweep writes {name} there"
-    ):
+    with pytest.raises(UsageError, match=rf"{name}' is not a file .* the sweep writes {name} there"):
         sweep.sweep(out=tmp_path, models=["cat_seed"], solvers=["greedy"], progress=False, jobs=1)
     assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no run was recorded
 
