@@ -10,7 +10,8 @@ every command in a worker process, so an abort in native code is counted instead
 Outcomes: `ok` (exit 0), `clean error` (exit 2, one `memplan: error:` line and nothing else),
 `failure` (exit 1 with one error line: memplan's own fault, e.g. a re-planned program that runs
 differently), `unclear` (any other exit or message), `traceback` (an exception escaped) and `abort`
-(the worker died). Prints one row per command and kind, and the first few of the last four outcomes.
+(the worker died). Prints one row per command and kind, then the first few failures and worse; exits 1
+when any run was unclear, a traceback or an abort.
 """
 
 from __future__ import annotations
@@ -290,11 +291,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         cases = make_cases(Path(folder), script_args.models_of(args), args.per_kind, args.seed, args.commands)
         df = run_cases(cases, args.solver, args.time_limit, args.jobs, args.quiet)
     print(markdown(outcome_table(df)))
-    bad = df[df["outcome"].isin(BAD_OUTCOMES)]
-    if len(bad):
+    shown = df[
+        df["outcome"].isin(("failure", *BAD_OUTCOMES))
+    ]  # failures are listed, bad outcomes fail the run
+    if len(shown):
         print()
-        print(markdown(bad.head(20)))
-    return 1 if len(bad) else 0
+        print(markdown(shown.head(20)))
+    return 1 if shown["outcome"].isin(BAD_OUTCOMES).any() else 0
 
 
 if __name__ == "__main__":
