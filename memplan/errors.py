@@ -55,10 +55,10 @@ class InfeasibleError(ProblemError):
         self.proven = proven
 
     def withdraw(self, reason: str) -> None:
-        """Take the proof back: `proven` becomes False and the message says so, and why."""
-        if self.proven or "not proven" not in str(self):
+        """Take the proof back, if it claims one: `proven` becomes False and the message says so, and why."""
+        if self.proven:
             self.args = (f"not proven infeasible ({reason}); the solver said: {self.args[0]}", *self.args[1:])
-        self.proven = False
+            self.proven = False
 
 
 class BankCapacityError(InfeasibleError):

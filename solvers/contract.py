@@ -47,19 +47,20 @@ class SolverEntry:
     """One registered solver: where it lives, what it supports, and what backs it up.
 
     `function` and `params` are "module:name" strings, imported on first use so
-    that asking for `bestfit` never imports OR-Tools or PuLP. `fallback` lists
-    the solvers whose plans replace this one's when they are smaller and this
+    that asking for `bestfit` never imports OR-Tools or PuLP. `fallback` holds
+    the entries whose plans replace this one's when they are smaller and this
     one's is not proven optimal (`solvers.fallback`); under a memory map the
-    `banked` counterpart plans instead, with `bank_fallback`.
+    `banked` counterpart plans instead, with `bank_fallback`. They are entries,
+    not names: composing them needs no registry lookup.
     """
 
     name: str
     function: str  # "module:function" with signature (problem, params, *, time_limit_s) -> Plan
     params: str  # "module:Class" of its frozen parameter dataclass
     supports: Capabilities
-    fallback: tuple[str, ...] = ()
-    banked: str = ""  # the solver that stands for this one under a memory map ("": itself)
-    bank_fallback: tuple[str, ...] = ()  # fallbacks under a memory map, compared by traffic cost
+    fallback: tuple[SolverEntry, ...] = ()
+    banked: SolverEntry | None = None  # the solver that stands for this one under a memory map (None: itself)
+    bank_fallback: tuple[SolverEntry, ...] = ()  # fallbacks under a memory map, compared by traffic cost
     # How it gives the same plan on every run: "deterministic" (always), "untimed" (every ordering,
     # no time cut), "option" (its params take reproducible=True); "": it cannot.
     reproducible: str = ""

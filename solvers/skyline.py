@@ -122,6 +122,7 @@ class Skyline:
                     f"skyline: fixed buffers {list(ui.roots)} at {ui.fixed} and {list(uj.roots)} at"
                     f" {uj.fixed} share bytes while both live",
                     ui.roots + uj.roots,
+                    proven=True,
                 )
             return  # both pinned and apart: nothing to decide
         if uj.fixed is not None:

@@ -100,6 +100,7 @@ def zoo_model(shape: str, layers: int, mode: str):
     from torch.export import Dim
 
     from memplan.experiments.zoo import ZooModel
+    from memplan.experiments.zoo.models.common import zoo_recipe
     from memplan.experiments.zoo.models.llama import build_transformer
 
     with torch.random.fork_rng(devices=[]):
@@ -132,7 +133,7 @@ def zoo_model(shape: str, layers: int, mode: str):
             [],
             dynamic_shapes={"prefill": token_dim},
             memory_planning_config={"share_mutable_buffers": True},
-            backend_config={},  # no const prop across methods that share state
+            **zoo_recipe(const_prop=False),  # no const prop across methods that share state
             shared_state=True,
         )
     tokens = PREFILL_TOKENS if mode == "prefill" else 1
@@ -142,6 +143,7 @@ def zoo_model(shape: str, layers: int, mode: str):
         {"forward": (model, inputs(tokens))},
         [],
         dynamic_shapes={"forward": token_dim} if mode == "prefill" else None,
+        **zoo_recipe(),
     )
 
 

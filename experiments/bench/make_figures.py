@@ -21,10 +21,10 @@ from matplotlib.figure import Figure
 
 from memplan import viz
 from memplan.bounds import lower_bound
+from memplan.solvers import DEFAULT_ALIGNMENT
 from memplan.viz.captions import describe
 from memplan.viz.style import format_bytes
 
-ALIGNMENT = 16  # ExecuTorch's default
 TIME_LIMIT_S = 10.0  # the limit docs/figures.md states for its figures
 DPI = 100
 
@@ -55,7 +55,7 @@ def planned(
     from memplan.experiments.zoo.lowering import lower_planned
 
     lowered = lower_planned(
-        zoo_model(model), solver, ALIGNMENT, cat_fusion, time_limit_s, state_in_place=state_in_place
+        zoo_model(model), solver, DEFAULT_ALIGNMENT, cat_fusion, time_limit_s, state_in_place=state_in_place
     )
     return lowered.planner_pass.results
 

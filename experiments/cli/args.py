@@ -150,7 +150,15 @@ def switch_of(text: str) -> bool:
 
 
 def progress(items: Iterable[T], total: int, desc: str, quiet: bool = False) -> Iterator[T]:
-    """A tqdm bar on stderr over `items` (off with `quiet`)."""
+    """A tqdm bar on stderr over `items` (off with `quiet`); where stderr is no terminal (CI logs,
+    nohup), where tqdm draws nothing, one line per item instead."""
+    import sys
+
     from tqdm import tqdm
 
-    yield from tqdm(items, total=total, desc=desc, unit="model", disable=quiet or None)
+    if quiet or sys.stderr.isatty():
+        yield from tqdm(items, total=total, desc=desc, unit="model", disable=quiet or None)
+        return
+    for done, item in enumerate(items, start=1):
+        print(f"{desc}: {done}/{total} {item}", file=sys.stderr, flush=True)
+        yield item

@@ -39,11 +39,10 @@ def _fail(message: str, code: int) -> NoReturn:
 def build_parser() -> argparse.ArgumentParser:
     from memplan import __version__
     from memplan.experiments.cli import args as script_args
-    from memplan.experiments.cli.one_model import DEFAULT_ALIGNMENT
     from memplan.experiments.sweep import grid as sweep_grid
     from memplan.experiments.sweep import run as sweep
     from memplan.experiments.sweep.executors import EXECUTORS
-    from memplan.solvers import DEFAULT_SOLVER
+    from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
 
     parser = _Parser(prog="memplan", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"memplan {__version__}")
@@ -89,6 +88,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="results table file: results.csv or results.parquet (needs pyarrow) (default: %(default)s)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    _add_lowering(p)
 
     p = sub.add_parser("plan", help="plan one model (zoo name, .pt2, file.py:factory) and print a summary")
     p.add_argument("model")
@@ -97,7 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     script_args.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    _add_lowering(p)
     p.add_argument("--plot", metavar="FILE", help="also write the Gantt chart (.png, .svg or .pdf)")
+    p.add_argument(
+        "--check", action="store_true", help="run the planned program and compare with eager PyTorch"
+    )
 
     p = sub.add_parser("plot", help="write a Gantt chart of a model's plan (zoo name, .pt2, file.py:factory)")
     p.add_argument("model")
@@ -106,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
     script_args.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    _add_lowering(p)
     p.add_argument("--out", required=True, metavar="FILE", help=".png, .svg or .pdf")
 
     p = sub.add_parser("export-problem", help="write each method's problem as MiniMalloc CSV and JSON")
@@ -113,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    _add_lowering(p)
 
     p = sub.add_parser("inspect", help="what a built .pte plans: arenas, tensors, lifetimes, lower bound")
     p.add_argument("program", metavar="PROGRAM.pte")
@@ -121,7 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--brief", action="store_true", help="per-method summary only, no tensor tables")
     p.add_argument(
-        "--alignment", type=int, default=16, help="alignment of the derived problem (default: %(default)s)"
+        "--alignment",
+        type=int,
+        default=DEFAULT_ALIGNMENT,
+        help="alignment of the derived problem (default: %(default)s)",
     )
 
     p = sub.add_parser("replan", help="re-plan a built .pte without its Python source")
@@ -151,6 +160,38 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("models", help="list zoo models")
     sub.add_parser("solvers", help="list solvers")
     return parser
+
+
+def _add_lowering(p: argparse.ArgumentParser) -> None:
+    """How a program is lowered: as given (plain to_edge) unless these say otherwise."""
+    from memplan.experiments.zoo.programs import PARTITIONERS
+
+    p.add_argument(
+        "--partitioner",
+        choices=PARTITIONERS,
+        help="delegate with to_edge_transform_and_lower and this partitioner (default: none, plain to_edge;"
+        " a zoo model keeps its own)",
+    )
+    p.add_argument(
+        "--convert-linear",
+        action="store_true",
+        default=None,
+        help="run XNNPACK's ConvertToLinearPass on the edge program, as export_llama does",
+    )
+    p.add_argument(
+        "--const-prop",
+        action="store_true",
+        default=None,
+        help="fold constant subgraphs (ExecutorchBackendConfig do_quant_fusion_and_const_prop)",
+    )
+
+
+def _lowering(args: argparse.Namespace) -> dict:
+    return {
+        "partitioner": args.partitioner,
+        "convert_linear": args.convert_linear,
+        "const_prop": args.const_prop,
+    }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -188,14 +229,13 @@ def _sweep(args: argparse.Namespace) -> int:
         reproducible=args.reproducible,
         fmt=args.format,
         memory_map=args.memory_map,
+        **_lowering(args),
     )
     if not args.quiet:
         print(report.summary_markdown(df))
-    print(
-        f"{len(df)} rows, {int(df['error'].notna().sum())} with an error; written to {args.out}/",
-        file=sys.stderr,
-    )
-    return 0
+    failed = int(df["error"].notna().sum())
+    print(f"{len(df)} rows, {failed} with an error; written to {args.out}/", file=sys.stderr)
+    return FAILURE_EXIT if len(df) and failed == len(df) else 0
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -205,6 +245,8 @@ def _plan(args: argparse.Namespace) -> int:
         one_model.check_figure_path(args.plot)
     result = _planned(args, one_model)
     print(one_model.format_summary(result))
+    if args.check:
+        print(f"check: {result.model.name} runs equal to eager PyTorch", file=sys.stderr)
     if args.plot:
         print(f"wrote {one_model.save_gantt(result, args.plot)}", file=sys.stderr)
     return 0
@@ -221,14 +263,25 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _planned(args, one_model, with_stock: bool = True):
     from memplan.errors import ProblemError
+    from memplan.experiments.zoo.programs import plan_model
 
     (fusion,) = _one_switch(args.cat_fusion)
     try:
-        return one_model.plan_model(
-            args.model, args.solver, args.method, args.time_limit, args.alignment, fusion, with_stock
+        return plan_model(
+            args.model,
+            args.solver,
+            method=args.method,
+            time_limit_s=args.time_limit,
+            alignment=args.alignment,
+            cat_fusion=fusion,
+            stock=with_stock,
+            check=getattr(args, "check", False),
+            **_lowering(args),
         )
     except ProblemError as exc:  # planning itself failed: not a usage mistake
         _fail(str(exc).splitlines()[0], FAILURE_EXIT)
+    except AssertionError as exc:  # --check: the program differs from eager
+        _fail(f"check failed: {str(exc).splitlines()[0]}", FAILURE_EXIT)
 
 
 def _one_switch(text: str) -> list[bool]:
@@ -253,7 +306,7 @@ def _inspect(args: argparse.Namespace) -> int:
     try:
         with library_warnings_silenced():
             program = read_program(args.program, args.alignment)
-    except PteError as exc:  # the file's fault, as a bad argument is
+    except PteError as exc:  # not a program we can read: the user's mistake, like an unknown model
         _fail(str(exc), USAGE_EXIT)
     print(inspect_pte.format_program(program, tensors=not args.brief), end="")
     if args.out:
@@ -280,10 +333,12 @@ def _replan(args: argparse.Namespace) -> int:
     out = Path(args.out)
     if os.path.realpath(out) == os.path.realpath(args.program):  # realpath: no error on a symlink loop
         raise UsageError("--out must differ from the input program")
+    if not out.parent.is_dir():  # before minutes of re-planning, not after
+        raise UsageError(f"cannot write {args.out!r}: no folder {str(out.parent)!r}")
     try:
         with library_warnings_silenced():
             result = replan(args.program, args.solver, args.time_limit, args.alignment)
-    except PteError as exc:  # the file's fault, as a bad argument is
+    except PteError as exc:
         _fail(str(exc), USAGE_EXIT)
     print(inspect_pte.format_replan(result), end="")
     if args.check and not result.changed:
@@ -314,7 +369,9 @@ def _export_problem(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import one_model
 
     (fusion,) = _one_switch(args.cat_fusion)
-    written, notes = one_model.export_problems(args.model, args.out, args.alignment, fusion)
+    written, notes = one_model.export_problems(
+        args.model, args.out, args.alignment, fusion, **_lowering(args)
+    )
     for path in written:
         print(path)
     for note in notes:

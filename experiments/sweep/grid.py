@@ -7,16 +7,15 @@ any work starts.
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memplan.errors import UsageError
+from memplan.errors import SolverOptionError, UsageError
 from memplan.experiments.sweep.executors import EXECUTORS
-from memplan.solvers import DEFAULT_TIME_LIMIT_S
+from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_TIME_LIMIT_S, checked_time_limit
 
-DEFAULT_ALIGNMENTS = (16,)
+DEFAULT_ALIGNMENTS = (DEFAULT_ALIGNMENT,)
 DEFAULT_CAT_FUSION = (True,)
 
 # Settings that, with model and solver, identify a run (and so a resumable unit).
@@ -31,10 +30,12 @@ class StockRun:
     model: str
     alignment: int
     memory_map: str = ""  # "sram:64KiB,dram:16MiB" (planner.banks.parse_memory_map), "" for none
+    lowering: str = ""  # the user's lowering options (zoo.programs.lowering_text), "" for the model's own
 
     @property
     def key(self) -> tuple:
-        return ("stock", self.model, self.alignment) + ((self.memory_map,) if self.memory_map else ())
+        key = ("stock", self.model, self.alignment) + ((self.memory_map,) if self.memory_map else ())
+        return key + ((self.lowering,) if self.lowering else ())
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,7 @@ class PlanRun:
     check: bool = False
     reproducible: bool = False  # the solver's reproducible mode (solvers.solve)
     memory_map: str = ""  # as in StockRun; part of the key only when given (older run logs stay valid)
+    lowering: str = ""  # as in StockRun; part of the key only when given
 
     @property
     def key(self) -> tuple:
@@ -61,7 +63,11 @@ class PlanRun:
             self.time_limit_s,
             self.reproducible,
         )
-        return key + ((self.memory_map,) if self.memory_map else ())
+        return (
+            key
+            + ((self.memory_map,) if self.memory_map else ())
+            + ((self.lowering,) if self.lowering else ())
+        )
 
 
 Run = StockRun | PlanRun
@@ -76,6 +82,7 @@ def grid(
     check: bool = False,
     reproducible: bool = False,
     memory_map: str = "",
+    lowering: str = "",
 ) -> list[Run]:
     """Every run of the sweep, model by model, each model's stock runs first.
 
@@ -85,9 +92,9 @@ def grid(
     """
     runs: list[Run] = []
     for model in dict.fromkeys(models):
-        runs += [StockRun(model, a, memory_map) for a in dict.fromkeys(alignments)]
+        runs += [StockRun(model, a, memory_map, lowering) for a in dict.fromkeys(alignments)]
         runs += [
-            PlanRun(model, solver, a, fuse, float(time_limit_s), check, reproducible, memory_map)
+            PlanRun(model, solver, a, fuse, float(time_limit_s), check, reproducible, memory_map, lowering)
             for a in dict.fromkeys(alignments)
             for fuse in dict.fromkeys(cat_fusion)
             for solver in dict.fromkeys(solvers)
@@ -179,8 +186,11 @@ def check_alignment(alignment: int) -> None:
 
 
 def check_time_limit(time_limit_s: float) -> None:
-    if not (time_limit_s > 0 and math.isfinite(time_limit_s)):
-        raise UsageError(f"time limit must be a positive number of seconds, got {time_limit_s}")
+    """`solvers.checked_time_limit` (the one rule), refused as a setting: `UsageError`."""
+    try:
+        checked_time_limit("sweep", time_limit_s)
+    except SolverOptionError:
+        raise UsageError(f"time limit must be a positive number of seconds, got {time_limit_s}") from None
 
 
 def default_solvers() -> list[str]:

@@ -19,7 +19,7 @@ from memplan.experiments.sweep.table import COLUMNS, DTYPES, RENAMED
 CSV_FILE = "results.csv"
 PARQUET_FILE = "results.parquet"
 FORMATS = ("csv", "parquet")
-STRING_COLUMNS = ("model", "method", "solver", "plan_solver", "error")
+STRING_COLUMNS = ("model", "method", "solver", "plan_solver", "levers", "lowering", "error")
 
 
 def require_pyarrow() -> None:

@@ -2,7 +2,7 @@
 
 Used by `memplan replan --check`: a re-planned program must give bit-identical outputs to the file it
 came from. Every method is loaded before the first call (as a deployment would, so host methods share
-arenas and state), then the methods run in file order, twice, so state written by one call is read by
+arenas and state), then the methods run in file order, four times, so state written by one call is read by
 the next. Integer inputs are 0 or 1 (valid token ids and positions for any model), floats are normal.
 
 With `isolated` (what the command does) both programs run in a child process (`pte_run`): a program
@@ -42,7 +42,7 @@ TORCH_DTYPES = {
     ScalarType.BOOL: torch.bool,
     ScalarType.BFLOAT16: torch.bfloat16,
 }
-ROUNDS = 2
+ROUNDS = 4  # every method four times: state written by one call is read by the next
 MAX_INPUT_ELEMENTS = 1 << 26  # 256 MiB of floats: a larger input is a damaged file, not a model to run
 CHECK_TIMEOUT_S = 600.0
 
@@ -100,7 +100,12 @@ def _random_input(plan: schema.ExecutionPlan, value: int, generator: torch.Gener
 
 
 def check_same_outputs(
-    before: bytes, after: bytes, seed: int = 0, isolated: bool = True, timeout_s: float = CHECK_TIMEOUT_S
+    before: bytes,
+    after: bytes,
+    seed: int = 0,
+    rounds: int = ROUNDS,
+    isolated: bool = True,
+    timeout_s: float = CHECK_TIMEOUT_S,
 ) -> int:
     """Raise CheckError unless both programs give bit-identical outputs; return the calls compared.
 
@@ -108,7 +113,7 @@ def check_same_outputs(
     says the original itself cannot run, which is no fault of the re-planned one.
     """
     try:
-        calls = random_calls(before, seed)
+        calls = random_calls(before, seed, rounds)
     except CheckError:
         raise
     except Exception as exc:  # noqa: BLE001 - the original's own description is at fault

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from memplan.errors import UsageError
-from memplan.experiments.zoo.models.common import ZooModel, seeded
+from memplan.experiments.zoo.models.common import ZooModel, seeded, zoo_recipe
 
 
 class CacheStore(nn.Module):
@@ -93,7 +93,7 @@ def multi_method_cache(rounds: int = 2) -> ZooModel:
         methods,
         calls,
         memory_planning_config={"share_mutable_buffers": True},
-        backend_config={},  # no const prop: it would fold the read-only buffer reads
+        **zoo_recipe(const_prop=False),  # no const prop: it would fold the read-only buffer reads
         shared_state=True,
         tags=("stateful", "multi_method"),
     )
@@ -168,7 +168,7 @@ def encoder_decoder_cache() -> ZooModel:
         methods,
         calls,
         memory_planning_config={"share_mutable_buffers": True},
-        backend_config={},  # no const prop: it would fold the read-only buffer reads
+        **zoo_recipe(const_prop=False),  # no const prop: it would fold the read-only buffer reads
         shared_state=True,
         tags=("stateful", "multi_method"),
     )
