@@ -166,11 +166,13 @@ def _gap_text(gap: Gap) -> str:
 
 def _capacity_from_name(path: Path) -> int:
     match = re.fullmatch(r".+\.([0-9]+)\.csv", path.name)
-    if not match or int(match.group(1)) <= 0:
+    capacity = _short_int(match.group(1)) if match else None
+    if capacity is None or not 0 < capacity <= MAX_COORDINATE:
         raise FormatError(
-            f"{path}: capacity_from_name needs a file name like 'A.1048576.csv' (capacity before .csv)"
+            f"{path}: capacity_from_name needs a file name like 'A.1048576.csv' (capacity before .csv,"
+            " from 1 to 2^62)"
         )
-    return int(match.group(1))
+    return capacity
 
 
 def _columns(path: Path, header: list[str]) -> tuple[list[str], int]:
@@ -195,20 +197,32 @@ def _columns(path: Path, header: list[str]) -> tuple[list[str], int]:
 
 
 _INTEGER = re.compile(r"[+-]?[0-9]+")  # ASCII digits only: int() would also take '١٢' and '1_000'
+_MAX_DIGITS = len(str(MAX_COORDINATE))
+_BEYOND = "beyond 2^62, more than solvers can represent (they compute in 64-bit integers)"
+
+
+def _short_int(text: str) -> int | None:
+    """The integer an ASCII-digit string spells, or None if it has more digits than 2^62.
+
+    Python refuses to convert more than 4,300 digits (a ValueError no reader here expects), and
+    anything past 2^62 is refused anyway.
+    """
+    return int(text) if len(text.lstrip("+-").lstrip("0")) <= _MAX_DIGITS else None
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text):,} characters)"
 
 
 def _int(where: str, fields: dict[str, str], column: str) -> int:
     text = fields[column]
     if not _INTEGER.fullmatch(text):
-        shown = text if len(text) <= 40 else text[:40] + "..."
-        raise FormatError(f"{where}: column {column!r} is not an integer: {shown!r}")
-    value = int(text)
-    if abs(value) > MAX_COORDINATE:
+        raise FormatError(f"{where}: column {column!r} is not an integer: {_shown(text)}")
+    value = _short_int(text)
+    if value is None or abs(value) > MAX_COORDINATE:
         buffer = f"buffer {fields['id']!r}: " if column != "id" else ""
-        raise FormatError(
-            f"{where}: {buffer}{column} {value} is beyond 2^62, more than solvers can represent"
-            " (they compute in 64-bit integers)"
-        )
+        shown = value if value is not None else f"{text[:20]}... ({len(text):,} digits)"
+        raise FormatError(f"{where}: {buffer}{column} {shown} is {_BEYOND}")
     return value
 
 
@@ -231,6 +245,11 @@ def _gaps(
             raise FormatError(
                 f"{where}: buffer {buffer_id!r} has gap {item!r}; a gap is 'lower-upper' or"
                 " 'lower-upper@low:high' (the bytes in use during it), integers in ASCII digits"
+            )
+        numbers = [_short_int(g) for g in match.groups() if g is not None]
+        if any(n is None or abs(n) > MAX_COORDINATE for n in numbers):
+            raise FormatError(
+                f"{where}: buffer {buffer_id!r} has gap {_shown(item)}, a number in it is {_BEYOND}"
             )
         a, b = int(match.group(1)), int(match.group(2)) + inclusive_end
         window = (int(match.group(3)), int(match.group(4))) if match.group(3) is not None else None
@@ -298,7 +317,7 @@ def load_json(path: str | Path) -> Problem | Plan:
     except OSError as e:
         raise FormatError(f"{path}: cannot read: {e.strerror or e}") from None
     try:
-        data = json.loads(raw.decode("utf-8-sig"), parse_constant=_no_constant)
+        data = json.loads(raw.decode("utf-8-sig"), parse_constant=_no_constant, parse_int=_json_int)
     except UnicodeDecodeError as e:
         line = raw.count(b"\n", 0, e.start) + 1
         raise FormatError(
@@ -330,6 +349,14 @@ class _ConstantError(ValueError):
 def _no_constant(name: str) -> float:
     """JSON has no NaN or Infinity; Python's reader takes them unless told not to."""
     raise _ConstantError(f"{name} is not a JSON number (sizes, times and offsets are integers)")
+
+
+def _json_int(text: str) -> int:
+    """A JSON integer, refused before Python's own limit (4,300 digits, a bare ValueError) when past 2^62."""
+    value = _short_int(text)
+    if value is None:
+        raise _ConstantError(f"the integer {text[:20]}... ({len(text):,} digits) is {_BEYOND}")
+    return value
 
 
 def _problem_to_dict(problem: Problem) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import operator
+import re
 
 import torch
 from executorch.exir import memory
@@ -31,7 +32,7 @@ from executorch.exir.tensor import TensorSpec
 from torch.utils._pytree import tree_flatten
 
 from memplan.planner.extract import Extraction, ExtractionError
-from memplan.problem import Bank, Problem
+from memplan.problem import MAX_COORDINATE, Bank, Problem
 
 # Nodes that move no bytes: allocations, views of a base, tuple projections.
 _NOT_ACCESSES = (memory.alloc, memory.view, operator.getitem)
@@ -154,7 +155,9 @@ _UNITS |= {"g": 1000**3, "gb": 1000**3, "gib": 1024**3}
 def parse_memory_map(spec: str) -> TargetMemoryMap:
     """`"sram:64KiB,dram:16MiB"` -> a TargetMemoryMap, banks in that (preference) order at mem_ids 1, 2, ...
 
-    A bank may add its alignment: `sram:64KiB:64`. Sizes take B, KB/KiB, MB/MiB, GB/GiB.
+    A bank may add its alignment, a power of two: `sram:64KiB:64`. Sizes take B, KB/KiB, MB/MiB, GB/GiB,
+    up to 2^62 bytes, in ASCII digits (as the CSV reader: `int` would also take '١٢'). Every fault
+    is a ValueError naming the map and the bank, before any run starts.
     """
     from executorch.exir.banked_memory_planning import Bank as EtBank
 
@@ -163,22 +166,48 @@ def parse_memory_map(spec: str) -> TargetMemoryMap:
         parts = item.split(":")
         if len(parts) not in (2, 3) or not parts[0]:
             raise ValueError(f"memory map {spec!r}: bank {item!r} is not name:size or name:size:alignment")
-        name, size = parts[0], _bytes(spec, parts[1])
-        alignment = int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else None
-        if len(parts) == 3 and alignment is None:
-            raise ValueError(f"memory map {spec!r}: bank {name!r} has alignment {parts[2]!r}, not a number")
-        banks.append(EtBank(name, size, mem_id, alignment))
+        where = f"memory map {_shown(spec)}: bank {_shown(parts[0])}"
+        size = _bytes(where, parts[1])
+        alignment = _alignment(where, parts[2]) if len(parts) == 3 else None
+        banks.append(EtBank(parts[0], size, mem_id, alignment))
     if not banks:
         raise ValueError(f"memory map {spec!r} names no bank; write it as sram:64KiB,dram:16MiB")
     return TargetMemoryMap(banks)
 
 
-def _bytes(spec: str, text: str) -> int:
-    number = text.strip().rstrip("bBiIkKmMgG")
-    unit = text.strip()[len(number) :].lower()
-    if not number.isdigit() or unit not in _UNITS:
-        raise ValueError(f"memory map {spec!r}: size {text!r} is not a number of B, KiB, MiB or GiB")
-    return int(number) * _UNITS[unit]
+_SIZE = re.compile(r"([0-9]+)\s*([A-Za-z]*)")
+_DIGITS = re.compile(r"[0-9]+")
+
+
+def _bytes(where: str, text: str) -> int:
+    match = _SIZE.fullmatch(text.strip())
+    unit = match.group(2).lower() if match else ""
+    if not match or unit not in _UNITS:
+        raise ValueError(f"{where}: size {text!r} is not a number (ASCII digits) of B, KiB, MiB or GiB")
+    size = _small_int(match.group(1))
+    if size is None or size * _UNITS[unit] > MAX_COORDINATE:
+        raise ValueError(
+            f"{where}: size {_shown(text)} is beyond 2^62 bytes, more than solvers can represent"
+        )
+    return size * _UNITS[unit]
+
+
+def _alignment(where: str, text: str) -> int:
+    value = _small_int(text.strip()) if _DIGITS.fullmatch(text.strip()) else None
+    if value is None or value < 1 or value & (value - 1) or value > MAX_COORDINATE:
+        raise ValueError(
+            f"{where}: alignment {_shown(text)} is not a power of two (1, 2, 4, ..., 64, ...) in ASCII digits"
+        )
+    return value
+
+
+def _small_int(digits: str) -> int | None:
+    """int(digits), or None past 19 digits (beyond 2^62 anyway; Python refuses more than 4,300)."""
+    return int(digits) if len(digits.lstrip("0")) <= len(str(MAX_COORDINATE)) else None
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text):,} characters)"
 
 
 def bank_buffer_sizes(

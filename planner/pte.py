@@ -27,6 +27,7 @@ type of unknown size, the method's problem is not derived and `MethodLayout.cann
 from __future__ import annotations
 
 import math
+import stat
 from collections import defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from memplan.bounds import lower_bound
 from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.planner.compat import PTEFile, deserialize_pte_binary
+from memplan.planner.pte_structure import PteError, check_method
 from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem
 from memplan.solvers import DEFAULT_ALIGNMENT
 from memplan.validate import validate
@@ -76,10 +78,6 @@ READ, WRITE, READ_WRITE = "r", "w", "rw"
 VIEW_OPS = ("executorch_prim::et_view",)  # out shares self's data pointer at run time
 
 
-class PteError(ProblemError):
-    """The file is not an ExecuTorch program memplan can read; the message says why."""
-
-
 @dataclass(frozen=True)
 class PlannedTensor:
     """One memory-planned tensor value of a method, where the file puts it and when it is used."""
@@ -94,6 +92,24 @@ class PlannedTensor:
     first: int | None  # instruction index of the first / last mention (None: never named)
     last: int | None
     writer: str  # what first writes it: an operator, a delegate, "input", "initial state"
+
+
+@dataclass(frozen=True)
+class LiveOverlap:
+    """Tensor `reader` read bytes that `writer`, neither a view nor an alias of it, overwrote while it was live."""
+
+    reader: int
+    writer: int
+    instruction: int
+    mem_id: int
+    lo: int
+    hi: int
+
+    def __str__(self) -> str:
+        return (
+            f"v{self.reader} is read at instruction {self.instruction} after v{self.writer} wrote over its"
+            f" bytes [{self.lo:,}, {self.hi:,}) of arena {self.mem_id}; neither is a view or alias of the other"
+        )
 
 
 @dataclass
@@ -120,6 +136,7 @@ class MethodLayout:
     alignment: int = DEFAULT_ALIGNMENT
     cannot: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    overlaps: list[LiveOverlap] = field(default_factory=list)
     state_placement: str = ""  # where the method's state may go when re-planned, in one sentence
 
     @property
@@ -139,34 +156,55 @@ class ProgramLayout:
     pte: PTEFile
     methods: dict[str, MethodLayout]
     path: str = ""
+    data: bytes = b""  # the file's bytes, as read
 
 
 def read_program(source: str | Path | bytes, alignment: int = DEFAULT_ALIGNMENT) -> ProgramLayout:
     """Read a `.pte` (a path or its bytes) and derive each method's problem at `alignment`."""
     data, path = _bytes_of(source)
+    where = path or "data"
     try:
         pte = deserialize_pte_binary(data)
     except Exception as exc:  # noqa: BLE001 - any parse failure is "not a program"
-        raise PteError(f"{path or 'data'}: not an ExecuTorch program ({type(exc).__name__}: {exc})") from None
-    scans = [_scan(plan) for plan in pte.program.execution_plan]
-    for scan in scans:
-        scan.shared_arenas = {m for other in scans if other is not scan for m in other.arenas_used()}
-    pinned = {scan.layout.name: scan.pinned_ranges() for scan in scans}
-    methods = {}
-    for scan in scans:
-        others = [r for name, ranges in pinned.items() if name != scan.layout.name for r in ranges]
-        methods[scan.layout.name] = scan.build(others, alignment)
-    return ProgramLayout(pte, methods, path)
+        raise PteError(f"{where}: not an ExecuTorch program ({type(exc).__name__}: {exc})") from None
+    try:
+        for plan in pte.program.execution_plan:
+            check_method(plan, ELEMENT_BYTES, where)
+        scans = [_scan(plan) for plan in pte.program.execution_plan]
+        for scan in scans:
+            scan.shared_arenas = {m for other in scans if other is not scan for m in other.arenas_used()}
+        pinned = {scan.layout.name: scan.pinned_ranges() for scan in scans}
+        methods = {}
+        for scan in scans:
+            others = [r for name, ranges in pinned.items() if name != scan.layout.name for r in ranges]
+            methods[scan.layout.name] = scan.build(others, alignment)
+    except PteError:
+        raise
+    except (ArithmeticError, AttributeError, LookupError, TypeError, ValueError) as exc:
+        # Damage check_method does not look for (a field of an unexpected type, a clash of names): the
+        # file is still at fault, and the message says where the reading stopped.
+        raise PteError(f"{where}: a malformed program ({type(exc).__name__}: {exc})") from None
+    return ProgramLayout(pte, methods, path, data)
 
 
 def _bytes_of(source: str | Path | bytes) -> tuple[bytes, str]:
+    """The bytes of a program given as bytes or a path; a path must name a regular file.
+
+    Reading a device or a pipe (`/dev/zero`, `/dev/stdin`) would never end, so only regular files are read.
+    """
     if isinstance(source, (bytes, bytearray)):
         return bytes(source), ""
     path = Path(source)
     try:
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):
+            what = "a directory" if stat.S_ISDIR(mode) else "a device, pipe or socket"
+            raise PteError(f"cannot read {str(path)!r}: it is {what}, not a file")
         return path.read_bytes(), str(path)
     except OSError as exc:
         raise PteError(f"cannot read {str(path)!r}: {exc.strerror or exc}") from None
+    except RuntimeError as exc:  # a symbolic link loop, on some Python versions
+        raise PteError(f"cannot read {str(path)!r}: {exc}") from None
 
 
 # -- what each instruction reads and writes ---------------------------------------------
@@ -182,7 +220,7 @@ def _schema(name: str, overload: str) -> Any | None:
     try:
         packet = getattr(getattr(torch.ops, namespace), op)
         return getattr(packet, overload or "default")._schema
-    except (AttributeError, RuntimeError):
+    except Exception:  # noqa: BLE001 - a name from a damaged file may break torch's lookup in any way
         return None
 
 
@@ -288,6 +326,7 @@ class _Scan:
         self.union = _Union()
         self.cannot: list[str] = []
         self.notes: list[str] = []
+        self.foreign_reads: list[LiveOverlap] = []  # reads of bytes another tensor wrote last
         self.shared_arenas: set[int] = set()  # mem_ids another method of the program plans tensors in
         self.num_instructions = sum(len(c.instructions) for c in plan.chains)
         self.layout = MethodLayout(
@@ -377,12 +416,43 @@ class _Scan:
                     if access != WRITE and value not in inputs and not t.initial_state:
                         self._read_before_write(t, writers)
                 t.last = k
+            self._note_foreign_reads(k, accesses, writers)
             for value, access in accesses:
                 if access != READ:
                     t = self.tensors[value]
                     writers.write(t.mem_id, t.offset, t.hi, value)
                     if not t.writer:
                         t.writer = self._name(instr)
+
+    def _note_foreign_reads(self, k: int, accesses: list[tuple[int, str]], writers: _LastWriters) -> None:
+        """Record each read of bytes another tensor wrote last, earlier or by this very instruction.
+
+        An argument the schema marks as written in place (`a!`) is the result itself: joined, not recorded.
+        """
+        written = [self.tensors[v] for v, access in accesses if access == WRITE]
+        for value, access in accesses:
+            if access == WRITE:
+                continue
+            t = self.tensors[value]
+            for lo, hi, w in writers.of(t.mem_id, t.offset, t.hi):
+                if w != value:
+                    self.foreign_reads.append(LiveOverlap(value, w, k, t.mem_id, lo, hi))
+            for o in written:
+                if o.value == value or o.mem_id != t.mem_id or o.hi <= t.offset or t.hi <= o.offset:
+                    continue
+                if access == READ_WRITE:
+                    self.union.join(value, o.value)
+                else:
+                    lo, hi = max(o.offset, t.offset), min(o.hi, t.hi)
+                    self.foreign_reads.append(LiveOverlap(value, o.value, k, t.mem_id, lo, hi))
+
+    def live_overlaps(self) -> list[LiveOverlap]:
+        """The recorded foreign reads between tensors the walk found no aliasing for, one per pair."""
+        found: dict[tuple[int, int], LiveOverlap] = {}
+        for read in self.foreign_reads:
+            if self.union.find(read.reader) != self.union.find(read.writer):
+                found.setdefault((read.reader, read.writer), read)
+        return list(found.values())
 
     def _accesses(self, k: int, instr: Any, writers: _LastWriters) -> list[tuple[int, str]] | None:
         values = self.plan.values
@@ -514,6 +584,13 @@ class _Scan:
         layout.cannot, layout.notes = list(self.cannot), list(self.notes)
         if self.cannot:
             return layout
+        layout.overlaps = self.live_overlaps()
+        if layout.overlaps:
+            layout.cannot.append(
+                f"{len(layout.overlaps)} live overlap(s): tensors read bytes another tensor wrote over while"
+                " they were live; memplan cannot tell what the program relies on"
+            )
+            return layout
         layout.state_placement = self._state_placement()
         for t in self.tensors.values():
             if self._role(t) == "unused":
@@ -536,29 +613,14 @@ class _Scan:
         buffers: list[Buffer] = []
         groups: list[ContiguousGroup] = []
         offsets: dict[str, int] = {}
-        for members in components.values():
-            self._component(members, lifetimes, alignment, end_of_method, buffers, groups, offsets, layout)
-        for mem_id, lo, hi in _uncovered(
-            other_state, [(t.mem_id, t.offset, t.hi) for t in self.tensors.values() if self._fixed(t)]
-        ):
-            bid = f"state of another method @{mem_id}:{lo}"
-            buffers.append(
-                Buffer(
-                    bid,
-                    0,
-                    end_of_method,
-                    hi - lo,
-                    1,
-                    lo,
-                    mem_id,
-                    BufferKind.MUTABLE_STATE,
-                    "another method's state",
+        try:  # sizes and offsets come from the file: a damaged one may give no valid buffer
+            for members in components.values():
+                self._component(
+                    members, lifetimes, alignment, end_of_method, buffers, groups, offsets, layout
                 )
-            )
-            offsets[bid] = lo
-        if not buffers:
-            return layout
-        try:
+            buffers += self._other_state(other_state, end_of_method, offsets)
+            if not buffers:
+                return layout
             problem = Problem(tuple(buffers), tuple(groups), name=layout.name)
         except ProblemError as exc:
             layout.cannot.append(f"the derived problem is malformed: {exc}")
@@ -578,6 +640,30 @@ class _Scan:
         layout.problem, layout.layout = problem, plan
         layout.slack = {pool: arena[pool] - extent[pool] for pool in problem.pools}
         return layout
+
+    def _other_state(
+        self, other_state: list[tuple[int, int, int]], end_of_method: int, offsets: dict[str, int]
+    ) -> list[Buffer]:
+        """Fixed buffers for the bytes other methods' state keeps that this method's own state does not."""
+        found = []
+        own = [(t.mem_id, t.offset, t.hi) for t in self.tensors.values() if self._fixed(t)]
+        for mem_id, lo, hi in _uncovered(other_state, own):
+            bid = f"state of another method @{mem_id}:{lo}"
+            found.append(
+                Buffer(
+                    bid,
+                    0,
+                    end_of_method,
+                    hi - lo,
+                    1,
+                    lo,
+                    mem_id,
+                    BufferKind.MUTABLE_STATE,
+                    "another method's state",
+                )
+            )
+            offsets[bid] = lo
+        return found
 
     def _join_overlapping(self, lifetimes: dict[int, tuple[int, int]]) -> None:
         """Tensors that share bytes while both live are aliases in the file: one block."""

@@ -9,14 +9,14 @@ travel unchanged).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from memplan import solvers
-from memplan.errors import ProblemError
+from memplan.errors import MemplanError
 from memplan.plan import Plan
 from memplan.planner.compat import serialize_pte_binary
-from memplan.planner.pte import MethodLayout, ProgramLayout, read_program
+from memplan.planner.pte import MethodLayout, ProgramLayout, PteError, read_program
 from memplan.validate import check_plan
 
 
@@ -37,11 +37,11 @@ class MethodReplan:
 
 @dataclass
 class Replan:
-    """The re-planned program's bytes and one entry per method."""
+    """The re-planned program's bytes, one entry per method, and the program as read (`program.data`)."""
 
     data: bytes
-    methods: list[MethodReplan] = field(default_factory=list)
-    program: ProgramLayout | None = None
+    methods: list[MethodReplan]
+    program: ProgramLayout
 
     @property
     def changed(self) -> bool:
@@ -64,13 +64,17 @@ def replan(
     program = read_program(source, alignment)
     reports = [_replan_method(m, solver, time_limit_s, require_saving) for m in program.methods.values()]
     if not any(r.plan is not None for r in reports):
-        data = source if isinstance(source, bytes) else Path(source).read_bytes()
-        return Replan(bytes(data), reports, program)
+        return Replan(program.data, reports, program)
     for report in reports:
         if report.plan is not None:
             _write(program, program.methods[report.method], report)
-    data = bytes(serialize_pte_binary(program.pte, extract_delegate_segments=True))
-    return Replan(data, reports, program)
+    try:
+        written = bytes(serialize_pte_binary(program.pte, extract_delegate_segments=True))
+    except Exception as exc:  # noqa: BLE001 - what read back from a damaged file may not serialize
+        raise PteError(
+            f"{program.path or 'data'}: cannot write the program back ({type(exc).__name__}: {exc})"
+        ) from None
+    return Replan(written, reports, program)
 
 
 def _replan_method(
@@ -84,8 +88,8 @@ def _replan_method(
     try:
         plan = solvers.solve(problem, solver, time_limit_s=time_limit_s)
         check_plan(problem, plan)
-    except ProblemError as exc:
-        report.kept_because = f"{solver} failed: {str(exc).splitlines()[0]}"
+    except MemplanError as exc:  # the input's fault or the solver's: either way the file's layout stays
+        report.kept_because = f"{solver} failed: {(str(exc).splitlines() or [type(exc).__name__])[0]}"
         return report
     after = list(layout.arenas)
     for pool, size in plan.arena_sizes.items():

@@ -78,6 +78,8 @@ def _bench_file(
         problem = read_minimalloc_csv(path, capacity_from_name=capacity_from_name)
     except ProblemError as exc:
         return [{"file": path.name, "solver": s, "error": str(exc)} for s in solvers]
+    except Exception as exc:  # noqa: BLE001 - a reader fault is this file's row, never the other files' loss
+        return [{"file": path.name, "solver": s, "error": f"{type(exc).__name__}: {exc}"} for s in solvers]
     bound = lower_bound(problem)
     base = {
         "file": path.name,

@@ -14,6 +14,7 @@ from memplan.experiments.cli.tables import markdown
 from memplan.planner.pte import MethodLayout, ProgramLayout
 from memplan.planner.replan import Replan
 
+MAX_OVERLAPS_SHOWN = 20
 TENSOR_COLUMNS = (
     "value",
     "mem_id",
@@ -88,6 +89,10 @@ def format_program(program: ProgramLayout, tensors: bool = True) -> str:
             lines.append(m.state_placement)
         for reason in m.cannot:
             lines.append(f"cannot derive lifetimes: {reason}")
+        for overlap in m.overlaps[:MAX_OVERLAPS_SHOWN]:
+            lines.append(f"live overlap: {overlap}")
+        if len(m.overlaps) > MAX_OVERLAPS_SHOWN:
+            lines.append(f"live overlap: ... and {len(m.overlaps) - MAX_OVERLAPS_SHOWN} more")
         for note in m.notes:
             lines.append(f"note: {note}")
         if tensors and m.tensors:

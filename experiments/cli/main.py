@@ -11,6 +11,7 @@ ends with that line and exit code 1.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,7 +31,8 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _fail(message: str, code: int) -> NoReturn:
-    print(f"memplan: error: {message}", file=sys.stderr)
+    one_line = message.replace("\r", "\\r").replace("\n", "\\n")  # a file name may hold a newline
+    print(f"memplan: error: {one_line}", file=sys.stderr)
     sys.exit(code)
 
 
@@ -329,7 +331,7 @@ def _replan(args: argparse.Namespace) -> int:
     sweep_grid.check_alignment(args.alignment)
     sweep_grid.check_time_limit(args.time_limit)
     out = Path(args.out)
-    if out.resolve() == Path(args.program).resolve():
+    if os.path.realpath(out) == os.path.realpath(args.program):  # realpath: no error on a symlink loop
         raise UsageError("--out must differ from the input program")
     if not out.parent.is_dir():  # before minutes of re-planning, not after
         raise UsageError(f"cannot write {args.out!r}: no folder {str(out.parent)!r}")
@@ -339,12 +341,16 @@ def _replan(args: argparse.Namespace) -> int:
     except PteError as exc:
         _fail(str(exc), USAGE_EXIT)
     print(inspect_pte.format_replan(result), end="")
-    if args.check:
-        from memplan.experiments.zoo.pte_check import CheckError, check_same_outputs
+    if args.check and not result.changed:
+        print("check: nothing was re-planned, the output is the input's bytes", file=sys.stderr)
+    elif args.check:
+        from memplan.experiments.zoo.pte_check import CheckError, OriginalFailsError, check_same_outputs
 
         try:
             with library_warnings_silenced():
-                calls = check_same_outputs(Path(args.program).read_bytes(), result.data)
+                calls = check_same_outputs(result.program.data, result.data)
+        except OriginalFailsError as exc:
+            _fail(f"cannot check, {args.out} not written: {exc}", USAGE_EXIT)
         except CheckError as exc:
             _fail(f"check failed, {args.out} not written: {exc}", FAILURE_EXIT)
         print(f"check: {calls} calls, outputs identical to {args.program}", file=sys.stderr)

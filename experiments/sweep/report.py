@@ -7,14 +7,31 @@ results table (`summary_markdown(pd.read_csv(...))`).
 from __future__ import annotations
 
 import math
+import os
 from pathlib import Path
 
 import pandas as pd
+
+from memplan.errors import UsageError
 
 CSV_FILE = "results.csv"
 PARQUET_FILE = "results.parquet"
 SUMMARY_FILE = "summary.md"
 PLOT_FILE = "compare.png"
+
+
+def check_output_files(folder: Path, also: tuple[str, ...] = ()) -> None:
+    """Refuse, before any run, a folder where a file the sweep writes (or `also`) is a directory or other non-file.
+
+    Otherwise the sweep would run every unit and then end in a traceback (IsADirectoryError) when it writes.
+    """
+    for name in (*also, CSV_FILE, PARQUET_FILE, SUMMARY_FILE, PLOT_FILE):
+        path = folder / name
+        if os.path.lexists(path) and not path.is_file():
+            raise UsageError(
+                f"{str(path)!r} is not a file (a directory, or a broken link); the sweep writes {name} there:"
+                " move it away or choose another --out folder"
+            )
 
 
 def write_outputs(df: pd.DataFrame, folder: Path, fmt: str = "csv") -> list[Path]:

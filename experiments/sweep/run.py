@@ -39,7 +39,7 @@ from memplan.experiments.sweep.grid import (
     prepare_out,
     validate_grid,
 )
-from memplan.experiments.sweep.run_log import RunLog
+from memplan.experiments.sweep.run_log import RUNS_FILE, RunLog
 from memplan.experiments.sweep.table import table
 from memplan.experiments.zoo.lowering import library_warnings_silenced, lower_planned, stock_arenas
 
@@ -97,6 +97,7 @@ def sweep(
     jobs = default_jobs() if jobs is None else jobs
     validate_grid(models, solvers, alignments, cat_fusion, time_limit_s, jobs, executor, memory_map)
     folder = prepare_out(out)
+    report.check_output_files(folder, also=(RUNS_FILE,))
     log = RunLog(folder)
     todo = [
         run
