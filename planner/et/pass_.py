@@ -24,18 +24,19 @@ from typing import Any
 import torch
 from executorch.exir.banked_memory_planning import TargetMemoryMap
 from executorch.exir.memory_planning import (
+    MemoryPlanningAlgorithmSuite,
     Verifier,
     insert_calls_to_free,
 )
 from executorch.exir.pass_base import PassResult
 from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass
-from executorch.exir.schema import DeviceType
 from executorch.exir.tensor import ALIGNMENT, TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
 from memplan.planner.errors import PlanningError, ProblemError, UnsupportedProblemError
 from memplan.planner.et.apply import apply_plan
+from memplan.planner.et.as_algorithm import MemplanAlgorithm
 from memplan.planner.et.banks import bank_buffer_sizes, with_memory_map
 from memplan.planner.et.banks import state_pool as banked_state_pool
 from memplan.planner.et.banks import stock_sizes as banked_stock_sizes
@@ -43,6 +44,7 @@ from memplan.planner.et.cat.policy import plan_with_cat_fusion
 from memplan.planner.et.cat.report import CatReport
 from memplan.planner.et.cat.rewrite import fuse_cats
 from memplan.planner.et.compat import ExportContext, export_context, merge_bufsizes
+from memplan.planner.et.devices import DeviceArenas, place_zero_size, split_by_device, with_device_arenas
 from memplan.planner.et.extract import (
     Extraction,
     ExtractionError,
@@ -50,6 +52,7 @@ from memplan.planner.et.extract import (
     extract,
     state_buffers,
 )
+from memplan.planner.et.given import GivenPlan, placed_by
 from memplan.planner.et.shared_state import (
     STATE_POOL,
     MethodState,
@@ -63,8 +66,9 @@ from memplan.planner.et.shared_state import (
 )
 from memplan.planner.et.signature import frozen
 from memplan.planner.et.state import StateReport, update_state_in_place
+from memplan.planner.et.translate import Translation, Untranslated, translate
 from memplan.planner.et.verify import verify_storage_reuse
-from memplan.planner.problem import Outcome, Plan, Problem
+from memplan.planner.problem import Outcome, Plan, Problem, traffic_cost
 
 
 @dataclass
@@ -89,6 +93,9 @@ class MethodResult:
     specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
     padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
     state_report: StateReport | None = None  # set when state_in_place is on (memplan.planner.et.state)
+    algorithm: str = ""  # the algorithm given to the pass (memplan.planner.et.translate.algorithm_name)
+    note: str = ""  # how it was honoured: translated (and whose plan was kept) or run as given
+    arenas: DeviceArenas = field(default_factory=DeviceArenas)  # the device of each non-host arena
 
     @cached_property
     def stock_sizes(self) -> list[int]:
@@ -96,8 +103,21 @@ class MethodResult:
 
 
 class PlannerPass(MemoryPlanningPass):
-    """Memory planning by a memplan solver; same flags as `MemoryPlanningPass`.
+    """Memory planning by a memplan solver; `MemoryPlanningPass`'s signature, same meanings.
 
+    `memory_planning_algo` (positional, first, as in stock) is honoured
+    (memplan.planner.et.translate): a suite of ExecuTorch's algorithms
+    (`greedy`, `naive`, `BankedGreedy(target)`, `MemplanAlgorithm(solver)`)
+    is translated into memplan's problem (a `BankedGreedy`'s memory map
+    included) and planned by memplan's solver; the given algorithm also plans
+    the same tensors and its plan is kept when better (both validated). One
+    memplan cannot translate is run as given and its plan validated. Either
+    way `results[method].note` says what happened. Left out, it is a suite
+    of memplan's own algorithm, and `memory_planning_algo.algo_list[0]` reads
+    work as in stock. `allow_lifetime_and_storage_overlap` relaxes the
+    storage-reuse check, as in stock. With `enable_non_cpu_memory_planning`
+    (set by `to_executorch`), each device gets its own arenas, numbered as
+    stock numbers them (memplan.planner.et.devices).
     `PlannerPass()` runs CP-SAT for at most 5 s per method, starting from the
     best-fit plan, and never returns a plan larger than best-fit's or than
     ExecuTorch's own greedy (solvers.fallback).
@@ -126,15 +146,17 @@ class PlannerPass(MemoryPlanningPass):
 
     def __init__(
         self,
-        solver: str = solvers.DEFAULT_SOLVER,
-        time_limit_s: float | None = solvers.DEFAULT_TIME_LIMIT_S,
-        solver_options: dict[str, Any] | None = None,
-        *,
+        memory_planning_algo: Callable[..., Any] | None = None,
+        allow_lifetime_and_storage_overlap: bool = False,
         alloc_graph_input: bool = True,
         alloc_graph_output: bool = True,
         alloc_mutable_buffers: bool = True,
         share_mutable_buffers: bool | None = None,
         alignment: int = ALIGNMENT,
+        *,
+        solver: str = solvers.DEFAULT_SOLVER,
+        time_limit_s: float | None = solvers.DEFAULT_TIME_LIMIT_S,
+        solver_options: dict[str, Any] | None = None,
         capacity: int | None = None,
         cat_fusion: bool = True,
         cat_fusion_relax_alignment: bool = False,
@@ -144,12 +166,30 @@ class PlannerPass(MemoryPlanningPass):
         state_in_place: bool = True,
     ) -> None:
         solvers.entry(solver).make_params(dict(solver_options or {}))  # bad names fail here, not mid-export
+        if share_mutable_buffers and not alloc_mutable_buffers:
+            raise PlanningError("share_mutable_buffers is only meaningful when alloc_mutable_buffers is True")
+        if memory_planning_algo is None:
+            memory_planning_algo = MemoryPlanningAlgorithmSuite(
+                algo_list=[MemplanAlgorithm(solver, time_limit_s, solver_options)]
+            )
+        self.translation = translate(memory_planning_algo)
+        if isinstance(self.translation, Translation) and self.translation.solver is not None:
+            solver, time_limit_s = self.translation.solver, self.translation.time_limit_s
+            solver_options = dict(self.translation.solver_options)
+        if isinstance(self.translation, Translation) and self.translation.memory_map is not None:
+            if memory_map is not None and memory_map is not self.translation.memory_map:
+                raise PlanningError(
+                    f"memory_map was given twice: as an argument and by {self.translation.name}; give one"
+                )
+            memory_map = self.translation.memory_map
         if memory_map is not None:
             try:
                 solvers.for_memory_map(solver)
             except UnsupportedProblemError as e:
                 raise PlanningError(str(e)) from None
         super().__init__(
+            memory_planning_algo,
+            allow_lifetime_and_storage_overlap=allow_lifetime_and_storage_overlap,
             alloc_graph_input=alloc_graph_input,
             alloc_graph_output=alloc_graph_output,
             alloc_mutable_buffers=alloc_mutable_buffers,
@@ -276,12 +316,12 @@ class PlannerPass(MemoryPlanningPass):
         )
         if self.memory_map is not None:
             ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment, where)
+        translation = self.translation
+        if isinstance(translation, Translation) and translation.constrain is not None:
+            ex = translation.constrain(ex, graph_module, where)
+        arenas = DeviceArenas()
         if self.enable_non_cpu_memory_planning:
-            off_host = [bid for bid, s in ex.spec_of.items() if s.device != DeviceType.CPU]
-            if off_host:
-                raise PlanningError(
-                    f"{where}: tensors on non-CPU devices are not supported: {', '.join(off_host[:10])}"
-                )
+            ex, arenas = split_by_device(ex, where)
         reserved = [0] * (max(ex.reserved, default=0) + 1)
         for pool, size in ex.reserved.items():
             reserved[pool] = size
@@ -292,21 +332,67 @@ class PlannerPass(MemoryPlanningPass):
             stock = functools.partial(list, [0, *banked[1:]] if banked else [])
         else:
             stock = functools.partial(_greedy_sizes, ex)
-        fusion, planned = None, ex
-        if self.cat_fusion:
-            fusion, plan, without = plan_with_cat_fusion(
+
+        def given(keep: bool) -> GivenPlan:
+            return placed_by(
+                self.memory_planning_algo,
+                translation.name,
+                ex,
                 graph_module,
                 signature,
-                ex,
-                lambda problem: self._solve(problem, where),
-                relax_alignment=self.cat_fusion_relax_alignment,
-                partial=self.cat_fusion_partial,
-                allow_growth=self.cat_fusion_allow_growth or self.memory_map is not None,
+                self.alignment,
+                arenas,
+                keep=keep,
             )
-            planned = dataclasses.replace(ex, problem=fusion.problem)
+
+        fusion, planned, note = None, ex, ""
+        without: Plan | None = None
+        reserved_by_algorithm: list[int] = []
+        if isinstance(translation, Untranslated):
+            own = given(keep=True)
+            plan, planned = own.plan, dataclasses.replace(ex, problem=own.problem)
+            reserved_by_algorithm = own.buffer_sizes
+            note = f"{translation.name} run as given ({translation.reason}); its plan passed validation"
         else:
-            plan = self._solve(ex.problem, where)
-        sizes = apply_plan(planned, plan)
+            reference = self._reference(given, where) if translation.reference else None
+            if self.cat_fusion:
+                fusion, plan, without = plan_with_cat_fusion(
+                    graph_module,
+                    signature,
+                    ex,
+                    lambda problem: self._solve(problem, where),
+                    relax_alignment=self.cat_fusion_relax_alignment,
+                    partial=self.cat_fusion_partial,
+                    allow_growth=self.cat_fusion_allow_growth or self.memory_map is not None,
+                )
+                planned = dataclasses.replace(ex, problem=fusion.problem)
+            else:
+                plan = self._solve(ex.problem, where)
+            if isinstance(reference, GivenPlan):
+                mine, theirs = _cost(planned.problem, plan), _cost(reference.problem, reference.plan)
+                note = (
+                    f"{translation.name} translated; memplan {self.solver}: {mine[-1]:,} B, the algorithm's own"
+                    f" plan: {theirs[-1]:,} B"
+                )
+                if theirs < mine:
+                    fusion, plan, planned = (
+                        None,
+                        reference.plan,
+                        dataclasses.replace(ex, problem=reference.problem),
+                    )
+                    note += ", the algorithm's kept"
+            elif reference is not None:
+                note = f"{translation.name} translated; its own plan was not kept: {reference}"
+            else:
+                note = f"{translation.name}: planned by memplan {self.solver}"
+        sizes = merge_bufsizes(
+            apply_plan(planned, plan), reserved_by_algorithm
+        )  # an algorithm run as given may reserve more
+        if arenas.devices:
+            place_zero_size(planned, arenas)
+            sizes = with_device_arenas(sizes, arenas)
+            if (devices := arenas.buffer_devices(len(sizes))) is not None:
+                graph_module.meta["non_const_buffer_device"] = devices
         if self.memory_map is not None:
             sizes = bank_buffer_sizes(sizes, self.memory_map, dict(plan.arena_sizes))
         insert_calls_to_free(graph_module, set(ex.specs))
@@ -325,7 +411,19 @@ class PlannerPass(MemoryPlanningPass):
             report,
             dict(planned.spec_of),
             ex.extra_padding,
+            algorithm=translation.name,
+            note=note,
+            arenas=arenas,
         )
+
+    def _reference(self, given: Callable[[bool], GivenPlan], where: str) -> GivenPlan | str:
+        """The given algorithm's own plan, or why there is none (it failed, or its plan is invalid)."""
+        try:
+            return given(False)
+        except ProblemError as e:
+            return f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        except Exception as e:  # the algorithm's own failure: memplan's plan stands
+            return f"it raised {type(e).__name__}: {e}"
 
     def _solve(self, problem: Problem, where: str) -> Plan:
         """The plan `solve` chooses with fallbacks (solvers.fallback), validated; errors name the method.
@@ -382,6 +480,11 @@ class PlannerPass(MemoryPlanningPass):
                 else banked_state_pool(self.memory_map, self.results[method].problem)
             ),
         )
+
+
+def _cost(problem: Problem, plan: Plan) -> tuple[float, int]:
+    """What "better" means between two valid plans: less bank traffic cost (under a memory map), then fewer bytes."""
+    return (traffic_cost(problem, plan.pools) if problem.banks else 0.0), plan.arena_size
 
 
 def _greedy_sizes(ex: Extraction) -> list[int]:
