@@ -147,7 +147,7 @@ def copy_name(path: str) -> str:
 def prepare(folder: Path, files: Sequence[str], *, planner: bool) -> dict[str, int]:
     """Copy `files` from the wheel into `folder` (substituted when `planner`); path -> substitutions."""
     folder.mkdir(parents=True, exist_ok=True)
-    root = Path(executorch.__file__).parent
+    root = Path(next(iter(executorch.__path__)))  # a namespace package: no __file__
     conftest = _SHIM + (_PATCH.format(modules=LIBRARY_CONSTRUCTIONS) if planner else "")
     (folder / "conftest.py").write_text(conftest)
     counts = {}
@@ -158,9 +158,11 @@ def prepare(folder: Path, files: Sequence[str], *, planner: bool) -> dict[str, i
     return counts
 
 
-def run_file(folder: Path, path: str, timeout_s: float) -> tuple[dict[str, str], float]:
-    """Outcome of every test of one copied file, and the seconds pytest took."""
+def run_file(folder: Path, path: str, timeout_s: float, reuse: bool = False) -> tuple[dict[str, str], float]:
+    """Outcome of every test of one copied file, and the seconds pytest took (its tests' when `reuse`d)."""
     report = folder / (copy_name(path) + ".xml")
+    if reuse and report.exists():
+        return outcomes(report.read_text(), path), reported_seconds(report.read_text())
     command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
     started = time.perf_counter()
     try:
@@ -183,6 +185,11 @@ def outcomes(junit_xml: str, path: str) -> dict[str, str]:
         outcome = "failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds else "passed"
         found[prefix + case.get("name", "?")] = outcome
     return found
+
+
+def reported_seconds(junit_xml: str) -> float:
+    """The seconds the tests of a junit XML report took together."""
+    return sum(float(case.get("time", 0)) for case in ET.fromstring(junit_xml).iter("testcase"))
 
 
 def documented(text: str) -> dict[str, Entry]:
@@ -233,16 +240,18 @@ def table(results: Sequence[FileResult], entries: Mapping[str, Entry]) -> pd.Dat
     return pd.concat([df, pd.DataFrame([total])], ignore_index=True)
 
 
-def run(files: Sequence[str], folder: Path, timeout_s: float, *, stock: bool = True) -> list[FileResult]:
-    """Both copies of `files` under `folder`, one pytest run per file and copy."""
+def run(files: Sequence[str], folder: Path, timeout_s: float, *, reuse: bool = False) -> list[FileResult]:
+    """Both copies of `files` under `folder`, one pytest run per file and copy.
+
+    `reuse` keeps the reports a previous run left in `folder` instead of running those copies again.
+    """
     prepare(folder / "stock", files, planner=False)
     counts = prepare(folder / "planner", files, planner=True)
     results = []
     for path in files:
         result = FileResult(path, counts[path])
-        if stock:
-            result.stock, result.stock_seconds = run_file(folder / "stock", path, timeout_s)
-        result.planner, result.planner_seconds = run_file(folder / "planner", path, timeout_s)
+        result.stock, result.stock_seconds = run_file(folder / "stock", path, timeout_s, reuse)
+        result.planner, result.planner_seconds = run_file(folder / "planner", path, timeout_s, reuse)
         results.append(result)
         print(f"{path}: {_counts(result)}", file=sys.stderr, flush=True)
     return results
@@ -273,6 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--files", help="comma-separated wheel paths (default: all of SUITE)")
     parser.add_argument("--keep", type=Path, help="run in this folder and keep it (default: a temporary one)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per file and copy")
+    parser.add_argument("--reuse", action="store_true", help="with --keep: keep the reports found there")
     args = parser.parse_args(argv)
     files = args.files.split(",") if args.files else list(SUITE)
     unknown = [f for f in files if f not in SUITE]
@@ -280,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"not in SUITE: {', '.join(unknown)}")
     entries = documented(DIFFERENCES.read_text())
     if args.keep:
-        results = run(files, args.keep, args.timeout)
+        results = run(files, args.keep, args.timeout, reuse=args.reuse)
     else:
         with tempfile.TemporaryDirectory(prefix="executorch_tests_") as tmp:
             results = run(files, Path(tmp), args.timeout)
