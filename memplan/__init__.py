@@ -13,27 +13,20 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from memplan.planner.problem import (
-    Buffer,
-    BufferKind,
-    ContiguousGroup,
-    InfeasibleError,
-    Plan,
-    Problem,
-    ProblemError,
-    SameOffset,
-    lower_bound,
-    validate,
-)
-from memplan.solvers import available, solve
+from memplan.bounds import lower_bound
+from memplan.errors import InfeasibleError, ProblemError
+from memplan.plan import Plan
+from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem, SameOffset
+from memplan.validate import validate
 
 if TYPE_CHECKING:
-    from memplan.experiments.programs import load as load_program
-    from memplan.experiments.programs import plan_model
-    from memplan.experiments.results import load_results
-    from memplan.experiments.sweep import sweep
-    from memplan.planner.et.pass_ import PlannerPass
-    from memplan.planner.et.pte import read_program
+    from memplan.experiments.sweep.results import load_results
+    from memplan.experiments.sweep.run import sweep
+    from memplan.experiments.zoo.programs import load as load_program
+    from memplan.experiments.zoo.programs import plan_model
+    from memplan.planner.pass_ import PlannerPass
+    from memplan.planner.pte import read_program
+    from memplan.solvers import available, solve
 
 try:
     __version__ = version("memplan")
@@ -63,13 +56,15 @@ __all__ = [
 ]
 
 
-_LAZY = {
-    "PlannerPass": ("memplan.planner.et.pass_", "PlannerPass"),
-    "plan_model": ("memplan.experiments.programs", "plan_model"),
-    "load_program": ("memplan.experiments.programs", "load"),
-    "read_program": ("memplan.planner.et.pte", "read_program"),
-    "load_results": ("memplan.experiments.results", "load_results"),
-    "sweep": ("memplan.experiments.sweep", "sweep"),
+_LAZY = {  # upper floors, imported on first use: the ground floor imports none of them
+    "available": ("memplan.solvers", "available"),
+    "solve": ("memplan.solvers", "solve"),
+    "PlannerPass": ("memplan.planner.pass_", "PlannerPass"),
+    "plan_model": ("memplan.experiments.zoo.programs", "plan_model"),
+    "load_program": ("memplan.experiments.zoo.programs", "load"),
+    "read_program": ("memplan.planner.pte", "read_program"),
+    "load_results": ("memplan.experiments.sweep.results", "load_results"),
+    "sweep": ("memplan.experiments.sweep.run", "sweep"),
 }
 
 

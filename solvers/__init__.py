@@ -15,15 +15,20 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from memplan.planner.errors import (
+from memplan.banks import place_in_banks
+from memplan.bounds import lower_bound
+from memplan.errors import (
     BankCapacityError,
+    InfeasibleError,
     SolverOptionError,
     UnknownSolverError,
     UnsupportedProblemError,
 )
-from memplan.planner.problem import InfeasibleError, Plan, Problem, check_plan, lower_bound, place_in_banks
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.solvers.contract import Capabilities, SolverEntry
 from memplan.solvers.units import planned_exactly
+from memplan.validate import check_plan
 
 DEFAULT_SOLVER = "cpsat"
 """What `PlannerPass` and `memplan plan` run when not told (CP-SAT, starting from best-fit's plan)."""

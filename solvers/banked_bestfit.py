@@ -33,20 +33,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.planner.problem import (
-    Bank,
-    BankCapacityError,
-    InfeasibleError,
-    Plan,
-    Problem,
-    UnsupportedProblemError,
-    align_up,
-    bank_part,
-    lower_bound,
-    lower_bounds,
-    place_in_banks,
-    traffic_cost,
-)
+from memplan.arith import align_up
+from memplan.banks import bank_part, place_in_banks, traffic_cost
+from memplan.bounds import lower_bound, lower_bounds
+from memplan.errors import BankCapacityError, InfeasibleError, UnsupportedProblemError
+from memplan.plan import Plan
+from memplan.problem import Bank, Problem
 from memplan.solvers.banked_greedy import solve_banked_greedy
 from memplan.solvers.bestfit import BestfitParams, solve_bestfit
 from memplan.solvers.units import Rect, Unit, units_of

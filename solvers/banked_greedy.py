@@ -30,18 +30,12 @@ import math
 import time
 from dataclasses import dataclass, field
 
-from memplan.planner.problem import (
-    BankCapacityError,
-    Buffer,
-    BufferKind,
-    Plan,
-    Problem,
-    UnsupportedProblemError,
-    align_up,
-    arena_sizes_of,
-    lower_bound,
-    place_in_banks,
-)
+from memplan.arith import align_up
+from memplan.banks import place_in_banks
+from memplan.bounds import lower_bound
+from memplan.errors import BankCapacityError, UnsupportedProblemError
+from memplan.plan import Plan, arena_sizes_of
+from memplan.problem import Buffer, BufferKind, Problem
 
 
 @dataclass

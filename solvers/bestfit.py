@@ -22,7 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.planner.problem import InfeasibleError, Plan, Problem
+from memplan.errors import InfeasibleError
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.solvers.gc_pause import gc_paused
 from memplan.solvers.holes import best_gap, best_gap_np, merged
 from memplan.solvers.live_index import LiveIndex

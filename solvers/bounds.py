@@ -10,8 +10,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-import memplan.planner.timeline as timeline
-from memplan.planner.problem import InfeasibleError, Problem, align_up, common_divisor, lower_bounds
+import memplan.timeline as timeline
+from memplan.arith import align_up, common_divisor
+from memplan.bounds import lower_bounds
+from memplan.errors import InfeasibleError
+from memplan.problem import Problem
 from memplan.solvers.units import Unit, planned_exactly
 
 

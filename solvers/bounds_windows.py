@@ -34,7 +34,8 @@ from enum import Enum
 
 from ortools.sat.python import cp_model
 
-from memplan.planner.problem import Problem, ceil_div
+from memplan.arith import ceil_div
+from memplan.problem import Problem
 from memplan.solvers.bounds import pool_bounds, scale_of, step_of
 from memplan.solvers.units import Unit, planned_exactly, units_of
 

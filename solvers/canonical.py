@@ -42,7 +42,7 @@ from enum import Enum
 
 import numpy as np
 
-from memplan.planner.problem import align_up
+from memplan.arith import align_up
 from memplan.solvers.units import Unit
 
 PREORDERS = ("TWA", "WAT", "TAW")

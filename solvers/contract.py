@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from memplan.planner.errors import SolverOptionError, UnsupportedProblemError
-from memplan.planner.problem import Plan, Problem
+from memplan.errors import SolverOptionError, UnsupportedProblemError
+from memplan.plan import Plan
+from memplan.problem import Problem
 
 
 @dataclass(frozen=True)

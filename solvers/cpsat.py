@@ -56,8 +56,10 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
-from memplan.planner.errors import SolverFailure, SolverOptionError
-from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem, align_up
+from memplan.arith import align_up
+from memplan.errors import InfeasibleError, SolverFailure, SolverOptionError
+from memplan.plan import Outcome, Plan
+from memplan.problem import Problem
 from memplan.solvers import canonical
 from memplan.solvers.bestfit import solve_bestfit
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds

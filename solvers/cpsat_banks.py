@@ -22,20 +22,12 @@ import time
 
 from ortools.sat.python import cp_model
 
-from memplan.planner.problem import (
-    BankCapacityError,
-    InfeasibleError,
-    Outcome,
-    Plan,
-    Problem,
-    align_up,
-    arena_sizes_of,
-    bank_part,
-    common_divisor,
-    lower_bound,
-    place_in_banks,
-    traffic_cost,
-)
+from memplan.arith import align_up, common_divisor
+from memplan.banks import bank_part, place_in_banks, traffic_cost
+from memplan.bounds import lower_bound
+from memplan.errors import BankCapacityError, InfeasibleError
+from memplan.plan import Outcome, Plan, arena_sizes_of
+from memplan.problem import Problem
 from memplan.solvers.units import Unit, expand, units_of
 
 DEFAULT_TIME_LIMIT_S = 10.0

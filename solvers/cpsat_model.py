@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from ortools.sat.python import cp_model
 
-from memplan.planner.problem import ceil_div
+from memplan.arith import ceil_div
 from memplan.solvers.bounds import scale_of, step_of
 from memplan.solvers.orderings import in_order
 from memplan.solvers.units import Unit, arena_of

@@ -28,7 +28,10 @@ from collections.abc import Sequence
 
 from ortools.sat.python import cp_model
 
-from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem, align_up
+from memplan.arith import align_up
+from memplan.errors import InfeasibleError
+from memplan.plan import Outcome, Plan
+from memplan.problem import Problem
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
 from memplan.solvers.cpsat_model import PlacementModel, arena_limits, with_skyline_order
 from memplan.solvers.cpsat_search import SkylineSettings

@@ -28,19 +28,11 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from memplan.planner.errors import SolverOptionError
-from memplan.planner.problem import (
-    ContiguousGroup,
-    InfeasibleError,
-    Outcome,
-    Plan,
-    Problem,
-    SameOffset,
-    align_up,
-    arena_sizes_of,
-    lower_bound,
-    lower_bounds,
-)
+from memplan.arith import align_up
+from memplan.bounds import lower_bound, lower_bounds
+from memplan.errors import InfeasibleError, SolverOptionError
+from memplan.plan import Outcome, Plan, arena_sizes_of
+from memplan.problem import ContiguousGroup, Problem, SameOffset
 from memplan.solvers.units import Unit, units_of
 
 MIN_PART_SECONDS = 0.5

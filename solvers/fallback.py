@@ -24,18 +24,12 @@ from collections import defaultdict
 from typing import Any, cast
 
 import memplan.solvers as solvers
-from memplan.planner.errors import InfeasibleError, UnsupportedProblemError
-from memplan.planner.problem import (
-    BufferKind,
-    Outcome,
-    Plan,
-    Problem,
-    align_up,
-    arena_sizes_of,
-    lower_bound,
-    place_in_banks,
-    traffic_cost,
-)
+from memplan.arith import align_up
+from memplan.banks import place_in_banks, traffic_cost
+from memplan.bounds import lower_bound
+from memplan.errors import InfeasibleError, UnsupportedProblemError
+from memplan.plan import Outcome, Plan, arena_sizes_of
+from memplan.problem import BufferKind, Problem
 from memplan.solvers.contract import SolverEntry
 
 

@@ -35,7 +35,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from memplan.planner.problem import Outcome, Plan, Problem, UnsupportedProblemError, align_up, lower_bounds
+from memplan.arith import align_up
+from memplan.bounds import lower_bounds
+from memplan.errors import UnsupportedProblemError
+from memplan.plan import Outcome, Plan
+from memplan.problem import Problem
 from memplan.solvers.live_index import LiveIndex
 from memplan.solvers.units import Unit, expand, units_of
 

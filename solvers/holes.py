@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from memplan.planner.problem import align_up
+from memplan.arith import align_up
 
 
 def merged(intervals: list[tuple[int, int]], low: int, high: int) -> list[tuple[int, int]]:

@@ -34,9 +34,12 @@ from typing import Any
 
 import pulp
 
-import memplan.planner.timeline as timeline
-from memplan.planner.errors import SolverOptionError
-from memplan.planner.problem import InfeasibleError, Outcome, Plan, Problem, align_up, ceil_div, lower_bounds
+import memplan.timeline as timeline
+from memplan.arith import align_up, ceil_div
+from memplan.bounds import lower_bounds
+from memplan.errors import InfeasibleError, SolverOptionError
+from memplan.plan import Outcome, Plan
+from memplan.problem import Problem
 from memplan.solvers.bestfit import solve_bestfit
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
 from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of

@@ -13,8 +13,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from memplan.planner.errors import SolverOptionError
-from memplan.planner.problem import Outcome, Plan, Problem, lower_bounds
+from memplan.bounds import lower_bounds
+from memplan.errors import SolverOptionError
+from memplan.plan import Outcome, Plan
+from memplan.problem import Problem
 from memplan.solvers.units import Unit, arena_of, make_plan
 
 

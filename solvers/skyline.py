@@ -23,8 +23,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import memplan.planner.timeline as timeline
-from memplan.planner.problem import InfeasibleError, Plan, Problem, align_up
+import memplan.timeline as timeline
+from memplan.arith import align_up
+from memplan.errors import InfeasibleError
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.solvers.orderings import best_of_orderings, check_names, in_order, with_arena
 from memplan.solvers.units import Unit, units_of
 

@@ -13,7 +13,10 @@ from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from typing import NamedTuple
 
-from memplan.planner.problem import Buffer, Outcome, Plan, Problem, ProblemError, arena_sizes_of, lower_bound
+from memplan.bounds import lower_bound
+from memplan.errors import ProblemError
+from memplan.plan import Outcome, Plan, arena_sizes_of
+from memplan.problem import Buffer, Problem
 
 
 class Rect(NamedTuple):

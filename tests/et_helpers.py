@@ -11,10 +11,9 @@ from executorch.exir.passes import MemoryPlanningPass
 from torch import nn
 from torch.export import Dim
 
-from memplan.experiments import runtime
-from memplan.experiments.zoo import ZooModel
-from memplan.planner.et.extract import Extraction, buffer_names, extract
-from memplan.planner.et.shared_state import STATE_POOL
+from memplan.experiments.zoo import ZooModel, runtime
+from memplan.planner.cross_method_state import STATE_POOL
+from memplan.planner.extract import Extraction, buffer_names, extract
 
 
 class Chain(nn.Module):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memplan.experiments.minimalloc_benchmarks import KNOWN, MINIMALLOC_DIR
+from memplan.experiments.bench.minimalloc import KNOWN, MINIMALLOC_DIR
 
 __all__ = ["KNOWN", "minimalloc_dir"]
 

@@ -13,7 +13,7 @@ from collections import defaultdict
 
 from hypothesis import strategies as st
 
-from memplan.planner.problem import Buffer, ContiguousGroup, Problem, SameOffset
+from memplan.problem import Buffer, ContiguousGroup, Problem, SameOffset
 from memplan.solvers.units import units_of
 
 ALIGNMENTS = (1, 2, 4)

@@ -15,7 +15,9 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from memplan.planner.problem import BankUsage, Plan, Problem, bank_part, bank_report, place_in_banks
+from memplan.banks import BankUsage, bank_part, bank_report, place_in_banks
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.viz.gantt import gantt
 from memplan.viz.profile import live_bytes
 from memplan.viz.style import bytes_axis, format_bytes

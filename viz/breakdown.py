@@ -11,7 +11,8 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from memplan.planner.problem import BufferKind, Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import BufferKind, Problem
 from memplan.viz.profile import _named, live_bytes
 from memplan.viz.style import (
     ARENA_COLOUR,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from memplan.planner.problem import Plan, Problem, lower_bound
+from memplan.bounds import lower_bound
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.viz.style import format_bytes
 
 

@@ -18,7 +18,9 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
-from memplan.planner.problem import Buffer, Plan, Problem, lower_bounds
+from memplan.bounds import lower_bounds
+from memplan.plan import Plan
+from memplan.problem import Buffer, Problem
 from memplan.viz.style import (
     ARENA_COLOUR,
     KIND_COLOURS,

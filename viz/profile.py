@@ -8,7 +8,8 @@ from collections.abc import Mapping, Sequence
 import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 
-from memplan.planner.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.viz.style import ARENA_COLOUR, SOLVER_COLOURS, bytes_axis, format_bytes, solver_colour
 
 TOTAL, PEAK = "live_total", "peak"  # gids; per-pool lines are "live_pool_<pool>", arenas "arena_<name>"

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
-from memplan.planner.problem import Plan, Problem
+from memplan.plan import Plan
+from memplan.problem import Problem
 from memplan.viz.gantt import gantt
 
 Chart = tuple[Problem, Plan, str | None]  # problem, plan, title (None: gantt's default title)

@@ -7,7 +7,7 @@ import math
 from matplotlib.axis import Axis
 from matplotlib.ticker import FuncFormatter, Locator
 
-from memplan.planner.problem import BufferKind
+from memplan.problem import BufferKind
 
 # Okabe-Ito colours: distinguishable with the common colour-vision deficiencies.
 KIND_COLOURS: dict[BufferKind, str] = {

@@ -1,0 +1,1 @@
+"""The `memplan` command line (`main`) and the conventions every script shares: `args` (flags), `tables` (output)."""

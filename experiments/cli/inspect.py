@@ -1,0 +1,129 @@
+"""`memplan inspect` and `memplan replan`: what a built `.pte` plans, and the same program re-planned.
+
+The analysis is `memplan.planner.pte`; this module turns it into tables and figures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from memplan.experiments.cli.tables import markdown
+from memplan.planner.pte import MethodLayout, ProgramLayout
+from memplan.planner.replan import Replan
+
+TENSOR_COLUMNS = (
+    "value",
+    "mem_id",
+    "offset",
+    "bytes",
+    "shape",
+    "dtype",
+    "role",
+    "first",
+    "last",
+    "written_by",
+)
+
+
+def methods_frame(program: ProgramLayout) -> pd.DataFrame:
+    """One row per method: arenas, tensors, instructions, lower bound for this order, and what is missing."""
+    rows = []
+    for m in program.methods.values():
+        rows.append(
+            {
+                "method": m.name,
+                "instructions": m.num_instructions,
+                "delegates": ", ".join(m.delegates),
+                "planned_tensors": len(m.tensors),
+                "arenas (mem_id 1, 2, ...)": " + ".join(f"{s:,}" for s in m.arenas[1:]) or "0",
+                "arena_bytes": m.planned_bytes,
+                "lower_bound_bytes": m.lower_bound,
+                "arena_over_lb": (m.planned_bytes / m.lower_bound) if m.lower_bound else None,
+            }
+        )
+    return pd.DataFrame(rows).astype({"lower_bound_bytes": "Int64"})
+
+
+def tensors_frame(method: MethodLayout) -> pd.DataFrame:
+    """One row per planned tensor of the method, in value order."""
+    rows = [
+        {
+            "value": t.value,
+            "mem_id": t.mem_id,
+            "offset": t.offset,
+            "bytes": t.nbytes,
+            "shape": "x".join(map(str, t.shape)) or "scalar",
+            "dtype": t.dtype,
+            "role": t.role,
+            "first": t.first,
+            "last": t.last,
+            "written_by": t.writer,
+        }
+        for t in sorted(method.tensors, key=lambda t: t.value)
+    ]
+    return pd.DataFrame(rows, columns=list(TENSOR_COLUMNS)).astype({"first": "Int64", "last": "Int64"})
+
+
+def format_program(program: ProgramLayout, tensors: bool = True) -> str:
+    """The report `memplan inspect` prints."""
+    lines = [f"# {program.path or 'program'}", "", markdown(methods_frame(program))]
+    for m in program.methods.values():
+        lines += ["", f"## {m.name}", ""]
+        lines.append(f"inputs: {_values(m.inputs)}; outputs: {_values(m.outputs)}")
+        if m.lower_bound is not None:
+            lines.append(
+                f"lower bound for this instruction order: {m.lower_bound:,} bytes"
+                f" (the file plans {m.planned_bytes:,})"
+            )
+        for reason in m.cannot:
+            lines.append(f"cannot derive lifetimes: {reason}")
+        for note in m.notes:
+            lines.append(f"note: {note}")
+        if tensors and m.tensors:
+            lines += ["", markdown(tensors_frame(m))]
+    return "\n".join(lines) + "\n"
+
+
+def _values(values: list[int]) -> str:
+    return ", ".join(f"v{v}" for v in values) or "none"
+
+
+def format_replan(result: Replan) -> str:
+    """One row per method: arenas before and after, the solver's plan, or why the method was kept."""
+    rows = []
+    for m in result.methods:
+        rows.append(
+            {
+                "method": m.method,
+                "before_bytes": sum(m.before),
+                "after_bytes": sum(m.after),
+                "saving": (m.saved_bytes / sum(m.before)) if sum(m.before) else None,
+                "proven_optimal": None if m.plan is None else bool(m.plan.proven_optimal),
+                "kept_because": m.kept_because,
+            }
+        )
+    return markdown(pd.DataFrame(rows).astype({"proven_optimal": "boolean"})) + "\n"
+
+
+def save_figure(program: ProgramLayout, path: str | Path) -> Path:
+    """Gantt chart and memory profile of each method whose problem could be derived, one row each."""
+    from matplotlib.figure import Figure
+
+    from memplan import viz
+    from memplan.experiments.cli.one_model import check_figure_path, write_figure
+
+    path = check_figure_path(path)
+    drawn = [m for m in program.methods.values() if m.problem is not None and m.layout is not None]
+    if not drawn:
+        raise ValueError("no method's lifetimes could be derived, so there is nothing to draw")
+    fig = Figure(figsize=(14, 4.5 * len(drawn)))
+    axes = fig.subplots(len(drawn), 2, squeeze=False, gridspec_kw={"width_ratios": [2, 1]})
+    for (gantt_ax, profile_ax), m in zip(axes, drawn):
+        assert m.problem is not None and m.layout is not None
+        viz.gantt(m.problem, m.layout, ax=gantt_ax, title=f"{m.name}: as built")
+        viz.profile(m.problem, {"as built": m.layout}, ax=profile_ax)
+        profile_ax.set_title(f"{m.name}: live bytes")
+    fig.tight_layout()
+    return write_figure(fig, path)

@@ -1,0 +1,396 @@
+"""`memplan`: sweeps, single-model plans, Gantt plots, problem export, .pte inspection and re-planning, CSV benchmarks.
+
+Only argument parsing and printing live here; the work is in experiments.sweep,
+experiments.one_model, experiments.inspect_pte, experiments.bench and experiments.catalog. A mistake
+in the command line (unknown model or solver, bad setting, unwritable output)
+ends with one `memplan: error: ...` line and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+USAGE_EXIT = 2
+FAILURE_EXIT = 1
+
+
+class _Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line (no usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        _fail(f"{message} (see: {self.prog} --help)", USAGE_EXIT)
+
+
+def _fail(message: str, code: int) -> NoReturn:
+    print(f"memplan: error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from memplan import __version__
+    from memplan.experiments.cli.one_model import DEFAULT_ALIGNMENT
+    from memplan.experiments.sweep import grid as sweep_grid
+    from memplan.experiments.sweep import run as sweep
+    from memplan.experiments.sweep.executors import EXECUTORS
+    from memplan.solvers import DEFAULT_SOLVER
+
+    parser = _Parser(prog="memplan", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"memplan {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    p = sub.add_parser("sweep", help="run models x solvers x settings into a results folder")
+    p.add_argument(
+        "--models", help="comma-separated zoo models, .pt2 files or path/file.py:factory (default: the zoo)"
+    )
+    p.add_argument("--solvers", help="comma-separated solvers (default: all registered)")
+    p.add_argument("--out", default=sweep.DEFAULT_OUT, help="output folder (default: %(default)s)")
+    p.add_argument(
+        "--alignment",
+        default=",".join(map(str, sweep_grid.DEFAULT_ALIGNMENTS)),
+        help="comma-separated byte alignments (default: %(default)s)",
+    )
+    p.add_argument(
+        "--cat-fusion",
+        default=",".join("on" if f else "off" for f in sweep_grid.DEFAULT_CAT_FUSION),
+        help="on, off or on,off (default: %(default)s)",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        default=sweep_grid.DEFAULT_TIME_LIMIT_S,
+        help="seconds per solve for time-limited solvers (default: %(default)s)",
+    )
+    p.add_argument("--check", action="store_true", help="run every program and compare with eager PyTorch")
+    p.add_argument(
+        "--memory-map",
+        default="",
+        help="plan across banks, fastest first, e.g. sram:64KiB,dram:16MiB (mem_ids 1, 2, ...); adds"
+        " per-bank columns (default solvers then: greedy = ExecuTorch's BankedGreedy, bestfit, cpsat)",
+    )
+    p.add_argument(
+        "--reproducible",
+        action="store_true",
+        help="solvers in their reproducible mode: the same plans on any machine load (milp has none)",
+    )
+    p.add_argument("--jobs", type=int, help="parallel workers (default: one per core)")
+    p.add_argument(
+        "--executor", choices=EXECUTORS, default="local", help="where runs execute (default: local)"
+    )
+    p.add_argument("--address", help="Ray cluster address (default: start a local Ray for the run)")
+    p.add_argument("--retry-errors", action="store_true", help="rerun runs that failed in an earlier sweep")
+    p.add_argument(
+        "--format",
+        choices=("csv", "parquet"),
+        default="csv",
+        help="results table file: results.csv or results.parquet (needs pyarrow) (default: %(default)s)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+
+    p = sub.add_parser("plan", help="plan one model (zoo name, .pt2, file.py:factory) and print a summary")
+    p.add_argument("model")
+    p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
+    p.add_argument("--method", help="only this method (default: all)")
+    p.add_argument(
+        "--time-limit", type=float, default=sweep_grid.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
+    )
+    p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
+    p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    p.add_argument("--plot", metavar="FILE", help="also write the Gantt chart (.png, .svg or .pdf)")
+
+    p = sub.add_parser("plot", help="write a Gantt chart of a model's plan (zoo name, .pt2, file.py:factory)")
+    p.add_argument("model")
+    p.add_argument("--solver", required=True)
+    p.add_argument("--method", help="only this method (default: all, stacked)")
+    p.add_argument(
+        "--time-limit", type=float, default=sweep_grid.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
+    )
+    p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
+    p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    p.add_argument("--out", required=True, metavar="FILE", help=".png, .svg or .pdf")
+
+    p = sub.add_parser("export-problem", help="write each method's problem as MiniMalloc CSV and JSON")
+    p.add_argument("model")
+    p.add_argument("--out", required=True, metavar="DIR")
+    p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
+    p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+
+    p = sub.add_parser("inspect", help="what a built .pte plans: arenas, tensors, lifetimes, lower bound")
+    p.add_argument("program", metavar="PROGRAM.pte")
+    p.add_argument(
+        "--out", metavar="FILE", help="also write Gantt charts and memory profiles (.png, .svg, .pdf)"
+    )
+    p.add_argument("--brief", action="store_true", help="per-method summary only, no tensor tables")
+    p.add_argument(
+        "--alignment", type=int, default=16, help="alignment of the derived problem (default: %(default)s)"
+    )
+
+    p = sub.add_parser("replan", help="re-plan a built .pte without its Python source")
+    p.add_argument("program", metavar="IN.pte")
+    p.add_argument("--out", required=True, metavar="OUT.pte")
+    p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
+    p.add_argument(
+        "--time-limit", type=float, default=sweep_grid.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
+    )
+    p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="run both programs in executorch.runtime on the same random inputs; outputs must be identical",
+    )
+
+    p = sub.add_parser("bench-csv", help="solve a folder of MiniMalloc CSV problems and print a table")
+    p.add_argument("dir")
+    p.add_argument("--solvers", default="bestfit,cpsat", help="comma-separated (default: %(default)s)")
+    p.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve (default: %(default)s)")
+    p.add_argument(
+        "--capacity-from-name",
+        action="store_true",
+        help="read each problem's capacity from its file name (MiniMalloc benchmark style)",
+    )
+    p.add_argument("--out", metavar="FILE", help="also write the table (.csv, or .parquet with pyarrow)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    sub.add_parser("models", help="list zoo models")
+    sub.add_parser("solvers", help="list solvers")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from memplan.errors import SolverOptionError
+    from memplan.experiments import zoo
+    from memplan.experiments.sweep.executors import ExecutorUnavailableError
+    from memplan.experiments.sweep.grid import SweepConfigError
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.error("choose a command: " + ", ".join(_COMMANDS))
+    try:
+        return _COMMANDS[args.command](args)
+    except (
+        SweepConfigError,
+        zoo.UnknownModelError,
+        SolverOptionError,
+        ExecutorUnavailableError,
+    ) as exc:
+        _fail(str(exc), USAGE_EXIT)
+    except KeyboardInterrupt:
+        _fail("interrupted", FAILURE_EXIT)
+
+
+def _sweep(args: argparse.Namespace) -> int:
+    from memplan.experiments.sweep import grid as sweep_grid
+    from memplan.experiments.sweep import report
+    from memplan.experiments.sweep import run as sweep
+
+    df = sweep.sweep(
+        out=args.out,
+        models=sweep_grid.parse_list(args.models, "model") if args.models else None,
+        solvers=sweep_grid.parse_list(args.solvers, "solver") if args.solvers else None,
+        alignments=sweep_grid.parse_list(args.alignment, "alignment", int),
+        cat_fusion=sweep_grid.parse_switches(args.cat_fusion),
+        time_limit_s=args.time_limit,
+        check=args.check,
+        jobs=args.jobs,
+        executor=args.executor,
+        address=args.address,
+        retry_errors=args.retry_errors,
+        progress=not args.quiet,
+        isolate=True,
+        reproducible=args.reproducible,
+        fmt=args.format,
+        memory_map=args.memory_map,
+    )
+    if not args.quiet:
+        print(report.summary_markdown(df))
+    print(
+        f"{len(df)} rows, {int(df['error'].notna().sum())} with an error; written to {args.out}/",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from memplan.experiments.cli import one_model
+
+    if args.plot:
+        one_model.check_figure_path(args.plot)
+    result = _planned(args, one_model)
+    print(one_model.format_summary(result))
+    if args.plot:
+        print(f"wrote {one_model.save_gantt(result, args.plot)}", file=sys.stderr)
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from memplan.experiments.cli import one_model
+
+    one_model.check_figure_path(args.out)
+    result = _planned(args, one_model, with_stock=False)
+    print(f"wrote {one_model.save_gantt(result, args.out)}", file=sys.stderr)
+    return 0
+
+
+def _planned(args, one_model, with_stock: bool = True):
+    from memplan.errors import ProblemError
+
+    (fusion,) = _one_switch(args.cat_fusion)
+    try:
+        return one_model.plan_model(
+            args.model, args.solver, args.method, args.time_limit, args.alignment, fusion, with_stock
+        )
+    except ProblemError as exc:  # planning itself failed: not a usage mistake
+        _fail(str(exc).splitlines()[0], FAILURE_EXIT)
+
+
+def _one_switch(text: str) -> list[bool]:
+    from memplan.experiments.sweep import grid as sweep_grid
+
+    switches = sweep_grid.parse_switches(text)
+    if len(switches) != 1:
+        raise sweep_grid.SweepConfigError(f"--cat-fusion takes one value here (on or off), got {text!r}")
+    return switches
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from memplan.experiments.cli import inspect as inspect_pte
+    from memplan.experiments.cli import one_model
+    from memplan.experiments.sweep import grid as sweep_grid
+    from memplan.experiments.zoo.lowering import library_warnings_silenced
+    from memplan.planner.pte import PteError, read_program
+
+    sweep_grid.check_alignment(args.alignment)
+    if args.out:
+        one_model.check_figure_path(args.out)
+    try:
+        with library_warnings_silenced():
+            program = read_program(args.program, args.alignment)
+    except PteError as exc:
+        _fail(str(exc), FAILURE_EXIT)
+    print(inspect_pte.format_program(program, tensors=not args.brief), end="")
+    if args.out:
+        try:
+            print(f"wrote {inspect_pte.save_figure(program, args.out)}", file=sys.stderr)
+        except ValueError as exc:
+            _fail(str(exc), FAILURE_EXIT)
+    return 0
+
+
+def _replan(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from memplan import solvers
+    from memplan.experiments.cli import inspect as inspect_pte
+    from memplan.experiments.sweep import grid as sweep_grid
+    from memplan.experiments.zoo.lowering import library_warnings_silenced
+    from memplan.planner.pte import PteError
+    from memplan.planner.replan import replan
+
+    sweep_grid.check_choice("solver", args.solver, solvers.available())
+    sweep_grid.check_alignment(args.alignment)
+    sweep_grid.check_time_limit(args.time_limit)
+    out = Path(args.out)
+    if out.resolve() == Path(args.program).resolve():
+        raise sweep_grid.SweepConfigError("--out must differ from the input program")
+    try:
+        with library_warnings_silenced():
+            result = replan(args.program, args.solver, args.time_limit, args.alignment)
+    except PteError as exc:
+        _fail(str(exc), FAILURE_EXIT)
+    print(inspect_pte.format_replan(result), end="")
+    if args.check:
+        from memplan.experiments.zoo.pte_check import CheckError, check_same_outputs
+
+        try:
+            with library_warnings_silenced():
+                calls = check_same_outputs(Path(args.program).read_bytes(), result.data)
+        except CheckError as exc:
+            _fail(f"check failed, {args.out} not written: {exc}", FAILURE_EXIT)
+        print(f"check: {calls} calls, outputs identical to {args.program}", file=sys.stderr)
+    try:
+        out.write_bytes(result.data)
+    except OSError as exc:
+        raise sweep_grid.SweepConfigError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
+    print(
+        f"wrote {out}" + ("" if result.changed else " (unchanged: no method could be improved)"),
+        file=sys.stderr,
+    )
+    return 0
+
+
+def _export_problem(args: argparse.Namespace) -> int:
+    from memplan.experiments.cli import one_model
+
+    (fusion,) = _one_switch(args.cat_fusion)
+    written, notes = one_model.export_problems(args.model, args.out, args.alignment, fusion)
+    for path in written:
+        print(path)
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    return 0
+
+
+def _bench_csv(args: argparse.Namespace) -> int:
+    from memplan.experiments.cli import bench_csv as bench
+    from memplan.experiments.cli.tables import markdown
+    from memplan.experiments.sweep import grid as sweep_grid
+
+    out = Path(args.out) if args.out else None
+    if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
+        raise sweep_grid.SweepConfigError(f"--out {args.out!r} must end in .csv or .parquet")
+    if out is not None and out.suffix.lower() == ".parquet":
+        from memplan.experiments.sweep.results import require_pyarrow
+
+        require_pyarrow()
+    df = bench.bench_csv(
+        args.dir,
+        sweep_grid.parse_list(args.solvers, "solver"),
+        args.time_limit,
+        capacity_from_name=args.capacity_from_name,
+        progress=not args.quiet,
+    )
+    print(markdown(df))
+    if out is not None:
+        try:
+            df.to_parquet(out, index=False) if out.suffix.lower() == ".parquet" else df.to_csv(
+                out, index=False
+            )
+        except OSError as exc:
+            raise sweep_grid.SweepConfigError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
+        print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def _models(args: argparse.Namespace) -> int:
+    from memplan.experiments.cli import listing as catalog
+
+    print(catalog.describe(catalog.models()))
+    return 0
+
+
+def _solvers(args: argparse.Namespace) -> int:
+    from memplan.experiments.cli import listing as catalog
+
+    print(catalog.describe(catalog.solvers()))
+    return 0
+
+
+_COMMANDS = {
+    "sweep": _sweep,
+    "plan": _plan,
+    "plot": _plot,
+    "export-problem": _export_problem,
+    "inspect": _inspect,
+    "replan": _replan,
+    "bench-csv": _bench_csv,
+    "models": _models,
+    "solvers": _solvers,
+}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

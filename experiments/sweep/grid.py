@@ -1,0 +1,227 @@
+"""What a sweep may be asked for: its runs (`StockRun`, `PlanRun`), the grid of them, and the checks.
+
+A bad value raises `SweepConfigError` naming it and the valid choices, before
+any work starts.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from memplan.experiments.sweep.executors import EXECUTORS
+from memplan.solvers import DEFAULT_TIME_LIMIT_S
+
+DEFAULT_ALIGNMENTS = (16,)
+DEFAULT_CAT_FUSION = (True,)
+
+# Settings that, with model and solver, identify a run (and so a resumable unit).
+SETTINGS = ("alignment", "cat_fusion", "time_limit_s", "reproducible")
+KEY = ("model", "solver", *SETTINGS)
+
+
+class SweepConfigError(ValueError):
+    """A sweep was asked for something that does not exist or cannot work."""
+
+
+@dataclass(frozen=True)
+class StockRun:
+    """Lower `model` with ExecuTorch's own MemoryPlanningPass at `alignment` (its banked pass under a map)."""
+
+    model: str
+    alignment: int
+    memory_map: str = ""  # "sram:64KiB,dram:16MiB" (planner.banks.parse_memory_map), "" for none
+
+    @property
+    def key(self) -> tuple:
+        return ("stock", self.model, self.alignment) + ((self.memory_map,) if self.memory_map else ())
+
+
+@dataclass(frozen=True)
+class PlanRun:
+    """Lower `model` with PlannerPass(solver, settings); `check` also runs it against eager."""
+
+    model: str
+    solver: str
+    alignment: int
+    cat_fusion: bool
+    time_limit_s: float
+    check: bool = False
+    reproducible: bool = False  # the solver's reproducible mode (solvers.solve)
+    memory_map: str = ""  # as in StockRun; part of the key only when given (older run logs stay valid)
+
+    @property
+    def key(self) -> tuple:
+        key = (
+            "plan",
+            self.model,
+            self.solver,
+            self.alignment,
+            self.cat_fusion,
+            self.time_limit_s,
+            self.reproducible,
+        )
+        return key + ((self.memory_map,) if self.memory_map else ())
+
+
+Run = StockRun | PlanRun
+
+
+def grid(
+    models: Sequence[str],
+    solvers: Sequence[str],
+    alignments: Sequence[int] = DEFAULT_ALIGNMENTS,
+    cat_fusion: Sequence[bool] = DEFAULT_CAT_FUSION,
+    time_limit_s: float = DEFAULT_TIME_LIMIT_S,
+    check: bool = False,
+    reproducible: bool = False,
+    memory_map: str = "",
+) -> list[Run]:
+    """Every run of the sweep, model by model, each model's stock runs first.
+
+    Model-major order, with the executor's affinity by model, lets a worker
+    process reuse the model it exported for the previous run. Repeated names
+    count once.
+    """
+    runs: list[Run] = []
+    for model in dict.fromkeys(models):
+        runs += [StockRun(model, a, memory_map) for a in dict.fromkeys(alignments)]
+        runs += [
+            PlanRun(model, solver, a, fuse, float(time_limit_s), check, reproducible, memory_map)
+            for a in dict.fromkeys(alignments)
+            for fuse in dict.fromkeys(cat_fusion)
+            for solver in dict.fromkeys(solvers)
+        ]
+    return runs
+
+
+def validate_grid(
+    models: Sequence[str],
+    solvers: Sequence[str],
+    alignments: Sequence[int],
+    cat_fusion: Sequence[bool],
+    time_limit_s: float,
+    jobs: int,
+    executor: str,
+    memory_map: str = "",
+) -> None:
+    """Raise `SweepConfigError` naming the bad value and the valid choices."""
+    from memplan import solvers as solver_registry
+    from memplan.experiments import zoo
+
+    if not models:
+        raise SweepConfigError(f"no model given; choose from: {', '.join(zoo.names())}")
+    if not solvers:
+        raise SweepConfigError(f"no solver given; choose from: {', '.join(solver_registry.available())}")
+    for name in models:
+        if not _is_file_spec(name):
+            check_choice("model", name, zoo.names(), hint="; or give a .pt2 file or path/file.py:factory")
+        elif not Path(name.rsplit(":", 1)[0] if ".py:" in name else name).is_file():
+            raise SweepConfigError(f"model {name!r}: no such file")
+    for name in solvers:
+        check_choice("solver", name, solver_registry.available())
+    if memory_map:
+        check_memory_map(memory_map, solvers)
+    if not alignments:
+        raise SweepConfigError("no alignment given; give powers of two such as 16")
+    for alignment in alignments:
+        check_alignment(alignment)
+    if not cat_fusion:
+        raise SweepConfigError("cat fusion needs at least one of: on, off")
+    check_time_limit(time_limit_s)
+    if jobs < 1:
+        raise SweepConfigError(f"jobs must be at least 1, got {jobs}")
+    if executor not in EXECUTORS:
+        raise SweepConfigError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
+
+
+def check_choice(kind: str, value: str, valid: Sequence[str], hint: str = "") -> None:
+    """Raise SweepConfigError naming `value`, the closest valid name and the valid choices unless it is one of them."""
+    if value not in valid:
+        raise SweepConfigError(
+            f"unknown {kind} {value!r}{did_you_mean(value, valid)}; choose from: {', '.join(valid)}{hint}"
+        )
+
+
+def did_you_mean(value: str, choices: Sequence[str]) -> str:
+    """' (did you mean 'x'?)' for the closest choice, or ''."""
+    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _is_file_spec(name: str) -> bool:
+    """A `.pt2` file or `path/file.py:factory` rather than a zoo name (experiments.programs)."""
+    return name.endswith(".pt2") or ".py:" in name
+
+
+BANK_SWEEP_SOLVERS = ("greedy", "bestfit", "cpsat")  # under a map: banked_greedy, banked_bestfit, cpsat
+
+
+def check_memory_map(memory_map: str, solvers: Sequence[str]) -> None:
+    """The map must parse, and every solver must be able to plan across banks."""
+    from memplan.planner.banks import parse_memory_map
+
+    try:
+        parse_memory_map(memory_map)
+    except ValueError as exc:
+        raise SweepConfigError(str(exc)) from None
+    cannot = [s for s in solvers if s not in BANK_SWEEP_SOLVERS]
+    if cannot:
+        raise SweepConfigError(
+            f"solvers {cannot} cannot plan across the banks of --memory-map; choose from"
+            f" {', '.join(BANK_SWEEP_SOLVERS)} (greedy = ExecuTorch's BankedGreedy)"
+        )
+
+
+def check_alignment(alignment: int) -> None:
+    if alignment < 1 or alignment & (alignment - 1):
+        raise SweepConfigError(f"alignment must be a power of two (1, 2, 4, ..., 16, ...), got {alignment}")
+
+
+def check_time_limit(time_limit_s: float) -> None:
+    if not (time_limit_s > 0 and math.isfinite(time_limit_s)):
+        raise SweepConfigError(f"time limit must be a positive number of seconds, got {time_limit_s}")
+
+
+def default_solvers() -> list[str]:
+    """Every registered solver."""
+    from memplan import solvers as solver_registry
+
+    return solver_registry.available()
+
+
+def parse_list(text: str, kind: str, convert=str) -> list:
+    """'a,b' -> ['a', 'b'] through `convert`; a bad item raises SweepConfigError."""
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    try:
+        return [convert(t) for t in items]
+    except (ValueError, KeyError):
+        raise SweepConfigError(f"bad {kind} list {text!r}") from None
+
+
+def parse_switches(text: str) -> list[bool]:
+    """'on,off' -> [True, False]."""
+    words = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False}
+    items = [t.strip().lower() for t in text.split(",") if t.strip()]
+    bad = [t for t in items if t not in words]
+    if bad or not items:
+        raise SweepConfigError(f"cat fusion must be a list of on/off, got {text!r}")
+    return list(dict.fromkeys(words[t] for t in items))
+
+
+def prepare_out(out: str | Path) -> Path:
+    """The output folder, created and proven writable."""
+    folder = Path(out)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / ".memplan-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise SweepConfigError(
+            f"cannot write to output folder {str(folder)!r}: {exc.strerror or exc}"
+        ) from None
+    return folder

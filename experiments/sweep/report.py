@@ -1,0 +1,172 @@
+"""Files a sweep leaves in its output folder: the table, a Markdown summary, a plot.
+
+Kept apart from the sweep so the summary can be regenerated from any saved
+results table (`summary_markdown(pd.read_csv(...))`).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+CSV_FILE = "results.csv"
+PARQUET_FILE = "results.parquet"
+SUMMARY_FILE = "summary.md"
+PLOT_FILE = "compare.png"
+
+
+def write_outputs(df: pd.DataFrame, folder: Path, fmt: str = "csv") -> list[Path]:
+    """Write the table (CSV or Parquet, experiments.results), summary and plot; return the paths.
+
+    The table in the other format, left by an earlier sweep, is removed so that
+    `load_results` never reads a stale one.
+    """
+    from memplan.experiments.sweep import results
+
+    written = [results.write_table(df, folder, fmt)]
+    for stale in (folder / CSV_FILE, folder / PARQUET_FILE):
+        if stale != written[0] and stale.exists():
+            stale.unlink()
+    written.append(folder / SUMMARY_FILE)
+    written[-1].write_text(summary_markdown(df))
+    if _succeeded(df).size:
+        written.append(folder / PLOT_FILE)
+        _plot(df, written[-1])
+    return written
+
+
+def _succeeded(df: pd.DataFrame) -> pd.DataFrame:
+    return df[df["arena_bytes"].notna()]
+
+
+def _plot(df: pd.DataFrame, path: Path) -> None:
+    # A bare Figure, not pyplot: switching pyplot's backend here would stop a
+    # notebook that runs a sweep from showing its own plots afterwards.
+    from matplotlib.figure import Figure
+
+    from memplan import viz
+
+    fig = Figure(figsize=(max(6.0, 0.6 * df["model"].nunique() + 3), 4.5))
+    viz.compare(_succeeded(df), ax=fig.add_subplot())
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+# -- Markdown ------------------------------------------------------------------------
+
+
+def summary_markdown(df: pd.DataFrame) -> str:
+    """Per settings: arena / lower bound and saving vs stock for each model and solver."""
+    solvers = _solver_order(df["solver"])
+    failed = df[df["error"].notna()]
+    lines = [
+        "# memplan sweep",
+        "",
+        f"{len(df)} rows: {df['model'].nunique()} models x {len(solvers)} solvers"
+        f" ({', '.join(solvers)}); {len(failed)} rows with an error.",
+        "",
+        "Cell: arena / lower bound (1.000 = provably minimal), then the saving vs the stock"
+        " ExecuTorch planner (positive = smaller arena); `*` = the solver proved its plan optimal"
+        " for the problem it solved. The lower bound is the lowest over the solvers' problems"
+        " (cat fusion, kept only where it pays for a solver, lowers it), so it bounds every column.",
+    ]
+    if "reproducible" not in df:  # a table from before the setting existed
+        df = df.assign(reproducible=False)
+    for (alignment, fusion, limit, reproducible), group in df.groupby(
+        ["alignment", "cat_fusion", "time_limit_seconds", "reproducible"], dropna=False
+    ):
+        mode = ", reproducible mode" if reproducible is True else ""
+        lines += [
+            "",
+            f"## alignment {alignment}, cat fusion {'on' if fusion else 'off'}, time limit {limit:g} s{mode}",
+            "",
+        ]
+        lines += _settings_table(group, solvers)
+    if len(failed):
+        lines += [
+            "",
+            "## Errors",
+            "",
+            "| model | method | solver | settings | error |",
+            "|---|---|---|---|---|",
+        ]
+        for row in failed.itertuples():
+            error = str(row.error).replace("|", "\\|")
+            error = error if len(error) <= 160 else error[:157] + "..."
+            settings = f"align {row.alignment}, fusion {'on' if row.cat_fusion else 'off'}, {row.time_limit_seconds:g} s"
+            lines.append(f"| {row.model} | {row.method} | {row.solver} | {settings} | {error} |")
+    return "\n".join(lines) + "\n"
+
+
+def _solver_order(names: pd.Series) -> list[str]:
+    """Solvers in registry order (cheap to exact), unknown names last."""
+    from memplan import solvers as registry
+
+    rank = {name: i for i, name in enumerate(registry.available())}
+    return sorted(set(names), key=lambda n: (rank.get(n, len(rank)), n))
+
+
+def _settings_table(group: pd.DataFrame, solvers: list[str]) -> list[str]:
+    """Rows per model (and method), a column per solver; ratios against the case's lowest bound.
+
+    With cat fusion each solver's problem can differ (fusion is kept only
+    where it pays for that solver), and fusion lowers the bound, so the
+    lowest bound of a case bounds every solver's arena and makes the columns
+    comparable.
+    """
+    group = group.assign(best_lb=group.groupby(["model", "method"])["lower_bound_bytes"].transform("min"))
+    group = group.assign(ratio=group["arena_bytes"] / group["best_lb"])
+    header = "| model | buffers | lower bound | stock | " + " | ".join(solvers) + " |"
+    lines = [header, "|---|---:|---:|---:|" + "---:|" * len(solvers)]
+    for (model, method), rows in group.groupby(["model", "method"], sort=True):
+        label = model if method in ("", "forward") else f"{model}/{method}"
+        ok = rows[rows["arena_bytes"].notna()]
+        cells = [
+            label,
+            _int(ok["buffers"].max()) if len(ok) else "",
+            _int(ok["best_lb"].iloc[0]) if len(ok) else "",
+            _int(ok["stock_arena_bytes"].iloc[0]) if len(ok) else "",
+        ]
+        by_solver = {r.solver: r for r in rows.itertuples()}
+        cells += [_cell(by_solver.get(s)) for s in solvers]
+        lines.append("| " + " | ".join(cells) + " |")
+    means = []
+    for s in solvers:
+        ok = group[(group["solver"] == s) & group["arena_bytes"].notna()]
+        if not len(ok):
+            means.append("")
+            continue
+        ratio = math.exp(ok["ratio"].astype(float).map(math.log).mean())
+        saving = ok["saving_vs_stock"].dropna()
+        means.append(f"{ratio:.3f}" + (f" ({saving.mean():+.1%})" if len(saving) else ""))
+    lines.append("| **geometric mean (mean saving)** | | | | " + " | ".join(means) + " |")
+    return lines
+
+
+def _int(value) -> str:
+    return "" if pd.isna(value) else f"{int(value):,}"
+
+
+def _cell(row) -> str:
+    if row is None:
+        return ""
+    if pd.isna(row.arena_bytes):
+        return "error"
+    text = f"{row.ratio:.3f}"
+    if not pd.isna(row.saving_vs_stock):
+        text += f" ({row.saving_vs_stock:+.1%})"
+    if _true(row.proven_optimal):
+        text += "*"
+    if _false(row.matches_eager):
+        text += " MISMATCH"
+    return text
+
+
+def _true(value) -> bool:
+    return not pd.isna(value) and bool(value)
+
+
+def _false(value) -> bool:
+    return not pd.isna(value) and not bool(value)

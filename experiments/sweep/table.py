@@ -1,0 +1,98 @@
+"""The sweep's table: one row per (model, method, solver, settings), built from the run log.
+
+Units are in the column names: `_bytes` for bytes, `_seconds` for seconds
+(`RENAMED` maps the run log's older names, which stay in `runs.jsonl`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from memplan.experiments.sweep.grid import KEY, SETTINGS
+from memplan.experiments.sweep.run_log import RunLog
+
+# Run-log (and pre-0.2 table) names -> table names.
+RENAMED = {
+    "lower_bound": "lower_bound_bytes",
+    "time_limit_s": "time_limit_seconds",
+    "copy_bytes_removed": "copy_removed_bytes",
+}
+TABLE_SETTINGS = tuple(RENAMED.get(s, s) for s in SETTINGS)
+COLUMNS = (
+    "model",
+    "method",
+    "solver",
+    *TABLE_SETTINGS,
+    "buffers",
+    "lower_bound_bytes",
+    "arena_bytes",
+    "arena_over_lb",
+    "stock_arena_bytes",
+    "saving_vs_stock",
+    "proven_optimal",
+    "plan_solver",
+    "solve_seconds",
+    "export_seconds",
+    "cats_fused",
+    "copy_removed_bytes",
+    "state_copies_removed",
+    "state_copy_removed_bytes",
+    "ran_ok",
+    "matches_eager",
+    "error",
+)
+TIMING_COLUMNS = ("solve_seconds", "export_seconds")
+DTYPES = {
+    "alignment": "Int64",
+    "buffers": "Int64",
+    "lower_bound_bytes": "Int64",
+    "arena_bytes": "Int64",
+    "stock_arena_bytes": "Int64",
+    "cats_fused": "Int64",
+    "copy_removed_bytes": "Int64",
+    "state_copies_removed": "Int64",
+    "state_copy_removed_bytes": "Int64",
+    "cat_fusion": "boolean",
+    "reproducible": "boolean",
+    "proven_optimal": "boolean",
+    "ran_ok": "boolean",
+    "matches_eager": "boolean",
+    "time_limit_seconds": "float64",
+    "arena_over_lb": "float64",
+    "saving_vs_stock": "float64",
+    "solve_seconds": "float64",
+    "export_seconds": "float64",
+}
+
+
+def table(log: RunLog) -> pd.DataFrame:
+    """One row per (model, method, solver, settings), sorted by those columns."""
+    stock: dict[tuple[str, int, str], dict[str, int]] = {}
+    for entry in log.entries.values():
+        if entry["kind"] == "stock" and entry["result"]["error"] is None:
+            run = entry["run"]
+            stock[(run["model"], run["alignment"], run.get("memory_map", ""))] = entry["result"][
+                "arena_bytes"
+            ]
+    records = []
+    for entry in log.entries.values():
+        if entry["kind"] != "plan":
+            continue
+        run, result = entry["run"], entry["result"]
+        base = {k: run[k] for k in KEY} | ({"memory_map": run["memory_map"]} if run.get("memory_map") else {})
+        if result["error"] is not None:
+            records.append({**base, "method": "", "error": result["error"]})
+            continue
+        arenas = stock.get((run["model"], run["alignment"], run.get("memory_map", "")), {})
+        for row in result["rows"]:
+            records.append({**base, "stock_arena_bytes": arenas.get(row["method"]), **row})
+    records = [{RENAMED.get(k, k): v for k, v in r.items()} for r in records]
+    # Sweeps with a memory map add "memory_map" and per-bank columns (lowering._bank_columns).
+    extra = [k for k in dict.fromkeys(k for r in records for k in r) if k not in COLUMNS]
+    df = pd.DataFrame.from_records(records, columns=list(COLUMNS) + extra)
+    df = df.astype(DTYPES)
+    df["error"] = df["error"].astype("string")
+    df["arena_over_lb"] = df["arena_bytes"] / df["lower_bound_bytes"]
+    df["saving_vs_stock"] = 1 - df["arena_bytes"] / df["stock_arena_bytes"]
+    order = ["model", "method", "solver", *TABLE_SETTINGS]
+    return df.sort_values(order, kind="stable").reset_index(drop=True)

@@ -1,0 +1,139 @@
+"""Lower a zoo model with `PlannerPass` or with ExecuTorch's own planner, and the numbers of the result.
+
+Shared by sweeps (one run is one lowering) and by the single-model commands.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+
+@contextlib.contextmanager
+def library_warnings_silenced() -> Iterator[None]:
+    """No Python warnings: torch and ExecuTorch give dozens per export, the same every time."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
+
+
+def stock_arenas(model, alignment: int, memory_map: str = "") -> dict[str, int]:
+    """Per method: the bytes ExecuTorch's own MemoryPlanningPass needs over all arenas.
+
+    With a memory map: its `banked_memory_planning_pass` (which raises BankPlacementError when
+    the map cannot hold the program, and refuses share_mutable_buffers).
+    """
+    from executorch.exir.passes import MemoryPlanningPass
+
+    from memplan.experiments.zoo import runtime
+
+    if memory_map:
+        from executorch.exir.banked_memory_planning import banked_memory_planning_pass
+
+        from memplan.planner.banks import parse_memory_map
+
+        config = {**model.memory_planning_config, "alignment": alignment}
+        stock_pass = banked_memory_planning_pass(parse_memory_map(memory_map), **config)
+    else:
+        stock_pass = MemoryPlanningPass(**{**model.memory_planning_config, "alignment": alignment})
+    program = runtime.lower(model, memory_planning_pass=stock_pass)
+    return {m: sum(sizes) for m, sizes in runtime.stock_arena_bytes(program).items()}
+
+
+@dataclass
+class Lowered:
+    """A model lowered with PlannerPass: the program, the pass (with its results), the time taken."""
+
+    program: Any
+    planner_pass: Any
+    export_seconds: float
+
+    def rows(self) -> list[dict[str, Any]]:
+        """One sweep row per method (without the model/solver/settings columns)."""
+        from memplan.bounds import lower_bound
+        from memplan.experiments.zoo import runtime
+
+        emitted = runtime.stock_arena_bytes(self.program)  # non_const_buffer_sizes, whatever the planner
+        rows = []
+        for method, result in sorted(self.planner_pass.results.items()):
+            fused, removed = _cat_numbers(getattr(result, "cat_report", None))
+            state = getattr(result, "state_report", None)
+            rows.append(
+                {
+                    "method": method,
+                    "buffers": len(result.problem.buffers),
+                    "lower_bound": lower_bound(result.problem),
+                    "arena_bytes": sum(emitted[method]),
+                    "proven_optimal": bool(result.plan.proven_optimal),
+                    "plan_solver": result.plan.solver,
+                    "solve_seconds": result.plan.seconds,
+                    "export_seconds": self.export_seconds,
+                    "cats_fused": fused,
+                    "copy_bytes_removed": removed,
+                    "state_copies_removed": 0 if state is None else len(state.removed),
+                    "state_copy_removed_bytes": 0 if state is None else state.copy_bytes_removed,
+                    **_bank_columns(result),
+                }
+            )
+        return rows
+
+
+def lower_planned(
+    model,
+    solver: str,
+    alignment: int,
+    cat_fusion: bool,
+    time_limit_s: float,
+    reproducible: bool = False,
+    state_in_place: bool = True,
+    memory_map: str = "",
+) -> Lowered:
+    """Lower `model` to ExecuTorch with PlannerPass(solver, settings), across `memory_map`'s banks if given."""
+    from memplan import PlannerPass
+    from memplan.experiments.zoo import runtime
+    from memplan.planner.banks import parse_memory_map
+
+    planner_pass = PlannerPass(
+        solver=solver,
+        time_limit_s=time_limit_s,
+        alignment=alignment,
+        cat_fusion=cat_fusion,
+        memory_map=parse_memory_map(memory_map) if memory_map else None,
+        solver_options={"reproducible": True} if reproducible else None,
+        state_in_place=state_in_place,
+    )
+    began = time.perf_counter()
+    program = runtime.lower(model, memory_planning_pass=planner_pass)
+    return Lowered(program, planner_pass, time.perf_counter() - began)
+
+
+def _bank_columns(result: Any) -> dict[str, Any]:
+    """Per declared bank: `<bank>_bytes`, `<bank>_peak`, `<bank>_traffic_share` (empty without banks)."""
+    from memplan.banks import bank_report
+
+    if not result.problem.banks:
+        return {}
+    rows = bank_report(result.problem, result.plan)
+    total = sum(r.traffic for r in rows) or 1
+    columns: dict[str, Any] = {}
+    for row in rows:
+        if result.problem.bank(row.pool) is None:
+            continue
+        columns[f"{row.name}_bytes"] = row.bytes
+        columns[f"{row.name}_peak"] = row.peak
+        columns[f"{row.name}_traffic_share"] = row.traffic / total
+    return columns
+
+
+def _cat_numbers(report: Any) -> tuple[int, int]:
+    """(cats whose copy was removed, copy bytes removed per inference); zero when fusion was off."""
+    if report is None:
+        return 0, 0
+    from memplan.planner.cat.decisions import CatStatus
+
+    fused = sum(d.status is not CatStatus.REFUSED for d in report.decisions)
+    return fused, int(report.copy_bytes_removed)

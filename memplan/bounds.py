@@ -1,0 +1,36 @@
+"""The simplest lower bound on an arena: the most bytes live at one moment (solvers hold stronger ones)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import TYPE_CHECKING
+
+import memplan.timeline as timeline
+
+if TYPE_CHECKING:  # memplan.problem imports this module (a Problem prints its bound)
+    from memplan.problem import Problem
+
+__all__ = ["lower_bound", "lower_bounds"]
+
+
+def lower_bounds(problem: Problem) -> dict[int, int]:
+    """Per pool: the most bytes live at one moment (a group counted once).
+
+    Also at least the end of every fixed buffer. A sweep over start/end events:
+    O(n log n).
+    """
+    spans: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
+    bounds: dict[int, int] = {pool: 0 for pool in problem.pools}
+    for buf in problem.roots():
+        for seg in buf.segments():
+            spans[buf.pool].append((seg.start, seg.end, seg.high - seg.low))
+        if buf.offset is not None:
+            bounds[buf.pool] = max(bounds[buf.pool], buf.offset + buf.size)
+    for pool, pool_spans in spans.items():
+        bounds[pool] = max(bounds[pool], timeline.peak(pool_spans)[0])
+    return bounds
+
+
+def lower_bound(problem: Problem) -> int:
+    """The most bytes live at any one moment, summed over pools."""
+    return sum(lower_bounds(problem).values())

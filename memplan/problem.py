@@ -1,0 +1,533 @@
+"""The one representation of a memory-planning problem: buffers, groups, same-offset sets, banks.
+
+Every source (ExecuTorch programs, MiniMalloc CSV, generators) produces a
+`Problem`; every solver reads one (`memplan.plan` holds what it returns). Lifetimes
+are half-open `[start, end)` everywhere in here: two buffers conflict only if
+their lifetimes intersect under that reading. Conversion from other conventions
+happens at the edges (extraction, file readers). A `Problem` checks itself when
+built: a malformed one raises `ProblemError` naming the buffer or constraint.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from memplan.bounds import lower_bound
+from memplan.errors import ProblemError
+
+__all__ = [
+    "MAX_COORDINATE",
+    "Bank",
+    "Buffer",
+    "BufferKind",
+    "ContiguousGroup",
+    "Gap",
+    "Problem",
+    "SameOffset",
+    "Segment",
+]
+
+
+MAX_COORDINATE = 1 << 62
+"""Largest magnitude of a time, size, offset or alignment, and of the biggest arena a problem can
+need (all sizes stacked): solvers compute in 64-bit integers (CP-SAT, numpy), and sums of such
+values must not wrap."""
+
+
+class BufferKind(str, Enum):
+    """What a buffer is in its program; drives colours in plots and reports."""
+
+    ACTIVATION = "activation"
+    GRAPH_INPUT = "graph_input"
+    GRAPH_OUTPUT = "graph_output"
+    MUTABLE_STATE = "mutable_state"
+    SUBMODULE = "submodule"  # space reserved for a control-flow submodule
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class Gap:
+    """A time `[start, end)` inside a buffer's lifetime when it holds fewer bytes, or none.
+
+    MiniMalloc's `gaps`: without `window` the buffer is absent; with
+    `window=(low, high)` it occupies only bytes `[offset + low, offset + high)`.
+    """
+
+    start: int
+    end: int
+    window: tuple[int, int] | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("start", "end"):
+            object.__setattr__(self, name, _integer(f"gap {name}", getattr(self, name)))
+        if self.window is not None:
+            low, high = self.window
+            object.__setattr__(self, "window", (_integer("gap window", low), _integer("gap window", high)))
+
+
+@dataclass(frozen=True)
+class Segment:
+    """A stretch `[start, end)` of a buffer's life with the bytes `[low, high)` above its offset in use."""
+
+    start: int
+    end: int
+    low: int
+    high: int
+
+
+@dataclass(frozen=True)
+class Buffer:
+    """One block of bytes that lives over `[start, end)` and needs an offset.
+
+    `offset` pins the buffer (a fixed, pre-assigned offset); `pool` is the
+    memory arena it goes into (ExecuTorch's `mem_id`); `alignment` means the
+    offset must be a multiple of it. `gaps` are times inside the lifetime
+    when the buffer holds fewer bytes or none (sorted, disjoint); a size of 0
+    (ExecuTorch has zero-byte tensors) overlaps nothing.
+    """
+
+    id: str
+    start: int
+    end: int
+    size: int
+    alignment: int = 1
+    offset: int | None = None
+    pool: int = 0
+    kind: BufferKind = BufferKind.ACTIVATION
+    label: str = ""
+    gaps: tuple[Gap, ...] = ()
+    # The bank pools the buffer may go to (a choice for the solver); () means it stays in `pool`.
+    banks: tuple[int, ...] = ()
+    # How often the program reads or writes the buffer: its traffic is size x accesses.
+    accesses: int = 1
+
+    def scalar_fields(self) -> dict[str, Any]:
+        """The fields every buffer has, as plain values (the kind by its value), in field order.
+
+        One row shape for the JSON writer and `Problem.to_frame`; gaps, banks and accesses are
+        added by each where they mean something.
+        """
+        return {
+            "id": self.id,
+            "start": self.start,
+            "end": self.end,
+            "size": self.size,
+            "alignment": self.alignment,
+            "offset": self.offset,
+            "pool": self.pool,
+            "kind": self.kind.value,
+            "label": self.label,
+        }
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise ProblemError(f"buffer id must be a non-empty string, got {self.id!r}")
+        for name in ("start", "end", "size", "alignment", "offset", "pool"):
+            value = getattr(self, name)
+            if value is not None or name != "offset":
+                object.__setattr__(self, name, _integer(f"buffer {self.id!r}: {name}", value))
+        if self.size < 0:
+            raise ProblemError(f"buffer {self.id!r}: size must not be negative, got {self.size}")
+        if self.end <= self.start:
+            raise ProblemError(
+                f"buffer {self.id!r}: lifetime [start={self.start}, end={self.end}) is empty"
+                " (end must be greater than start; lifetimes are half-open)"
+            )
+        if self.alignment < 1:
+            raise ProblemError(f"buffer {self.id!r}: alignment must be >= 1, got {self.alignment}")
+        if self.offset is not None:
+            if self.offset < 0:
+                raise ProblemError(f"buffer {self.id!r}: fixed offset {self.offset} is negative")
+            if self.offset % self.alignment:
+                raise ProblemError(
+                    f"buffer {self.id!r}: fixed offset {self.offset} is not a multiple of"
+                    f" its alignment {self.alignment}"
+                )
+        if not isinstance(self.kind, BufferKind):
+            object.__setattr__(self, "kind", BufferKind(self.kind))
+        object.__setattr__(self, "banks", tuple(_integer(f"buffer {self.id!r}: bank", p) for p in self.banks))
+        object.__setattr__(self, "accesses", _integer(f"buffer {self.id!r}: accesses", self.accesses))
+        if self.banks and self.pool not in self.banks:
+            raise ProblemError(
+                f"buffer {self.id!r}: pool {self.pool} is not one of its banks {list(self.banks)}"
+                " (give the first bank it may go to as its pool)"
+            )
+        if len(set(self.banks)) != len(self.banks):
+            raise ProblemError(f"buffer {self.id!r}: banks {list(self.banks)} repeat a pool")
+        if self.accesses < 0:
+            raise ProblemError(f"buffer {self.id!r}: accesses must be >= 0, got {self.accesses}")
+        self._check_gaps()
+
+    @property
+    def choices(self) -> tuple[int, ...]:
+        """The pools this buffer may be placed in (just its pool unless it has banks)."""
+        return self.banks or (self.pool,)
+
+    def _check_gaps(self) -> None:
+        gaps = tuple(g if isinstance(g, Gap) else Gap(*g) for g in self.gaps)
+        object.__setattr__(self, "gaps", gaps)
+        previous_end = self.start
+        for gap in gaps:
+            where = f"buffer {self.id!r}: gap [{gap.start}, {gap.end})"
+            if not (previous_end <= gap.start < gap.end <= self.end):
+                raise ProblemError(
+                    f"{where} must be non-empty, inside the lifetime [{self.start}, {self.end}) and after"
+                    " the previous gap (gaps are sorted and disjoint)"
+                )
+            if gap.window is not None and not 0 <= gap.window[0] <= gap.window[1] <= self.size:
+                raise ProblemError(
+                    f"{where}: window {list(gap.window)} is not within the buffer's {self.size} bytes"
+                )
+            previous_end = gap.end
+
+    def segments(self) -> list[Segment]:
+        """The buffer's life in pieces, each with the bytes in use; gaps without a window are left out."""
+        pieces: list[Segment] = []
+        at = self.start
+        for gap in self.gaps:
+            if at < gap.start:
+                pieces.append(Segment(at, gap.start, 0, self.size))
+            if gap.window is not None and gap.window[0] < gap.window[1]:
+                pieces.append(Segment(gap.start, gap.end, *gap.window))
+            at = gap.end
+        if at < self.end:
+            pieces.append(Segment(at, self.end, 0, self.size))
+        return pieces
+
+    def lives_with(self, other: Buffer) -> bool:
+        """True if the two buffers are ever present at the same time (half-open lifetimes, gaps left out)."""
+        if not (self.start < other.end and other.start < self.end):
+            return False
+        if not self.gaps and not other.gaps:
+            return True
+        return any(a.start < b.end and b.start < a.end for a in self.segments() for b in other.segments())
+
+
+def _integer(what: str, value: object) -> int:
+    """`value` as an int if it is one (numpy integers too, not bools or floats) within MAX_COORDINATE."""
+    if isinstance(value, bool) or not hasattr(value, "__index__"):
+        raise ProblemError(f"{what} must be an integer, got {value!r}")
+    number = value.__index__()
+    if abs(number) > MAX_COORDINATE:
+        raise ProblemError(f"{what} is {number}, beyond 2^62, more than solvers can represent")
+    return number
+
+
+@dataclass(frozen=True)
+class ContiguousGroup:
+    """Members placed at fixed byte offsets inside a parent buffer.
+
+    Used for cat fusion (inputs back to back inside the output) and aliases
+    (a view inside its base). The parent's bytes and lifetime must cover every
+    member, so the group occupies exactly the parent's rectangle.
+    """
+
+    parent: str
+    members: tuple[tuple[str, int], ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self,
+            "members",
+            tuple(
+                (m, _integer(f"group member {m!r} inside {self.parent!r}: offset", o))
+                for m, o in self.members
+            ),
+        )
+
+
+@dataclass(frozen=True)
+class SameOffset:
+    """Buffers that must share one offset (e.g. one state tensor seen by several methods)."""
+
+    buffers: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "buffers", tuple(self.buffers))
+
+
+@dataclass(frozen=True)
+class Bank:
+    """A memory the planner may fill: pool `pool` (ExecuTorch's mem_id) of at most `capacity` bytes.
+
+    `cost` weighs a byte accessed in this bank against the others (None: its
+    position in the problem's preference order, fastest first = 0).
+    `alignment` tightens the alignment of every buffer placed in it, and rounds
+    its size up to a multiple of it, as ExecuTorch's `Bank.alignment` does.
+    """
+
+    name: str
+    pool: int
+    capacity: int
+    cost: float | None = None
+    alignment: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name:
+            raise ProblemError(f"bank of pool {self.pool}: name must be a non-empty string")
+        for name in ("pool", "capacity", "alignment"):
+            object.__setattr__(self, name, _integer(f"bank {self.name!r}: {name}", getattr(self, name)))
+        if self.capacity < 0:
+            raise ProblemError(f"bank {self.name!r}: capacity must be >= 0, got {self.capacity}")
+        if self.alignment < 1:
+            raise ProblemError(f"bank {self.name!r}: alignment must be >= 1, got {self.alignment}")
+        if self.cost is not None and self.cost < 0:
+            raise ProblemError(f"bank {self.name!r}: cost must be >= 0, got {self.cost}")
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Buffers plus constraints. `capacity` bounds every pool's arena, if set.
+
+    `banks` (in preference order, fastest first) declares capacity-bounded pools
+    and their cost per byte accessed; a buffer whose `banks` lists several of
+    them leaves the choice to the solver (see `place_in_banks`).
+    """
+
+    buffers: tuple[Buffer, ...]
+    groups: tuple[ContiguousGroup, ...] = ()
+    same_offsets: tuple[SameOffset, ...] = ()
+    capacity: int | None = None
+    name: str = ""
+    banks: tuple[Bank, ...] = ()
+    _by_id: dict[str, Buffer] = field(init=False, repr=False, compare=False)
+    _parent_of: dict[str, tuple[str, int]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "buffers", tuple(self.buffers))
+        object.__setattr__(self, "groups", tuple(self.groups))
+        object.__setattr__(self, "same_offsets", tuple(self.same_offsets))
+        self._check_banks()
+        by_id: dict[str, Buffer] = {}
+        for buf in self.buffers:
+            if buf.id in by_id:
+                raise ProblemError(f"buffer id {buf.id!r} appears twice")
+            by_id[buf.id] = buf
+        object.__setattr__(self, "_by_id", by_id)
+        if self.capacity is not None:
+            object.__setattr__(self, "capacity", _integer("capacity", self.capacity))
+            if self.capacity <= 0:
+                raise ProblemError(f"capacity must be positive, got {self.capacity}")
+        object.__setattr__(self, "_parent_of", self._check_groups())
+        self._check_nested_alignment()
+        self._check_same_offsets()
+        self._check_magnitude()
+        self._check_bank_choices()
+
+    # -- views -------------------------------------------------------------
+    def __repr__(self) -> str:
+        """One line, whatever the size (the field-by-field form of a big problem floods a notebook)."""
+        parts = [
+            f"{len(self.buffers):,} buffers",
+            f"{len(self.groups):,} groups",
+            f"{len(self.same_offsets):,} same-offset sets",
+            f"pools {self.pools}",
+            f"lower bound {lower_bound(self):,} B",
+        ]
+        if self.capacity is not None:
+            parts.append(f"capacity {self.capacity:,} B")
+        if self.banks:
+            parts.append(f"{len(self.banks)} banks")
+        return f"Problem({self.name!r}, {', '.join(parts)})"
+
+    def to_frame(self) -> Any:
+        """The buffers as a pandas DataFrame, one row each (pandas is imported here, not at import)."""
+        import pandas as pd
+
+        rows = []
+        for b in self.buffers:
+            parent = self._parent_of.get(b.id)
+            rows.append(
+                {
+                    **b.scalar_fields(),
+                    "parent": parent[0] if parent else None,
+                    "offset_in_parent": parent[1] if parent else None,
+                }
+            )
+        return pd.DataFrame(rows).astype({"offset": "Int64", "offset_in_parent": "Int64"})
+
+    def _repr_html_(self) -> str:
+        frame = self.to_frame()
+        more = f"<p>first 20 of {len(frame):,} buffers</p>" if len(frame) > 20 else ""
+        return f"<p>{html.escape(repr(self))}</p>{more}" + frame.head(20).to_html(index=False)
+
+    # -- lookups -----------------------------------------------------------
+    def buffer(self, buffer_id: str) -> Buffer:
+        try:
+            return self._by_id[buffer_id]
+        except KeyError:
+            raise ProblemError(f"unknown buffer {buffer_id!r}") from None
+
+    def __contains__(self, buffer_id: object) -> bool:
+        return buffer_id in self._by_id
+
+    def parent_of(self, buffer_id: str) -> tuple[str, int] | None:
+        """(parent id, byte offset inside it) if the buffer is a group member."""
+        return self._parent_of.get(buffer_id)
+
+    def root_of(self, buffer_id: str) -> tuple[str, int]:
+        """The outermost enclosing buffer and this buffer's byte offset inside it."""
+        rel = 0
+        while (link := self._parent_of.get(buffer_id)) is not None:
+            buffer_id, step = link
+            rel += step
+        return buffer_id, rel
+
+    def roots(self) -> list[Buffer]:
+        """Buffers that are no group's member: the rectangles a solver places."""
+        return [b for b in self.buffers if b.id not in self._parent_of]
+
+    @property
+    def pools(self) -> list[int]:
+        return sorted({b.pool for b in self.buffers})
+
+    def bank(self, pool: int) -> Bank | None:
+        """The declared bank of `pool`, or None if the pool is not a bank."""
+        return next((bank for bank in self.banks if bank.pool == pool), None)
+
+    @property
+    def has_bank_choice(self) -> bool:
+        """True if some buffer may go to more than one bank: the solver must choose."""
+        return any(len(b.banks) > 1 for b in self.buffers)
+
+    # -- checks ----------------------------------------------------------------
+    def _check_banks(self) -> None:
+        """Unique names and pools; a missing cost becomes the bank's preference position."""
+        banks = tuple(self.banks)
+        checks: tuple[tuple[str, list[Any]], ...] = (
+            ("name", [b.name for b in banks]),
+            ("pool", [b.pool for b in banks]),
+        )
+        for kind, values in checks:
+            twice = sorted({v for v in values if values.count(v) > 1})
+            if twice:
+                raise ProblemError(f"banks share the {kind} {twice}; each bank needs its own")
+        banks = tuple(b if b.cost is not None else replace(b, cost=float(i)) for i, b in enumerate(banks))
+        object.__setattr__(self, "banks", banks)
+
+    def _check_bank_choices(self) -> None:
+        declared = {b.pool for b in self.banks}
+        for buf in self.buffers:
+            unknown = [p for p in buf.banks if p not in declared]
+            if unknown:
+                raise ProblemError(
+                    f"buffer {buf.id!r}: banks {unknown} are not declared banks of the problem"
+                    f" (declared: {sorted(declared)})"
+                )
+        for member, (parent, _) in self._parent_of.items():
+            if self._by_id[member].banks != self._by_id[parent].banks:
+                raise ProblemError(
+                    f"group member {member!r} may go to banks {list(self._by_id[member].banks)} but its"
+                    f" parent {parent!r} to {list(self._by_id[parent].banks)}; a group moves as one"
+                )
+        for sset in self.same_offsets:
+            choices = {self._by_id[b].banks for b in sset.buffers}
+            if len(choices) > 1:
+                raise ProblemError(
+                    f"same-offset set {sset.buffers}: members may go to different banks"
+                    f" {sorted(list(c) for c in choices)}; buffers sharing an offset share a bank"
+                )
+
+    def _check_groups(self) -> dict[str, tuple[str, int]]:
+        parent_of: dict[str, tuple[str, int]] = {}
+        for group in self.groups:
+            parent = self._known(group.parent, "contiguous group parent")
+            if not group.members:
+                raise ProblemError(f"contiguous group of {parent.id!r} has no members")
+            if parent.gaps:
+                raise ProblemError(
+                    f"contiguous group of {parent.id!r}: a group parent cannot have lifetime gaps"
+                )
+            for member_id, rel in group.members:
+                member = self._known(member_id, f"member of the group of {parent.id!r}")
+                where = f"group member {member.id!r} inside {parent.id!r}"
+                if member.gaps:
+                    raise ProblemError(f"{where}: a group member cannot have lifetime gaps")
+                if member.id == parent.id:
+                    raise ProblemError(f"{where}: a buffer cannot be its own member")
+                if member.id in parent_of:
+                    raise ProblemError(
+                        f"{where}: already a member of the group of {parent_of[member.id][0]!r}"
+                    )
+                if rel < 0 or rel + member.size > parent.size:
+                    raise ProblemError(
+                        f"{where}: bytes [{rel}, {rel + member.size}) do not fit in the"
+                        f" parent's {parent.size} bytes"
+                    )
+                if member.start < parent.start or member.end > parent.end:
+                    raise ProblemError(
+                        f"{where}: lifetime [{member.start}, {member.end}) is not inside the"
+                        f" parent's [{parent.start}, {parent.end}); extend the parent's lifetime"
+                    )
+                if member.pool != parent.pool:
+                    raise ProblemError(f"{where}: pool {member.pool} differs from the parent's {parent.pool}")
+                if rel % member.alignment:
+                    raise ProblemError(
+                        f"{where}: offset {rel} inside the parent breaks the member's alignment"
+                        f" {member.alignment}"
+                    )
+                parent_of[member.id] = (parent.id, rel)
+        for start in parent_of:  # reject cycles
+            seen = {start}
+            node = start
+            while node in parent_of:
+                node = parent_of[node][0]
+                if node in seen:
+                    raise ProblemError(f"contiguous groups form a cycle through {node!r}")
+                seen.add(node)
+        return parent_of
+
+    def _check_nested_alignment(self) -> None:
+        """Solvers align only the outermost parent, so every member must be aligned relative to it."""
+        for member_id in self._parent_of:
+            root, rel = self.root_of(member_id)
+            alignment = self._by_id[member_id].alignment
+            if rel % alignment:
+                raise ProblemError(
+                    f"nested group member {member_id!r} sits {rel} bytes into its outermost parent"
+                    f" {root!r}, not a multiple of its alignment {alignment}"
+                )
+
+    def _check_same_offsets(self) -> None:
+        for sset in self.same_offsets:
+            if len(sset.buffers) < 2:
+                raise ProblemError(f"same-offset set {sset.buffers} needs at least two buffers")
+            members = [self._known(b, "same-offset set member") for b in sset.buffers]
+            for buf in members:
+                if buf.id in self._parent_of:
+                    raise ProblemError(
+                        f"same-offset set {sset.buffers}: {buf.id!r} is a group member; put its"
+                        " group's parent in the set instead"
+                    )
+            fixed = {b.offset for b in members if b.offset is not None}
+            if len(fixed) > 1:
+                raise ProblemError(
+                    f"same-offset set {sset.buffers}: members have different fixed offsets {sorted(fixed)}"
+                )
+            for i, a in enumerate(members):
+                for b in members[i + 1 :]:
+                    if a.pool == b.pool and a.lives_with(b):
+                        raise ProblemError(
+                            f"same-offset set {sset.buffers}: {a.id!r} and {b.id!r} are live at the"
+                            f" same time in pool {a.pool}, so they cannot share an offset"
+                        )
+
+    def _check_magnitude(self) -> None:
+        """The worst arena (every buffer stacked, each padded to its alignment) must fit MAX_COORDINATE."""
+        worst = sum(b.size + b.alignment for b in self.buffers) + max(
+            [b.offset + b.size for b in self.buffers if b.offset is not None], default=0
+        )
+        if worst > MAX_COORDINATE:
+            biggest = sorted(self.buffers, key=lambda b: -b.size)[:3]
+            raise ProblemError(
+                f"the buffers together need up to {worst} bytes, beyond 2^62, more than solvers can"
+                f" represent; the largest: {', '.join(f'{b.id!r} ({b.size})' for b in biggest)}"
+            )
+
+    def _known(self, buffer_id: str, role: str) -> Buffer:
+        if buffer_id not in self._by_id:
+            raise ProblemError(f"{role} {buffer_id!r} is not a buffer of this problem")
+        return self._by_id[buffer_id]

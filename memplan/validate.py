@@ -1,0 +1,245 @@
+"""The independent validator: every way a plan breaks its problem, as named violations.
+
+It shares no code with any solver; every plan passes it before it touches a `TensorSpec`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import Enum
+
+from sortedcontainers import SortedList
+
+import memplan.timeline as timeline
+from memplan.banks import place_in_banks
+from memplan.errors import InvalidPlanError
+from memplan.plan import Plan, arena_sizes_of
+from memplan.problem import Buffer, Problem
+
+__all__ = ["Violation", "ViolationKind", "check_plan", "validate"]
+
+
+class ViolationKind(str, Enum):
+    MISSING_OFFSET = "missing_offset"
+    UNKNOWN_BUFFER = "unknown_buffer"
+    NEGATIVE_OFFSET = "negative_offset"
+    MISALIGNED = "misaligned"
+    FIXED_OFFSET_MOVED = "fixed_offset_moved"
+    GROUP_BROKEN = "group_broken"
+    SAME_OFFSET_BROKEN = "same_offset_broken"
+    OVERLAP = "overlap"
+    WRONG_ARENA_SIZE = "wrong_arena_size"
+    OVER_CAPACITY = "over_capacity"
+    WRONG_BANK = "wrong_bank"
+    OVER_BANK_CAPACITY = "over_bank_capacity"
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: ViolationKind
+    buffers: tuple[str, ...]
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.kind.value}: {self.message}"
+
+
+def validate(problem: Problem, plan: Plan) -> list[Violation]:
+    """Every way `plan` breaks `problem`; empty when the plan is valid.
+
+    Independent of every solver. Overlaps are found by a sweep over time that
+    keeps the live rectangles ordered by offset, so only neighbours are
+    compared: O(n log n), not all pairs.
+    """
+    found: list[Violation] = []
+
+    def add(kind: ViolationKind, buffers: Iterable[str], message: str) -> None:
+        found.append(Violation(kind, tuple(buffers), message))
+
+    if problem.banks:
+        found.extend(_bank_choice_violations(problem, plan))
+        if found:
+            return found
+        problem = place_in_banks(problem, plan.pools)
+    elif plan.pools:
+        add(
+            ViolationKind.WRONG_BANK,
+            list(plan.pools)[:10],
+            "plan chooses banks but the problem declares none",
+        )
+        return found
+
+    offsets = plan.offsets
+    for buffer_id in offsets:
+        if buffer_id not in problem:
+            add(
+                ViolationKind.UNKNOWN_BUFFER,
+                [buffer_id],
+                f"plan places {buffer_id!r}, which the problem does not have",
+            )
+    missing = [b.id for b in problem.buffers if b.id not in offsets]
+    for buffer_id in missing:
+        add(ViolationKind.MISSING_OFFSET, [buffer_id], f"{buffer_id!r} has no offset")
+    if missing:
+        return found
+
+    for buf in problem.buffers:
+        off = offsets[buf.id]
+        if off < 0:
+            add(ViolationKind.NEGATIVE_OFFSET, [buf.id], f"{buf.id!r} is at negative offset {off}")
+        if off % buf.alignment:
+            add(
+                ViolationKind.MISALIGNED,
+                [buf.id],
+                f"{buf.id!r} at {off} is not a multiple of {buf.alignment}",
+            )
+        if buf.offset is not None and off != buf.offset:
+            add(
+                ViolationKind.FIXED_OFFSET_MOVED,
+                [buf.id],
+                f"{buf.id!r} is fixed at {buf.offset} but placed at {off}",
+            )
+
+    for group in problem.groups:
+        for member, rel in group.members:
+            want = offsets[group.parent] + rel
+            if offsets[member] != want:
+                add(
+                    ViolationKind.GROUP_BROKEN,
+                    [group.parent, member],
+                    f"{member!r} must sit {rel} bytes into {group.parent!r} (at {want}) but is at {offsets[member]}",
+                )
+
+    for sset in problem.same_offsets:
+        placed = {offsets[b] for b in sset.buffers}
+        if len(placed) > 1:
+            add(
+                ViolationKind.SAME_OFFSET_BROKEN,
+                sset.buffers,
+                f"buffers {list(sset.buffers)} must share one offset but are at {sorted(placed)}",
+            )
+
+    found.extend(_overlaps(problem, offsets))
+
+    used = arena_sizes_of(problem, offsets)
+    for pool, need in used.items():
+        have = plan.arena_sizes.get(pool)
+        if have is None or have < need:
+            add(
+                ViolationKind.WRONG_ARENA_SIZE,
+                [],
+                f"pool {pool} needs {need} bytes but the plan declares {have}",
+            )
+        if problem.capacity is not None and need > problem.capacity:
+            top = [
+                b.id for b in problem.buffers if b.pool == pool and offsets[b.id] + b.size > problem.capacity
+            ]
+            add(
+                ViolationKind.OVER_CAPACITY,
+                top,
+                f"pool {pool} needs {need} bytes, over the capacity {problem.capacity}",
+            )
+        bank = problem.bank(pool)
+        if bank is not None and need > bank.capacity:
+            top = [b.id for b in problem.buffers if b.pool == pool and offsets[b.id] + b.size > bank.capacity]
+            add(
+                ViolationKind.OVER_BANK_CAPACITY,
+                top,
+                f"bank {bank.name!r} (pool {pool}) needs {need} bytes, {need - bank.capacity} over its"
+                f" capacity {bank.capacity}",
+            )
+    return found
+
+
+def _bank_choice_violations(problem: Problem, plan: Plan) -> list[Violation]:
+    """Buffers the plan puts in a pool they may not go to (or a member apart from its root)."""
+    found = []
+    for bid in plan.pools:
+        if bid not in problem:
+            found.append(
+                Violation(ViolationKind.UNKNOWN_BUFFER, (bid,), f"plan chooses a bank for unknown {bid!r}")
+            )
+    for buf in problem.buffers:
+        root, _ = problem.root_of(buf.id)
+        pool = plan.pools.get(root, problem.buffer(root).pool)
+        if pool not in buf.choices:
+            found.append(
+                Violation(
+                    ViolationKind.WRONG_BANK,
+                    (buf.id,),
+                    f"{buf.id!r} is placed in pool {pool}, which is not one of its banks {list(buf.choices)}",
+                )
+            )
+        elif root != buf.id and plan.pools.get(buf.id, pool) != pool:
+            found.append(
+                Violation(
+                    ViolationKind.WRONG_BANK,
+                    (buf.id, root),
+                    f"group member {buf.id!r} is given pool {plan.pools[buf.id]} but its root {root!r} is in {pool}",
+                )
+            )
+    for sset in problem.same_offsets:
+        placed = {plan.pools.get(b, problem.buffer(b).pool) for b in sset.buffers}
+        if len(placed) > 1:
+            found.append(
+                Violation(
+                    ViolationKind.WRONG_BANK,
+                    sset.buffers,
+                    f"buffers {list(sset.buffers)} share an offset but are placed in pools {sorted(placed)}",
+                )
+            )
+    return found
+
+
+def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
+    """Pairs of group roots that share bytes while both live, per pool.
+
+    Group members sit inside their root (checked by the group constraint), so
+    comparing roots covers every pair across groups.
+    """
+    found: list[Violation] = []
+    by_pool: dict[int, list[Buffer]] = defaultdict(list)
+    for buf in problem.roots():
+        by_pool[buf.pool].append(buf)
+    for pool, bufs in by_pool.items():
+        # One rectangle per segment in use (gaps split a lifetime; empty byte ranges overlap nothing).
+        rects = [
+            (seg.start, seg.end, offsets[buf.id] + seg.low, offsets[buf.id] + seg.high, i)
+            for i, buf in enumerate(bufs)
+            for seg in buf.segments()
+            if seg.high > seg.low
+        ]
+        live: SortedList = SortedList()  # (low address, high address, rectangle)
+        for _, is_start, r in timeline.events((start, end) for start, end, _, _, _ in rects):
+            _, _, lo, hi, i = rects[r]
+            item = (lo, hi, r)
+            if not is_start:
+                live.discard(item)
+                continue
+            pos = live.bisect_left(item)
+            for j in (pos - 1, pos):
+                if 0 <= j < len(live):
+                    other_lo, other_hi, k = live[j]
+                    if other_lo < hi and lo < other_hi:
+                        other, buf = bufs[rects[k][4]], bufs[i]
+                        found.append(
+                            Violation(
+                                ViolationKind.OVERLAP,
+                                (other.id, buf.id),
+                                f"{other.id!r} [{other_lo}, {other_hi}) and {buf.id!r} [{lo}, {hi})"
+                                f" share bytes while both live in pool {pool}",
+                            )
+                        )
+            live.add(item)
+    return found
+
+
+def check_plan(problem: Problem, plan: Plan) -> None:
+    """Raise `InvalidPlanError` listing the violations if `plan` is not valid."""
+    violations = validate(problem, plan)
+    if violations:
+        shown = "\n  ".join(str(v) for v in violations[:20])
+        more = f"\n  ... and {len(violations) - 20} more" if len(violations) > 20 else ""
+        raise InvalidPlanError(f"plan from {plan.solver!r} is invalid:\n  {shown}{more}", violations)

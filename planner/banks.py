@@ -1,0 +1,196 @@
+"""ExecuTorch's `TargetMemoryMap` (exir/banked_memory_planning.py) as banks of a memplan `Problem`.
+
+`PlannerPass(memory_map=TargetMemoryMap([...]))` takes ExecuTorch's own
+`Bank(name, size, mem_id, alignment)` list, in preference order (fastest
+first), with the meaning ExecuTorch gives it:
+
+- A tensor whose `mem_id` is unset may go to any declared bank; one whose
+  `mem_id` a custom pool pass set is pinned there (counted against the
+  bank's capacity if declared, laid out but not budgeted otherwise). An
+  undeclared arena never receives a tensor on its own.
+- A bank's `alignment` tightens the graph's alignment (it must be a multiple
+  of it) and rounds sizes up; submodule reservations are charged to their
+  bank; the XNNPACK padding ExecuTorch adds to every arena with tensors comes
+  out of each bank's size.
+
+Every buffer also carries how often the program reads or writes it
+(`access_counts`): the traffic the solvers keep out of slow banks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+
+import torch
+from executorch.exir import memory
+from executorch.exir.banked_memory_planning import BankedGreedy, BankPlacementError, TargetMemoryMap
+from executorch.exir.memory_planning import get_node_tensor_specs
+from executorch.exir.schema import DeviceType
+from executorch.exir.tensor import TensorSpec
+from torch.utils._pytree import tree_flatten
+
+from memplan.planner.extract import Extraction, ExtractionError
+from memplan.problem import Bank, Problem
+
+# Nodes that move no bytes: allocations, views of a base, tuple projections.
+_NOT_ACCESSES = (memory.alloc, memory.view, operator.getitem)
+
+
+def banks_of(memory_map: TargetMemoryMap, alignment: int, padding: int = 0) -> tuple[Bank, ...]:
+    """memplan banks for the map (preference order kept), each `padding` bytes smaller."""
+    for bank in memory_map.banks:
+        if bank.alignment is not None and bank.alignment % alignment:
+            raise ExtractionError(
+                f"bank {bank.name!r} (mem_id {bank.mem_id}) declares alignment {bank.alignment}, which is not"
+                f" a multiple of the graph's alignment {alignment}; a bank may only tighten it"
+            )
+    return tuple(
+        Bank(bank.name, bank.mem_id, max(0, bank.size - padding), alignment=bank.alignment or alignment)
+        for bank in memory_map.banks
+    )
+
+
+def with_memory_map(
+    extraction: Extraction,
+    graph_module: torch.fx.GraphModule,
+    memory_map: TargetMemoryMap,
+    alignment: int,
+    where: str,
+) -> Extraction:
+    """The extraction's problem over the map's banks: unpinned tensors may go to any bank."""
+    off_host = [bid for bid, spec in extraction.spec_of.items() if spec.device != DeviceType.CPU]
+    if off_host:
+        raise ExtractionError(
+            f"{where}: a memory map describes host memory, but {', '.join(off_host[:10])} live on"
+            " another device"
+        )
+    problem = extraction.problem
+    declared = tuple(memory_map.mem_ids())
+    counts = access_counts(graph_module, extraction.spec_of)
+    buffers = []
+    for buf in problem.buffers:
+        root = problem.root_of(buf.id)[0]
+        spec = extraction.spec_of.get(root)
+        free = spec is not None and spec.mem_id is None
+        buffers.append(
+            dataclasses.replace(
+                buf,
+                pool=declared[0] if free else buf.pool,
+                banks=declared if free else (),
+                accesses=counts.get(buf.id, buf.accesses),
+            )
+        )
+    banked = Problem(
+        tuple(buffers),
+        problem.groups,
+        problem.same_offsets,
+        capacity=problem.capacity,
+        name=problem.name,
+        banks=banks_of(memory_map, alignment, extraction.extra_padding),
+    )
+    return dataclasses.replace(extraction, problem=banked)
+
+
+def access_counts(graph_module: torch.fx.GraphModule, spec_of: dict[str, TensorSpec]) -> dict[str, int]:
+    """Per buffer: the instructions that read or write it, plus the copy in or out of a graph input/output.
+
+    Read off the graph the planner receives: every call (an op, a delegate,
+    a control-flow node) touching a tensor through its arguments or results
+    counts once; allocations, views and tuple projections move no bytes.
+    """
+    of_spec = {id(spec): bid for bid, spec in spec_of.items()}
+    counts: dict[str, int] = {}
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and node.target in _NOT_ACCESSES:
+            continue
+        if node.op not in ("call_function", "placeholder", "output"):
+            continue
+        touched = set()
+        if node.op != "output":
+            touched |= {id(s) for s in get_node_tensor_specs(node)}
+        for arg in tree_flatten((node.args, node.kwargs))[0]:
+            if isinstance(arg, torch.fx.Node):
+                touched |= {id(s) for s in get_node_tensor_specs(arg)}
+        for key in touched:
+            if key in of_spec:
+                counts[of_spec[key]] = counts.get(of_spec[key], 0) + 1
+    return counts
+
+
+def state_pool(memory_map: TargetMemoryMap, problem: Problem) -> int:
+    """The arena of state shared across methods under a map: one past every arena the map or a pin uses."""
+    return max([*memory_map.mem_ids(), *problem.pools]) + 1
+
+
+def stock_sizes(
+    memory_map: TargetMemoryMap,
+    alignment: int,
+    extraction: Extraction,
+    graph_module: torch.fx.GraphModule,
+    signature,
+) -> list[int]:
+    """What ExecuTorch's own BankedGreedy gives for these tensors ([] when it raises BankPlacementError).
+
+    BankedGreedy realigns every spec to the bank it tries; the graph's alignment is restored after.
+    """
+    try:
+        return list(
+            BankedGreedy(memory_map)(
+                alignment, extraction.specs, graph_module, signature, extraction.extra_padding
+            ).bufsizes
+        )
+    except BankPlacementError:
+        return []
+    finally:
+        for spec in extraction.specs:
+            spec.realign(alignment)
+
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb": 1000**2, "mib": 1024**2}
+_UNITS |= {"g": 1000**3, "gb": 1000**3, "gib": 1024**3}
+
+
+def parse_memory_map(spec: str) -> TargetMemoryMap:
+    """`"sram:64KiB,dram:16MiB"` -> a TargetMemoryMap, banks in that (preference) order at mem_ids 1, 2, ...
+
+    A bank may add its alignment: `sram:64KiB:64`. Sizes take B, KB/KiB, MB/MiB, GB/GiB.
+    """
+    from executorch.exir.banked_memory_planning import Bank as EtBank
+
+    banks = []
+    for mem_id, item in enumerate((t.strip() for t in spec.split(",") if t.strip()), start=1):
+        parts = item.split(":")
+        if len(parts) not in (2, 3) or not parts[0]:
+            raise ValueError(f"memory map {spec!r}: bank {item!r} is not name:size or name:size:alignment")
+        name, size = parts[0], _bytes(spec, parts[1])
+        alignment = int(parts[2]) if len(parts) == 3 and parts[2].isdigit() else None
+        if len(parts) == 3 and alignment is None:
+            raise ValueError(f"memory map {spec!r}: bank {name!r} has alignment {parts[2]!r}, not a number")
+        banks.append(EtBank(name, size, mem_id, alignment))
+    if not banks:
+        raise ValueError(f"memory map {spec!r} names no bank; write it as sram:64KiB,dram:16MiB")
+    return TargetMemoryMap(banks)
+
+
+def _bytes(spec: str, text: str) -> int:
+    number = text.strip().rstrip("bBiIkKmMgG")
+    unit = text.strip()[len(number) :].lower()
+    if not number.isdigit() or unit not in _UNITS:
+        raise ValueError(f"memory map {spec!r}: size {text!r} is not a number of B, KiB, MiB or GiB")
+    return int(number) * _UNITS[unit]
+
+
+def bank_buffer_sizes(
+    sizes: list[int], memory_map: TargetMemoryMap, arena_sizes: dict[int, int]
+) -> list[int]:
+    """`non_const_buffer_sizes` as ExecuTorch's BankedGreedy writes them under `memory_map`.
+
+    Every declared bank has an entry (0 when empty), and a bank left empty gets no XNNPACK
+    padding: ExecuTorch pads only the arenas that hold something.
+    """
+    out = list(sizes) + [0] * (max(memory_map.mem_ids()) + 1 - len(sizes))
+    for mem_id in memory_map.mem_ids():
+        if arena_sizes.get(mem_id, 0) == 0:
+            out[mem_id] = 0
+    return out

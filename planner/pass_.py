@@ -1,0 +1,497 @@
+"""`PlannerPass`: a drop-in replacement for ExecuTorch's `MemoryPlanningPass`.
+
+    edge.to_executorch(ExecutorchBackendConfig(
+        memory_planning_pass=PlannerPass(solver="cpsat", time_limit_s=10)))
+
+It extracts each method's `Problem` (planner.extract), solves it with a
+memplan solver, validates the plan, writes it into the TensorSpecs the way
+`apply_algo` would, and checks the result with ExecuTorch's `Verifier`
+semantics (planner.verify: its storage-reuse check in O(n log n), its
+graph input/output check as is). The
+per-method dict form of `memory_planning_pass` works too. Problems and plans
+stay available as `pass_.results[method].problem` / `.plan`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import torch
+from executorch.exir.banked_memory_planning import TargetMemoryMap
+from executorch.exir.memory_planning import (
+    MemoryPlanningAlgorithmSuite,
+    Verifier,
+    insert_calls_to_free,
+)
+from executorch.exir.pass_base import PassResult
+from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass
+from executorch.exir.tensor import ALIGNMENT, TensorSpec
+from torch.export.exported_program import ExportGraphSignature
+
+from memplan import solvers
+from memplan.banks import traffic_cost
+from memplan.errors import PlanningError, ProblemError, UnsupportedProblemError
+from memplan.plan import Outcome, Plan
+from memplan.planner.apply import apply_plan
+from memplan.planner.as_algorithm import MemplanAlgorithm
+from memplan.planner.banks import bank_buffer_sizes, with_memory_map
+from memplan.planner.banks import state_pool as banked_state_pool
+from memplan.planner.banks import stock_sizes as banked_stock_sizes
+from memplan.planner.cat.policy import plan_with_cat_fusion
+from memplan.planner.cat.report import CatReport
+from memplan.planner.cat.rewrite import fuse_cats
+from memplan.planner.compat import ExportContext, export_context, merge_bufsizes
+from memplan.planner.cross_method_state import (
+    STATE_POOL,
+    MethodState,
+    SharedLayout,
+    check_default_mem_ids,
+    current_session,
+    finish_session,
+    lay_out,
+    reject_foreign_planners,
+    with_state,
+)
+from memplan.planner.devices import DeviceArenas, place_zero_size, split_by_device, with_device_arenas
+from memplan.planner.extract import (
+    Extraction,
+    ExtractionError,
+    control_flow_submodules,
+    extract,
+    state_buffers,
+)
+from memplan.planner.given import GivenPlan, placed_by
+from memplan.planner.signature import frozen
+from memplan.planner.state_in_place import StateReport, update_state_in_place
+from memplan.planner.translate import Translation, Untranslated, translate
+from memplan.planner.verify import verify_storage_reuse
+from memplan.problem import Problem
+
+
+@dataclass
+class MethodResult:
+    """What the pass did for one method (or control-flow submodule).
+
+    `buffer_sizes` is the `non_const_buffer_sizes` written into the program;
+    `stock_sizes` is what ExecuTorch's own greedy (under a memory map: its
+    BankedGreedy; [] when that raises BankPlacementError) gives for the same
+    tensors (before any shared-state arena), for comparison: with
+    `state_in_place` that is the program after its write-backs were rewritten.
+    Without a memory map it is computed on first use by memplan's byte-exact
+    replica of that greedy (solvers.greedy), so the pass does not pay for it.
+    """
+
+    problem: Problem
+    plan: Plan
+    buffer_sizes: list[int]
+    stock: Callable[[], list[int]] = field(repr=False)  # computes `stock_sizes`
+    submodules: dict[str, MethodResult] = field(default_factory=dict)
+    cat_report: CatReport | None = None  # set when cat fusion is on (memplan.planner.cat)
+    specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
+    padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
+    state_report: StateReport | None = None  # set when state_in_place is on (memplan.planner.state_in_place)
+    algorithm: str = ""  # the algorithm given to the pass (memplan.planner.translate.algorithm_name)
+    note: str = ""  # how it was honoured: translated (and whose plan was kept) or run as given
+    arenas: DeviceArenas = field(default_factory=DeviceArenas)  # the device of each non-host arena
+
+    @cached_property
+    def stock_sizes(self) -> list[int]:
+        return self.stock()
+
+
+class PlannerPass(MemoryPlanningPass):
+    """Memory planning by a memplan solver; `MemoryPlanningPass`'s signature, same meanings.
+
+    `memory_planning_algo` (positional, first, as in stock) is honoured
+    (memplan.planner.translate): a suite of ExecuTorch's algorithms
+    (`greedy`, `naive`, `BankedGreedy(target)`, `MemplanAlgorithm(solver)`)
+    is translated into memplan's problem (a `BankedGreedy`'s memory map
+    included) and planned by memplan's solver; the given algorithm also plans
+    the same tensors and its plan is kept when better (both validated). One
+    memplan cannot translate is run as given and its plan validated. Either
+    way `results[method].note` says what happened. Left out, it is a suite
+    of memplan's own algorithm, and `memory_planning_algo.algo_list[0]` reads
+    work as in stock. `allow_lifetime_and_storage_overlap` relaxes the
+    storage-reuse check, as in stock. With `enable_non_cpu_memory_planning`
+    (set by `to_executorch`), each device gets its own arenas, numbered as
+    stock numbers them (memplan.planner.devices).
+    `PlannerPass()` runs CP-SAT for at most 5 s per method, starting from the
+    best-fit plan, and never returns a plan larger than best-fit's or than
+    ExecuTorch's own greedy (solvers.fallback).
+    `share_mutable_buffers=None` (the default) shares mutable state across
+    methods exactly when the program has more than one method: the runtime
+    gives all host-only methods of a program the same arenas, so state in one
+    method's activation arena would be overwritten by another method's
+    activations. A single method keeps its state in arena 1, like stock.
+    `capacity` (bytes per arena) makes planning fail with the tensors that do
+    not fit instead of returning a larger plan.
+    `cat_fusion` places concatenated inputs back to back inside the cat output
+    and removes the cat instruction where sound (memplan.planner.cat), unless
+    that makes the arena larger (`cat_fusion_allow_growth`); the relax/partial
+    options are passed on to `cat.analysis.analyze`.
+    `memory_map` (ExecuTorch's `TargetMemoryMap`) plans across its banks
+    (planner.banks): every bank within its size, the traffic kept in the
+    fastest banks; "greedy" and "bestfit" then mean banked_greedy (ExecuTorch's
+    BankedGreedy) and banked_bestfit. Cat fusion is kept wherever the fused
+    plan fits. State shared across methods goes to its own arena, one past
+    every arena the map or a pin uses.
+    `state_in_place` lets the op computing a mutable buffer's new value write
+    it where the buffer lives and removes ExecuTorch's write-back `copy_`
+    where that is legal; a copy that stays is moved up to right after the
+    last reader of the old value (memplan.planner.state_in_place).
+    """
+
+    def __init__(
+        self,
+        memory_planning_algo: Callable[..., Any] | None = None,
+        allow_lifetime_and_storage_overlap: bool = False,
+        alloc_graph_input: bool = True,
+        alloc_graph_output: bool = True,
+        alloc_mutable_buffers: bool = True,
+        share_mutable_buffers: bool | None = None,
+        alignment: int = ALIGNMENT,
+        *,
+        solver: str = solvers.DEFAULT_SOLVER,
+        time_limit_s: float | None = solvers.DEFAULT_TIME_LIMIT_S,
+        solver_options: dict[str, Any] | None = None,
+        capacity: int | None = None,
+        cat_fusion: bool = True,
+        cat_fusion_relax_alignment: bool = False,
+        cat_fusion_partial: bool = False,
+        cat_fusion_allow_growth: bool = False,
+        memory_map: TargetMemoryMap | None = None,
+        state_in_place: bool = True,
+    ) -> None:
+        solvers.entry(solver).make_params(dict(solver_options or {}))  # bad names fail here, not mid-export
+        if share_mutable_buffers and not alloc_mutable_buffers:
+            raise PlanningError("share_mutable_buffers is only meaningful when alloc_mutable_buffers is True")
+        if memory_planning_algo is None:
+            memory_planning_algo = MemoryPlanningAlgorithmSuite(
+                algo_list=[MemplanAlgorithm(solver, time_limit_s, solver_options)]
+            )
+        self.translation = translate(memory_planning_algo)
+        if isinstance(self.translation, Translation) and self.translation.solver is not None:
+            solver, time_limit_s = self.translation.solver, self.translation.time_limit_s
+            solver_options = dict(self.translation.solver_options)
+        if isinstance(self.translation, Translation) and self.translation.memory_map is not None:
+            if memory_map is not None and memory_map is not self.translation.memory_map:
+                raise PlanningError(
+                    f"memory_map was given twice: as an argument and by {self.translation.name}; give one"
+                )
+            memory_map = self.translation.memory_map
+        if memory_map is not None:
+            try:
+                solvers.for_memory_map(solver)
+            except UnsupportedProblemError as e:
+                raise PlanningError(str(e)) from None
+        super().__init__(
+            memory_planning_algo,
+            allow_lifetime_and_storage_overlap=allow_lifetime_and_storage_overlap,
+            alloc_graph_input=alloc_graph_input,
+            alloc_graph_output=alloc_graph_output,
+            alloc_mutable_buffers=alloc_mutable_buffers,
+            share_mutable_buffers=bool(share_mutable_buffers),
+            alignment=alignment,
+        )
+        self.share_mutable_buffers: bool | None = share_mutable_buffers  # type: ignore[assignment]
+        self.solver = solver
+        self.time_limit_s = time_limit_s
+        self.solver_options = dict(solver_options or {})
+        self.capacity = capacity
+        self.cat_fusion = cat_fusion
+        self.cat_fusion_relax_alignment = cat_fusion_relax_alignment
+        self.cat_fusion_partial = cat_fusion_partial
+        self.cat_fusion_allow_growth = cat_fusion_allow_growth
+        self.memory_map = memory_map
+        self.state_in_place = state_in_place
+        self.results: dict[str, MethodResult] = {}
+        self.shared_state: SharedLayout | None = None
+
+    # -- the pass ---------------------------------------------------------------
+    def run(
+        self,
+        graph_module: torch.fx.GraphModule,
+        graph_signature: ExportGraphSignature | None = None,
+    ) -> PassResult:
+        context = export_context()
+        method = context.method if context else self._fallback_name()
+        share = self._shares(context)
+        self._set_alloc_node_spec(graph_module)
+        if share and graph_signature is not None and self.memory_map is None:
+            check_default_mem_ids(graph_module)
+        alloc_mutable = self.alloc_mutable_buffers and not share
+        state_report = None
+        if self.state_in_place:
+            state_report = update_state_in_place(
+                graph_module, frozen(graph_signature), state_planned=self.alloc_mutable_buffers
+            )
+        result = self._plan_graph(
+            graph_module,
+            graph_signature,
+            method,
+            self.alloc_graph_input,
+            self.alloc_graph_output,
+            alloc_mutable,
+        )
+        result.state_report = state_report
+        self.results[method] = result
+        checked = frozen(graph_signature)  # after cat fusion renamed outputs
+        verify_storage_reuse(
+            graph_module,
+            checked,
+            alloc_graph_input=self.alloc_graph_input,
+            alloc_graph_output=self.alloc_graph_output,
+            alloc_mutable_buffers=alloc_mutable,
+            allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap,
+        )
+        Verifier(
+            graph_module, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable, checked
+        ).verify_graph_input_output()
+        if checked is not None:
+            self._register(context, method, graph_module, checked, share)
+        return PassResult(graph_module, True)
+
+    def run_multimethod(self) -> None:
+        """Lay out the state shared by all methods of this export (first call only)."""
+        context = export_context()
+        session = finish_session()
+        if session is None:
+            return
+        if context is not None:
+            reject_foreign_planners(session, context.key)
+        layout = lay_out(session)
+        if layout is None:
+            return
+        for m in session.methods.values():
+            if not m.shared:
+                continue
+            owner: PlannerPass = m.owner
+            owner.shared_state = layout
+            res = owner.results[m.method]
+            res.problem, res.plan = with_state(res.problem, res.plan, m, layout)
+            res.specs.update({r.node: r.spec for r in m.refs if r.fqn in layout.offsets})
+            res.buffer_sizes = list(m.graph_module.meta["non_const_buffer_sizes"])
+
+    # -- planning one graph ------------------------------------------------------
+    def _plan_graph(
+        self,
+        graph_module: torch.fx.GraphModule,
+        graph_signature: ExportGraphSignature | None,
+        where: str,
+        alloc_graph_input: bool,
+        alloc_graph_output: bool,
+        alloc_mutable_buffers: bool,
+    ) -> MethodResult:
+        """Plan `graph_module` and its control-flow submodules like `apply_algo`.
+
+        ExecuTorch's helpers read a `frozen` signature; only `fuse_cats`, which
+        renames outputs in the program's own signature, gets `graph_signature`.
+        """
+        submodules: dict[str, MethodResult] = {}
+        signature = frozen(graph_signature)
+
+        def plan_submodules() -> list[int]:
+            sizes: list[int] = []
+            for node, sub_alloc_input in control_flow_submodules(graph_module):
+                target = str(node.target)
+                sub = getattr(graph_module, target)
+                res = self._plan_graph(sub, graph_signature, f"{where}/{target}", sub_alloc_input, True, True)
+                sub.meta["non_const_buffer_sizes"] = res.buffer_sizes
+                submodules[target] = res
+                merge_bufsizes(sizes, res.buffer_sizes)
+            return sizes
+
+        ex = extract(
+            graph_module,
+            signature,
+            alignment=self.alignment,
+            alloc_graph_input=alloc_graph_input,
+            alloc_graph_output=alloc_graph_output,
+            alloc_mutable_buffers=alloc_mutable_buffers,
+            submodules=plan_submodules,
+            name=where,
+        )
+        if self.memory_map is not None:
+            ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment, where)
+        translation = self.translation
+        if isinstance(translation, Translation) and translation.constrain is not None:
+            ex = translation.constrain(ex, graph_module, where)
+        arenas = DeviceArenas()
+        if self.enable_non_cpu_memory_planning:
+            ex, arenas = split_by_device(ex, where)
+        reserved = [0] * (max(ex.reserved, default=0) + 1)
+        for pool, size in ex.reserved.items():
+            reserved[pool] = size
+        graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]  # what ExecuTorch's greedy reads
+        stock: Callable[[], list[int]]
+        if self.memory_map is not None:  # ExecuTorch's BankedGreedy itself, while the specs are unplanned
+            banked = banked_stock_sizes(self.memory_map, self.alignment, ex, graph_module, signature)
+            stock = functools.partial(list, [0, *banked[1:]] if banked else [])
+        else:
+            stock = functools.partial(_greedy_sizes, ex)
+
+        def given(keep: bool) -> GivenPlan:
+            return placed_by(
+                self.memory_planning_algo,
+                translation.name,
+                ex,
+                graph_module,
+                signature,
+                self.alignment,
+                arenas,
+                keep=keep,
+            )
+
+        fusion, planned, note = None, ex, ""
+        without: Plan | None = None
+        reserved_by_algorithm: list[int] = []
+        if isinstance(translation, Untranslated):
+            own = given(keep=True)
+            plan, planned = own.plan, dataclasses.replace(ex, problem=own.problem)
+            reserved_by_algorithm = own.buffer_sizes
+            note = f"{translation.name} run as given ({translation.reason}); its plan passed validation"
+        else:
+            reference = self._reference(given, where) if translation.reference else None
+            if self.cat_fusion:
+                fusion, plan, without = plan_with_cat_fusion(
+                    graph_module,
+                    signature,
+                    ex,
+                    lambda problem: self._solve(problem, where),
+                    relax_alignment=self.cat_fusion_relax_alignment,
+                    partial=self.cat_fusion_partial,
+                    allow_growth=self.cat_fusion_allow_growth or self.memory_map is not None,
+                )
+                planned = dataclasses.replace(ex, problem=fusion.problem)
+            else:
+                plan = self._solve(ex.problem, where)
+            if isinstance(reference, GivenPlan):
+                mine, theirs = _cost(planned.problem, plan), _cost(reference.problem, reference.plan)
+                note = (
+                    f"{translation.name} translated; memplan {self.solver}: {mine[-1]:,} B, the algorithm's own"
+                    f" plan: {theirs[-1]:,} B"
+                )
+                if theirs < mine:
+                    fusion, plan, planned = (
+                        None,
+                        reference.plan,
+                        dataclasses.replace(ex, problem=reference.problem),
+                    )
+                    note += ", the algorithm's kept"
+            elif reference is not None:
+                note = f"{translation.name} translated; its own plan was not kept: {reference}"
+            else:
+                note = f"{translation.name}: planned by memplan {self.solver}"
+        sizes = merge_bufsizes(
+            apply_plan(planned, plan), reserved_by_algorithm
+        )  # an algorithm run as given may reserve more
+        if arenas.devices:
+            place_zero_size(planned, arenas)
+            sizes = with_device_arenas(sizes, arenas)
+            if (devices := arenas.buffer_devices(len(sizes))) is not None:
+                graph_module.meta["non_const_buffer_device"] = devices
+        if self.memory_map is not None:
+            sizes = bank_buffer_sizes(sizes, self.memory_map, dict(plan.arena_sizes))
+        insert_calls_to_free(graph_module, set(ex.specs))
+        report = None
+        if fusion is not None:
+            report = CatReport.of(
+                fusion, plan, without, fuse_cats(graph_module, fusion, ex.spec_of, graph_signature)
+            )
+        graph_module.meta["non_const_buffer_sizes"] = sizes
+        return MethodResult(
+            planned.problem,
+            plan,
+            sizes,
+            stock,
+            submodules,
+            report,
+            dict(planned.spec_of),
+            ex.extra_padding,
+            algorithm=translation.name,
+            note=note,
+            arenas=arenas,
+        )
+
+    def _reference(self, given: Callable[[bool], GivenPlan], where: str) -> GivenPlan | str:
+        """The given algorithm's own plan, or why there is none (it failed, or its plan is invalid)."""
+        try:
+            return given(False)
+        except ProblemError as e:
+            return f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        except Exception as e:  # the algorithm's own failure: memplan's plan stands
+            return f"it raised {type(e).__name__}: {e}"
+
+    def _solve(self, problem: Problem, where: str) -> Plan:
+        """The plan `solve` chooses with fallbacks (solvers.fallback), validated; errors name the method.
+
+        A failure keeps its type (`InfeasibleError`, `InvalidPlanError`, ...) and gets a note
+        naming the method and the solver.
+        """
+        if not problem.buffers:
+            return Plan(
+                offsets={}, arena_sizes={}, solver=self.solver, proven_optimal=True, outcome=Outcome.OPTIMAL
+            )
+        try:
+            return solvers.solve(
+                problem, self.solver, self.time_limit_s, self.capacity, fallback=True, **self.solver_options
+            )
+        except ProblemError as e:
+            e.add_note(f"memory planning of {where!r} with solver {self.solver!r} failed")
+            raise
+
+    # -- methods and shared state --------------------------------------------------
+    def _shares(self, context: ExportContext | None) -> bool:
+        if not self.alloc_mutable_buffers:
+            return False
+        if self.share_mutable_buffers is not None:
+            return self.share_mutable_buffers
+        return context is not None and context.num_methods > 1
+
+    def _fallback_name(self) -> str:
+        return "forward" if "forward" not in self.results else f"method_{len(self.results)}"
+
+    def _register(
+        self,
+        context: ExportContext | None,
+        method: str,
+        graph_module: torch.fx.GraphModule,
+        graph_signature: ExportGraphSignature,
+        share: bool,
+    ) -> None:
+        """Record the method for `run_multimethod`; `graph_signature` is read only from here on."""
+        session = current_session(context.key if context else None, method)
+        session.methods[method] = MethodState(
+            method=method,
+            graph_module=graph_module,
+            graph_signature=graph_signature,
+            refs=state_buffers(graph_module, graph_signature, unplaced=share),
+            num_nodes=len(graph_module.graph.nodes),
+            alignment=self.alignment,
+            shared=share,
+            flags=(self.alloc_graph_input, self.alloc_graph_output),
+            owner=self,
+            state_pool=(
+                STATE_POOL
+                if self.memory_map is None
+                else banked_state_pool(self.memory_map, self.results[method].problem)
+            ),
+        )
+
+
+def _cost(problem: Problem, plan: Plan) -> tuple[float, int]:
+    """What "better" means between two valid plans: less bank traffic cost (under a memory map), then fewer bytes."""
+    return (traffic_cost(problem, plan.pools) if problem.banks else 0.0), plan.arena_size
+
+
+def _greedy_sizes(ex: Extraction) -> list[int]:
+    """`non_const_buffer_sizes` ExecuTorch's greedy gives the extracted tensors (its replica, solvers.greedy)."""
+    return ex.pool_sizes(dict(solvers.solve(ex.problem, "greedy").arena_sizes))
+
+
+__all__ = ["PlannerPass", "PlanningError", "MethodResult", "ExtractionError"]

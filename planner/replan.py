@@ -1,0 +1,121 @@
+"""Re-plan a built `.pte`: new offsets and arena sizes for its planned tensors, nothing else changed.
+
+Each method's problem comes from `planner.pte` (lifetimes from the instruction stream). A method
+is re-planned only when that problem could be derived, the new plan passes the validator, no arena
+grows and the total shrinks; otherwise it keeps the file's layout and the report says why. The
+program is written back with ExecuTorch's own serializer (delegate blobs, constants and named data
+travel unchanged).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from memplan import solvers
+from memplan.errors import ProblemError
+from memplan.plan import Plan
+from memplan.planner.compat import serialize_pte_binary
+from memplan.planner.pte import DEFAULT_ALIGNMENT, MethodLayout, ProgramLayout, read_program
+from memplan.validate import check_plan
+
+DEFAULT_SOLVER = "cpsat"
+DEFAULT_TIME_LIMIT_S = 5.0
+
+
+@dataclass
+class MethodReplan:
+    """What happened to one method: the arenas before and after, the plan, or why it was kept."""
+
+    method: str
+    before: list[int]
+    after: list[int]
+    plan: Plan | None = None
+    kept_because: str = ""
+
+    @property
+    def saved_bytes(self) -> int:
+        return sum(self.before) - sum(self.after)
+
+
+@dataclass
+class Replan:
+    """The re-planned program's bytes and one entry per method."""
+
+    data: bytes
+    methods: list[MethodReplan] = field(default_factory=list)
+    program: ProgramLayout | None = None
+
+    @property
+    def changed(self) -> bool:
+        return any(m.plan is not None for m in self.methods)
+
+
+def replan(
+    source: str | Path | bytes,
+    solver: str = DEFAULT_SOLVER,
+    time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
+    alignment: int = DEFAULT_ALIGNMENT,
+    require_saving: bool = True,
+) -> Replan:
+    """Re-plan every method of the program at `source` with `solver`.
+
+    `require_saving=False` writes the solver's plan even when it is no smaller (never larger): a
+    program laid out differently but equivalent, which is how tests prove the rewriting itself.
+    """
+    solvers.get_solver(solver)  # unknown names fail before any work
+    program = read_program(source, alignment)
+    reports = [_replan_method(m, solver, time_limit_s, require_saving) for m in program.methods.values()]
+    if not any(r.plan is not None for r in reports):
+        data = source if isinstance(source, bytes) else Path(source).read_bytes()
+        return Replan(bytes(data), reports, program)
+    for report in reports:
+        if report.plan is not None:
+            _write(program, program.methods[report.method], report)
+    data = bytes(serialize_pte_binary(program.pte, extract_delegate_segments=True))
+    return Replan(data, reports, program)
+
+
+def _replan_method(
+    layout: MethodLayout, solver: str, time_limit_s: float | None, require_saving: bool
+) -> MethodReplan:
+    report = MethodReplan(layout.name, list(layout.arenas), list(layout.arenas))
+    if layout.problem is None:
+        report.kept_because = "; ".join(layout.cannot) or "no planned tensors"
+        return report
+    problem = layout.problem
+    try:
+        plan = solvers.solve(problem, solver, time_limit_s=time_limit_s)
+        check_plan(problem, plan)
+    except ProblemError as exc:
+        report.kept_because = f"{solver} failed: {str(exc).splitlines()[0]}"
+        return report
+    after = list(layout.arenas)
+    for pool, size in plan.arena_sizes.items():
+        after[pool] = size + layout.slack.get(pool, 0)
+    grew = [p for p in range(len(after)) if after[p] > layout.arenas[p]]
+    if grew or (require_saving and sum(after) >= sum(layout.arenas)):
+        where = f" (arena {grew[0]} would grow)" if grew else ""
+        report.kept_because = (
+            f"{solver} found nothing smaller than the file's {sum(layout.arenas):,} bytes{where}"
+        )
+        return report
+    report.after, report.plan = after, plan
+    return report
+
+
+def _write(program: ProgramLayout, layout: MethodLayout, report: MethodReplan) -> None:
+    """Set every planned tensor's offset from the plan, and the method's arena sizes."""
+    plan = report.plan
+    assert plan is not None
+    execution_plan = next(p for p in program.pte.program.execution_plan if p.name == layout.name)
+    for bid, held in layout.members.items():
+        base = plan.offsets[bid]
+        for value, rel in held:
+            info = execution_plan.values[value].val.allocation_info
+            offset = base + rel
+            info.memory_offset_low, info.memory_offset_high = offset & 0xFFFFFFFF, offset >> 32
+    for value in layout.zero_size:  # no bytes, but the runtime wants the offset inside the (smaller) arena
+        info = execution_plan.values[value].val.allocation_info
+        info.memory_offset_low = info.memory_offset_high = 0
+    execution_plan.non_const_buffer_sizes = list(report.after)

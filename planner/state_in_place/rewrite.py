@@ -1,0 +1,83 @@
+"""Carry out the write-back decisions on the graph, before memory planning.
+
+IN_PLACE: the new value's out-variant op, its `memory.alloc` out= node and
+every `memory.view` of it are given the state's own TensorSpec, the object
+the placeholder carries. That is how ExecuTorch itself marks an in-place
+op's result: the planner sees one tensor (the state, never freed), the
+emitter gives every node sharing the spec one value, and the producer's
+kernel is called with `out` = the state. The `copy_` is deleted; where the
+output node named it, it now names the state's placeholder (the emitter
+drops buffer-mutation outputs by position). State shared across methods
+stays one TensorSpec per method, so the mem_id-2 layout
+(`planner.cross_method_state`) places the new value with it.
+
+MOVED: the `copy_` is moved to right after its anchor, and the readers the
+decision lists read the state instead of the new value.
+
+Running before extraction means ExecuTorch's own lifetime analysis, cat
+fusion and ExecuTorch's `Verifier` all see the program that will run.
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import torch
+from executorch.exir import memory
+from executorch.exir.operator.convert import get_out_args_from_opoverload, unwrap_op_overload
+
+from memplan.errors import ProblemError
+from memplan.planner.compat import ViewSpec
+from memplan.planner.state_in_place.writeback import StateStatus, WriteBack
+
+
+class StateRewriteError(ProblemError):
+    """The graph no longer matches the write-back decisions; the message names the node."""
+
+
+def rewrite(graph_module: torch.fx.GraphModule, decisions: list[WriteBack]) -> int:
+    """Apply every IN_PLACE and MOVED decision; return how many copy instructions were removed.
+
+    Only the graph changes: its Python code is regenerated once by the pass
+    (ExecuTorch's `insert_calls_to_free` recompiles after planning), not here.
+    """
+    graph = graph_module.graph
+    nodes = {n.name: n for n in graph.nodes}
+
+    def node(name: str) -> torch.fx.Node:
+        if name not in nodes:
+            raise StateRewriteError(f"state in place: node {name!r} is no longer in the graph")
+        return nodes[name]
+
+    removed = 0
+    for d in decisions:
+        copy, state, value = node(d.copy), node(d.state), node(d.value)
+        if d.status is StateStatus.IN_PLACE:
+            _share_state_spec(value, state)
+            copy.replace_all_uses_with(state)
+            graph.erase_node(copy)
+            removed += 1
+        elif d.status is StateStatus.MOVED:
+            node(d.moved_after).append(copy)
+            for reader in d.redirected:
+                node(reader).replace_input_with(value, state)
+    return removed
+
+
+def _share_state_spec(value: torch.fx.Node, state: torch.fx.Node) -> None:
+    """Give the value, its out= node and its views the state's TensorSpec."""
+    spec = state.meta["spec"]
+    old = value.meta["spec"]
+    [out_arg] = get_out_args_from_opoverload(unwrap_op_overload(value.target))
+    alloc = cast(torch.fx.Node, value.kwargs[out_arg])
+    if alloc.meta.get("spec") is not old:
+        raise StateRewriteError(f"state in place: {value.name}'s out= node {alloc.name} has another spec")
+    value.meta["spec"] = spec
+    alloc.meta["spec"] = spec
+    todo = [value]
+    while todo:
+        base = todo.pop()
+        for user in base.users:
+            if user.op == "call_function" and user.target is memory.view and user.args[0] is base:
+                user.meta["spec"] = ViewSpec(spec, list(user.meta["spec"].shape))
+                todo.append(user)

@@ -1,0 +1,23 @@
+"""Shared by every test folder: figures drawn off screen and closed after each test; helper modules importable.
+
+pytest puts this folder on sys.path (rootdir conftest, prepend import mode), so the helper modules
+beside it (`et_helpers`, `strategies`, `minimalloc_files`) are imported by their plain names everywhere.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+
+import matplotlib
+import pytest
+
+matplotlib.use("Agg")  # before any test imports pyplot: no display on CI
+
+
+@pytest.fixture(autouse=True)
+def close_figures() -> Iterator[None]:
+    """Every figure a test opened is closed after it (matplotlib keeps them alive otherwise)."""
+    yield
+    if "matplotlib.pyplot" in sys.modules:
+        sys.modules["matplotlib.pyplot"].close("all")

@@ -1,0 +1,210 @@
+"""The `memplan` command line: listings, single-model commands, and one-line errors."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from memplan import io, solvers
+from memplan.bounds import lower_bound, lower_bounds
+from memplan.experiments import zoo
+from memplan.experiments.cli import main as cli
+
+
+def _run(argv: list[str], capsys) -> tuple[int, str, str]:
+    """Exit code, stdout and stderr of `memplan argv`, run in this process."""
+    try:
+        code = cli.main(argv)
+    except SystemExit as exc:
+        code = exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+ERROR_CASES = {
+    "no command": ([], "choose a command: sweep, plan"),
+    "unknown subcommand": (["frobnicate"], "invalid choice: 'frobnicate'"),
+    "unknown model": (["sweep", "--models", "cat_seed,nope"], "unknown model 'nope'; choose from: ds_cnn"),
+    "unknown solver": (["sweep", "--solvers", "nope"], "unknown solver 'nope'; choose from: greedy"),
+    "bad alignment": (["sweep", "--alignment", "16,12"], "alignment must be a power of two"),
+    "alignment not a number": (["sweep", "--alignment", "x"], "bad alignment list 'x'"),
+    "bad cat fusion": (["sweep", "--cat-fusion", "maybe"], "cat fusion must be a list of on/off"),
+    "bad time limit": (["sweep", "--time-limit", "-1"], "time limit must be a positive number"),
+    "time limit not a number": (["sweep", "--time-limit", "soon"], "invalid float value: 'soon'"),
+    "bad jobs": (["sweep", "--jobs", "0"], "jobs must be at least 1"),
+    "unknown executor": (
+        ["sweep", "--executor", "slurm"],
+        "invalid choice: 'slurm' (choose from 'local', 'ray')",
+    ),
+    "plan unknown model": (["plan", "nope"], "unknown model 'nope'; choose from: ds_cnn"),
+    "plan unknown solver": (["plan", "cat_seed", "--solver", "nope"], "unknown solver 'nope'"),
+    "plan unknown method": (
+        ["plan", "multi_method_cache", "--solver", "greedy", "--method", "nope"],
+        "unknown method of multi_method_cache 'nope'; choose from: set_cache, get_cache, attend",
+    ),
+    "plan bad plot file": (["plan", "cat_seed", "--plot", "out.jpg"], "must end in one of: .png, .svg, .pdf"),
+    "plot bad file": (
+        ["plot", "cat_seed", "--solver", "greedy", "--out", "x.jpg"],
+        "must end in one of: .png",
+    ),
+    "plot without solver": (["plot", "cat_seed", "--out", "x.png"], "required: --solver"),
+    "export unknown model": (["export-problem", "nope", "--out", "x"], "unknown model 'nope'"),
+    "two fusion values for one plan": (
+        ["plan", "cat_seed", "--cat-fusion", "on,off"],
+        "takes one value here",
+    ),
+}
+
+
+@pytest.mark.parametrize("argv,message", ERROR_CASES.values(), ids=list(ERROR_CASES))
+def test_mistakes_exit_2_with_one_line_and_no_traceback(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing may be written anyway; keep the repo clean if it were
+    code, out, err = _run(argv, capsys)
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith("memplan: error: "), err
+    assert message in err
+    assert "Traceback" not in err + out
+    assert not (tmp_path / "results").exists()
+
+
+def test_an_unwritable_output_folder_exits_2(capsys, tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    for argv in (
+        ["sweep", "--models", "cat_seed", "--solvers", "greedy", "--out", str(blocker / "sub")],
+        ["export-problem", "cat_seed", "--out", str(blocker / "sub")],
+    ):
+        code, _, err = _run(argv, capsys)
+        assert code == 2 and err.count("\n") == 1
+        assert f"cannot write to output folder {str(blocker / 'sub')!r}" in err
+
+
+def test_the_installed_console_script_reports_mistakes_in_one_line():
+    script = Path(sys.executable).with_name("memplan")
+    done = subprocess.run(
+        [str(script), "sweep", "--models", "nope"], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"memplan: error: unknown model 'nope'; choose from: {', '.join(zoo.names())};"
+        " or give a .pt2 file or path/file.py:factory"
+    ]
+
+
+def test_models_and_solvers_list_every_name_with_a_description(capsys):
+    code, out, _ = _run(["models"], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert [line.split()[0] for line in lines] == zoo.names()
+    assert all(len(line.split(None, 1)) == 2 for line in lines)  # every name has a description
+    assert any("U-Net" in line for line in lines)
+    code, out, _ = _run(["solvers"], capsys)
+    assert code == 0
+    assert [line.split()[0] for line in out.splitlines()] == solvers.available()
+    assert all(len(line.split(None, 1)) == 2 for line in out.splitlines())
+
+
+def test_export_problem_writes_csv_and_json_that_planner_io_reads_back(capsys, tmp_path):
+    """multi_method_cache has two pools (activations, shared state): one CSV per pool."""
+    code, out, _ = _run(["export-problem", "multi_method_cache", "--out", str(tmp_path)], capsys)
+    assert code == 0
+    methods = sorted(zoo.get("multi_method_cache").methods)
+    expected = [
+        tmp_path / f"multi_method_cache.{m}.{suffix}"
+        for m in methods
+        for suffix in ("json", "pool1.csv", "pool2.csv")
+    ]
+    assert [Path(p) for p in out.split()] == expected
+    for method in methods:
+        problem = io.load_json(tmp_path / f"multi_method_cache.{method}.json")
+        assert problem.pools == [1, 2]
+        for pool in problem.pools:
+            from_csv = io.read_minimalloc_csv(tmp_path / f"multi_method_cache.{method}.pool{pool}.csv")
+            roots = [b for b in problem.roots() if b.pool == pool]
+            assert [(b.id, b.start, b.end, b.size, b.alignment, b.offset) for b in from_csv.buffers] == [
+                (b.id, b.start, b.end, b.size, b.alignment, b.offset) for b in roots
+            ]
+            assert lower_bound(from_csv) == lower_bounds(problem)[pool]
+
+
+def test_plan_prints_one_line_per_method_and_writes_the_gantt(capsys, tmp_path):
+    figure = tmp_path / "plan.svg"
+    code, out, _ = _run(["plan", "multi_method_cache", "--solver", "bestfit", "--plot", str(figure)], capsys)
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == "multi_method_cache: solver bestfit"
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[1:]]
+    assert cells[0] == [
+        "method",
+        "buffers",
+        "lower_bound_bytes",
+        "arena_bytes",
+        "stock_arena_bytes",
+        "saving_vs_stock",
+        "proven_optimal",
+        "solve_seconds",
+        "cats_fused",
+    ]
+    assert set(cells[1][0]) <= {"-", ":"}  # the Markdown rule under the header
+    assert [row[0] for row in cells[2:]] == ["set_cache", "get_cache", "attend"]  # call order
+    assert figure.read_text().lstrip().startswith(("<?xml", "<svg"))
+
+
+def test_plot_writes_a_png_for_one_method(capsys, tmp_path):
+    figure = tmp_path / "gantt.png"
+    code, _, err = _run(
+        ["plot", "multi_method_cache", "--solver", "greedy", "--method", "attend", "--out", str(figure)],
+        capsys,
+    )
+    assert code == 0 and str(figure) in err
+    assert figure.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_bench_csv_solves_each_file_with_each_solver_and_reports_bad_files(capsys, tmp_path):
+    from memplan.generate import layered_problem
+
+    problem = layered_problem(12, seed=3, alignment=1)
+    need = solvers.solve(problem, "bestfit").arena_size
+    io.write_minimalloc_csv(problem, tmp_path / f"roomy.{need}.csv")
+    io.write_minimalloc_csv(problem, tmp_path / f"tight.{lower_bound(problem) - 1}.csv")
+    (tmp_path / "broken.7.csv").write_text("id,lower,upper,size\nx,5,2,8\n")
+    code, out, _ = _run(
+        [
+            "bench-csv",
+            str(tmp_path),
+            "--solvers",
+            "greedy,bestfit",
+            "--time-limit",
+            "2",
+            "--capacity-from-name",
+            "--out",
+            str(tmp_path / "bench.csv"),
+            "--quiet",
+        ],
+        capsys,
+    )
+    assert code == 0
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()]
+    assert cells[0][:3] == ["file", "solver", "buffers"]
+    rows = {tuple(row[:2]): row for row in cells[2:]}
+    assert set(rows) == {
+        (f, s)
+        for f in (f"roomy.{need}.csv", f"tight.{lower_bound(problem) - 1}.csv", "broken.7.csv")
+        for s in ("greedy", "bestfit")
+    }
+    roomy = dict(zip(cells[0], rows[(f"roomy.{need}.csv", "bestfit")]))
+    assert roomy["arena_bytes"] == f"{need:,}" and roomy["fits"] == "yes"
+    assert "no plan within capacity" in " ".join(rows[(f"tight.{lower_bound(problem) - 1}.csv", "bestfit")])
+    assert "broken.7.csv:2" in " ".join(rows[("broken.7.csv", "greedy")])
+    assert "<NA>" not in out and "nan" not in out.lower().replace("nanos", "")
+    written = pd.read_csv(tmp_path / "bench.csv")
+    assert len(written) == 6 and "lower_bound_bytes" in written.columns
+
+
+def test_bench_csv_on_a_folder_without_csv_files_exits_2(capsys, tmp_path):
+    code, _, err = _run(["bench-csv", str(tmp_path), "--solvers", "bestfit"], capsys)
+    assert code == 2 and err == f"memplan: error: no .csv files in {str(tmp_path)!r}\n"

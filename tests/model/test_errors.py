@@ -1,0 +1,76 @@
+"""The error hierarchy and the typed plan outcome: what callers may rely on."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from memplan.errors import (
+    InfeasibleError,
+    InvalidPlanError,
+    MemplanError,
+    ProblemError,
+    SolverFailure,
+    SolverOptionError,
+    UnknownSolverError,
+)
+from memplan.io import load_json, save_json
+from memplan.plan import Outcome, Plan
+from memplan.problem import Buffer, Problem
+from memplan.solvers import solve
+from memplan.validate import check_plan
+
+WALLS = Problem(tuple(Buffer(f"b{i}", 0, 2, 3) for i in range(4)) + (Buffer("wall", 0, 2, 1, offset=5),))
+
+
+def test_every_error_is_a_memplan_error_and_keeps_its_builtin_base() -> None:
+    for error in (InfeasibleError, InvalidPlanError, SolverOptionError, UnknownSolverError):
+        assert issubclass(error, MemplanError) and issubclass(error, ValueError)
+    assert issubclass(SolverFailure, MemplanError) and issubclass(SolverFailure, RuntimeError)
+    assert not issubclass(SolverOptionError, ProblemError)  # a bad option is not a bad problem
+
+
+def test_an_infeasibility_proof_says_so_and_a_failed_heuristic_does_not() -> None:
+    problem = Problem((Buffer("a", 0, 2, 4), Buffer("b", 1, 3, 4)))
+    with pytest.raises(InfeasibleError) as bound:
+        solve(problem, "cpsat", capacity=7)
+    assert bound.value.proven
+    # Greedy's shared objects grow to 5 bytes; the bound (4) fits, so nothing is proven.
+    reuse = Problem((Buffer("a", 3, 4, 1), Buffer("b", 3, 5, 3), Buffer("c", 1, 2, 2), Buffer("d", 1, 2, 2)))
+    with pytest.raises(InfeasibleError) as heuristic:
+        solve(reuse, "greedy", capacity=4)
+    assert not heuristic.value.proven
+
+
+def test_bad_options_raise_the_option_error() -> None:
+    with pytest.raises(SolverOptionError, match="num_workers"):
+        solve(WALLS, "cpsat", num_workers=0)
+    with pytest.raises(SolverOptionError, match="unknown backend"):
+        solve(WALLS, "milp", backend="nope")
+    with pytest.raises(UnknownSolverError, match="unknown solver 'nope'"):
+        solve(WALLS, "nope")
+
+
+def test_an_invalid_plan_carries_its_violations() -> None:
+    plan = Plan(offsets={b.id: 0 for b in WALLS.buffers}, arena_sizes={0: 6}, solver="zero")
+    with pytest.raises(InvalidPlanError) as err:
+        check_plan(WALLS, plan)
+    assert err.value.violations and "zero" in str(err.value)
+
+
+def test_outcome_and_proven_optimal_cannot_disagree() -> None:
+    assert Plan({}, {}, "x", proven_optimal=True).outcome is Outcome.OPTIMAL
+    assert Plan({}, {}, "x").outcome is Outcome.HEURISTIC
+    with pytest.raises(ProblemError, match="contradicts"):
+        Plan({}, {}, "x", proven_optimal=True, outcome=Outcome.TIME_LIMIT)
+    proven = Plan({}, {}, "x", proven_optimal=True, outcome=Outcome.OPTIMAL)
+    assert dataclasses.replace(proven, proven_optimal=False).outcome is Outcome.NOT_PROVEN  # proof withdrawn
+
+
+def test_the_outcome_survives_a_json_round_trip(tmp_path) -> None:
+    plan = solve(WALLS, "milp", backend="highs", backend_options={"gapRel": 0.5}, warm_start=False)
+    assert plan.outcome is Outcome.GAP_LIMIT
+    path = tmp_path / "plan.json"
+    save_json(plan, path)
+    assert load_json(path).outcome is Outcome.GAP_LIMIT
