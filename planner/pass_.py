@@ -113,7 +113,9 @@ class PlannerPass(MemoryPlanningPass):
     is translated into memplan's problem (a `BankedGreedy`'s memory map
     included) and planned by memplan's solver; the given algorithm also plans
     the same tensors and its plan is kept when better (both validated). One
-    memplan cannot translate is run as given and its plan validated. Either
+    memplan cannot translate is run as given and its plan validated. The given
+    algorithm's plan is replaced only by a better one (less bank traffic, fewer
+    bytes, or as small with cats fused), so its exact offsets stay on a tie. Either
     way `results[method].note` says what happened. Left out, it is a suite
     of memplan's own algorithm, and `memory_planning_algo.algo_list[0]` reads
     work as in stock. `allow_lifetime_and_storage_overlap` relaxes the
@@ -376,7 +378,8 @@ class PlannerPass(MemoryPlanningPass):
                     f"{translation.name} translated; memplan {self.solver}: {mine[-1]:,} B, the algorithm's own"
                     f" plan: {theirs[-1]:,} B"
                 )
-                if theirs < mine:
+                fused = fusion is not None and bool(fusion.removed)
+                if theirs < mine or (theirs == mine and not fused):  # memplan's replaces it only when better
                     fusion, plan, planned = (
                         None,
                         reference.plan,
