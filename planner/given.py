@@ -12,7 +12,7 @@ specs as they were, so memplan can still plan them and the better plan wins.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -132,7 +132,3 @@ def _read_back(extraction: Extraction, name: str) -> tuple[Problem, Plan]:
         e.add_note(f"the plan of the given algorithm {name}")
         raise
     return problem, plan
-
-
-def total(sizes: Mapping[int, int] | list[int]) -> int:
-    return sum(sizes.values()) if isinstance(sizes, Mapping) else sum(sizes)

@@ -394,6 +394,7 @@ class PlannerPass(MemoryPlanningPass):
             apply_plan(planned, plan), reserved_by_algorithm
         )  # an algorithm run as given may reserve more
         if arenas.devices:
+            note += "; device arenas: " + ", ".join(arenas.label(pool) for pool in sorted(arenas.devices))
             place_zero_size(planned, arenas)
             sizes = with_device_arenas(sizes, arenas)
             if (devices := arenas.buffer_devices(len(sizes))) is not None:

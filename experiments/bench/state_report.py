@@ -122,7 +122,11 @@ def rows(
     for model in models:
         runs = [lower_and_check(model, None)]
         for on in (False, True):
-            runs.append(lower_and_check(model, PlannerPass(solver=solver, time_limit_s=time_limit_s, state_in_place=on)))
+            runs.append(
+                lower_and_check(
+                    model, PlannerPass(solver=solver, time_limit_s=time_limit_s, state_in_place=on)
+                )
+            )
         table.append((model, runs))
     return table
 
