@@ -36,6 +36,7 @@ class GivenPlan:
     problem: Problem
     plan: Plan
     buffer_sizes: list[int]  # what the algorithm returned (`non_const_buffer_sizes` under stock)
+    objects: list[tuple[TensorSpec, int | None]]  # the mem_obj_id it gave each spec
 
 
 def placed_by(
@@ -58,13 +59,14 @@ def placed_by(
     try:
         sizes = _run_like_apply_algo(algorithm, extraction, graph_module, graph_signature, alignment, arenas)
         problem, plan = _read_back(extraction, name)
+        objects = [(spec, spec.mem_obj_id) for spec in extraction.specs]
     finally:
         graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]
         if not keep:
             for spec, mem_id, offset, obj in saved:
                 spec.mem_id, spec.mem_offset, spec.mem_obj_id = mem_id, offset, obj
                 spec.realign(alignment)
-    return GivenPlan(problem, plan, sizes)
+    return GivenPlan(problem, plan, sizes, objects)
 
 
 def _run_like_apply_algo(

@@ -104,6 +104,12 @@ def test_an_untranslated_algorithm_runs_as_given_and_is_validated():
     runtime.check_outputs(model, program.buffer)
     assert _arena(program) == _arena(stock)
     assert "run as given" in pass_.results["forward"].note
+    objects: dict[
+        tuple[int, int], set[int]
+    ] = {}  # its mem_obj_ids are kept: each object's tensors start at its base
+    for spec in pass_.results["forward"].specs.values():
+        objects.setdefault((spec.mem_id, spec.mem_obj_id), set()).add(spec.mem_offset)
+    assert all(len(offsets) == 1 for offsets in objects.values())
 
 
 def test_an_invalid_plan_of_an_untranslated_algorithm_is_refused():
