@@ -42,6 +42,7 @@ from memplan.planner.as_algorithm import MemplanAlgorithm
 from memplan.planner.banks import bank_buffer_sizes, with_memory_map
 from memplan.planner.banks import state_pool as banked_state_pool
 from memplan.planner.banks import stock_sizes as banked_stock_sizes
+from memplan.planner.cat.decisions import CatFusion
 from memplan.planner.cat.policy import plan_with_cat_fusion
 from memplan.planner.cat.report import CatReport
 from memplan.planner.cat.rewrite import fuse_cats
@@ -102,6 +103,18 @@ class MethodResult:
     @cached_property
     def stock_sizes(self) -> list[int]:
         return self.stock()
+
+
+@dataclass
+class _Choice:
+    """The plan chosen for one graph (`PlannerPass._choose`) and how it was chosen."""
+
+    planned: Extraction  # the extraction the plan is for (cat fusion's problem when cats are fused)
+    plan: Plan
+    note: str
+    fusion: CatFusion | None = None
+    without: Plan | None = None  # the plan without cat fusion
+    as_given: GivenPlan | None = None  # set when the given algorithm ran as given
 
 
 class PlannerPass(MemoryPlanningPass):
@@ -320,9 +333,8 @@ class PlannerPass(MemoryPlanningPass):
         )
         if self.memory_map is not None:
             ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment, where)
-        translation = self.translation
-        if isinstance(translation, Translation) and translation.constrain is not None:
-            ex = translation.constrain(ex, graph_module, where)
+        if isinstance(self.translation, Translation) and self.translation.constrain is not None:
+            ex = self.translation.constrain(ex, graph_module, where)
         arenas = DeviceArenas()
         if self.enable_non_cpu_memory_planning:
             ex, arenas = split_by_device(ex, where)
@@ -337,62 +349,14 @@ class PlannerPass(MemoryPlanningPass):
         else:
             stock = functools.partial(_greedy_sizes, ex)
 
-        def given(keep: bool) -> GivenPlan:
-            return placed_by(
-                self.memory_planning_algo,
-                translation.name,
-                ex,
-                graph_module,
-                signature,
-                self.alignment,
-                arenas,
-                keep=keep,
-            )
-
-        fusion, planned, note = None, ex, ""
-        without: Plan | None = None
-        reserved_by_algorithm: list[int] = []
-        if isinstance(translation, Untranslated):
-            own = given(keep=True)
-            plan, planned = own.plan, dataclasses.replace(ex, problem=own.problem)
-            reserved_by_algorithm = own.buffer_sizes
-            note = f"{translation.name} run as given ({translation.reason}); its plan passed validation"
-        else:
-            reference = self._reference(given, where) if translation.reference else None
-            if self.cat_fusion:
-                fusion, plan, without = plan_with_cat_fusion(
-                    graph_module,
-                    signature,
-                    ex,
-                    lambda problem: self._solve(problem, where),
-                    relax_alignment=self.cat_fusion_relax_alignment,
-                    partial=self.cat_fusion_partial,
-                    allow_growth=self.cat_fusion_allow_growth or self.memory_map is not None,
-                )
-                planned = dataclasses.replace(ex, problem=fusion.problem)
-            else:
-                plan = self._solve(ex.problem, where)
-            if isinstance(reference, GivenPlan):
-                mine, theirs = _cost(planned.problem, plan), _cost(reference.problem, reference.plan)
-                note = (
-                    f"{translation.name} translated; memplan {self.solver}: {mine[-1]:,} B, the algorithm's own"
-                    f" plan: {theirs[-1]:,} B"
-                )
-                fused = fusion is not None and bool(fusion.removed)
-                if theirs < mine or (theirs == mine and not fused):  # memplan's replaces it only when better
-                    fusion, plan, planned = (
-                        None,
-                        reference.plan,
-                        dataclasses.replace(ex, problem=reference.problem),
-                    )
-                    note += ", the algorithm's kept"
-            elif reference is not None:
-                note = f"{translation.name} translated; its own plan was not kept: {reference}"
-            else:
-                note = f"{translation.name}: planned by memplan {self.solver}"
-        sizes = merge_bufsizes(
-            apply_plan(planned, plan), reserved_by_algorithm
-        )  # an algorithm run as given may reserve more
+        choice = self._choose(ex, graph_module, signature, where, arenas)
+        planned, plan, fusion, note = choice.planned, choice.plan, choice.fusion, choice.note
+        sizes = apply_plan(planned, plan)
+        if choice.as_given is not None:
+            sizes = merge_bufsizes(sizes, choice.as_given.buffer_sizes)  # it may reserve more than it places
+            # Its mem_obj_ids may mean more than shared bytes (Vulkan reads them as allocations).
+            for spec, obj in choice.as_given.objects:
+                spec.mem_obj_id = obj
         if arenas.devices:
             note += "; device arenas: " + ", ".join(arenas.label(pool) for pool in sorted(arenas.devices))
             place_zero_size(planned, arenas)
@@ -405,7 +369,7 @@ class PlannerPass(MemoryPlanningPass):
         report = None
         if fusion is not None:
             report = CatReport.of(
-                fusion, plan, without, fuse_cats(graph_module, fusion, ex.spec_of, graph_signature)
+                fusion, plan, choice.without, fuse_cats(graph_module, fusion, ex.spec_of, graph_signature)
             )
         graph_module.meta["non_const_buffer_sizes"] = sizes
         return MethodResult(
@@ -417,12 +381,73 @@ class PlannerPass(MemoryPlanningPass):
             report,
             dict(planned.spec_of),
             ex.extra_padding,
-            algorithm=translation.name,
+            algorithm=self.translation.name,
             note=note,
             arenas=arenas,
         )
 
-    def _reference(self, given: Callable[[bool], GivenPlan], where: str) -> GivenPlan | str:
+    def _choose(
+        self,
+        ex: Extraction,
+        graph_module: torch.fx.GraphModule,
+        signature: ExportGraphSignature | None,
+        where: str,
+        arenas: DeviceArenas,
+    ) -> _Choice:
+        """The plan of one graph: the given algorithm's run as given, or memplan's unless the algorithm's is better."""
+        translation = self.translation
+
+        def given(keep: bool) -> GivenPlan:
+            return placed_by(
+                self.memory_planning_algo,
+                translation.name,
+                ex,
+                graph_module,
+                signature,
+                self.alignment,
+                arenas,
+                keep=keep,
+            )
+
+        if isinstance(translation, Untranslated):
+            own = given(True)
+            note = f"{translation.name} run as given ({translation.reason}); its plan passed validation"
+            return _Choice(dataclasses.replace(ex, problem=own.problem), own.plan, note, as_given=own)
+        reference = self._reference(given) if translation.reference else None
+        fusion, without = None, None
+        if self.cat_fusion:
+            fusion, plan, without = plan_with_cat_fusion(
+                graph_module,
+                signature,
+                ex,
+                lambda problem: self._solve(problem, where),
+                relax_alignment=self.cat_fusion_relax_alignment,
+                partial=self.cat_fusion_partial,
+                allow_growth=self.cat_fusion_allow_growth or self.memory_map is not None,
+            )
+            planned = dataclasses.replace(ex, problem=fusion.problem)
+        else:
+            plan, planned = self._solve(ex.problem, where), ex
+        note = f"{translation.name}: planned by memplan {self.solver}"
+        choice = _Choice(planned, plan, note, fusion, without)
+        if isinstance(reference, str):
+            choice.note = f"{translation.name} translated; its own plan was not kept: {reference}"
+        elif reference is not None:
+            mine, theirs = (
+                _cost(choice.planned.problem, choice.plan),
+                _cost(reference.problem, reference.plan),
+            )
+            choice.note = (
+                f"{translation.name} translated; memplan {self.solver}: {mine[-1]:,} B, the algorithm's own"
+                f" plan: {theirs[-1]:,} B"
+            )
+            fused = choice.fusion is not None and bool(choice.fusion.removed)
+            if theirs < mine or (theirs == mine and not fused):  # memplan's replaces it only when better
+                planned = dataclasses.replace(ex, problem=reference.problem)
+                return _Choice(planned, reference.plan, choice.note + ", the algorithm's kept")
+        return choice
+
+    def _reference(self, given: Callable[[bool], GivenPlan]) -> GivenPlan | str:
         """The given algorithm's own plan, or why there is none (it failed, or its plan is invalid)."""
         try:
             return given(False)
