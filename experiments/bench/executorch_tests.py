@@ -39,7 +39,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -191,20 +190,24 @@ def prepare(folder: Path, files: Sequence[str], copy: str) -> dict[str, int]:
 
 
 def run_file(folder: Path, path: str, timeout_s: float, reuse: bool = False) -> tuple[dict[str, str], float]:
-    """Outcome of every test of one copied file, and the seconds pytest took (its tests' when `reuse`d)."""
+    """Outcome of every test of one copied file, and the seconds its tests took (pytest's junit times).
+
+    `reuse` reads a report a previous run left instead of running the file again.
+    """
     report = folder / (copy_name(path) + ".xml")
-    if reuse and report.exists():
-        return outcomes(report.read_text(), path), reported_seconds(report.read_text())
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
-    started = time.perf_counter()
-    try:
-        subprocess.run(
-            [*command, copy_name(path)], cwd=folder, timeout=timeout_s, capture_output=True, check=False
-        )
-    except subprocess.TimeoutExpired:
-        pass  # the tests reported so far count; the rest are missing, so not passed
-    seconds = time.perf_counter() - started
-    return (outcomes(report.read_text(), path) if report.exists() else {}), seconds
+    if not (reuse and report.exists()):
+        report.unlink(missing_ok=True)
+        command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={report}"]
+        try:
+            subprocess.run(
+                [*command, copy_name(path)], cwd=folder, timeout=timeout_s, capture_output=True, check=False
+            )
+        except subprocess.TimeoutExpired:
+            pass  # no report: every test counts as not passed
+    if not report.exists():
+        return {}, 0.0
+    text = report.read_text()
+    return outcomes(text, path), reported_seconds(text)
 
 
 def outcomes(junit_xml: str, path: str) -> dict[str, str]:
