@@ -42,6 +42,11 @@ def place_in_banks(problem: Problem, pools: Mapping[str, int]) -> Problem:
         if bank is not None and root == buf.id:
             alignment = math.lcm(alignment, bank.alignment)
             size = align_up(size, alignment)
+            if buf.offset is not None and buf.offset % alignment:
+                raise ProblemError(
+                    f"buffer {buf.id!r} is fixed at offset {buf.offset}, which bank {bank.name!r}"
+                    f" (alignment {bank.alignment}) does not keep aligned; it cannot go there"
+                )
         buffers.append(replace(buf, pool=pool, banks=(), alignment=alignment, size=size))
     return replace(problem, buffers=tuple(buffers))
 

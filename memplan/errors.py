@@ -11,7 +11,16 @@
     │       └── SharedStatePolicyError      the program's methods disagree on how their shared state is planned
     ├── SolverOptionError (ValueError)      an unknown solver name or a bad solver option
     │   └── UnknownSolverError
-    └── SolverFailure (RuntimeError)        a solver or its backend broke; a bug, not the input's fault
+    ├── SolverFailure (RuntimeError)        a solver or its backend broke; a bug, not the input's fault
+    ├── UsageError (ValueError)             a command, script or sweep asked for what does not exist or
+    │   │                                   cannot work (a name, a setting, an output path)
+    │   ├── UnknownModelError (KeyError)    not a zoo model (experiments.zoo.catalog)
+    │   └── ProgramSpecError                a .pt2 or file.py:factory that cannot be loaded (experiments.zoo.programs)
+    ├── ExecutorUnavailableError (RuntimeError)  the sweep's executor cannot run here (experiments.sweep.executors)
+    └── CheckError (AssertionError)         a re-planned program runs differently from the original
+                                            (experiments.zoo.pte_check)
+
+The command line (`memplan`) ends on any of these with one `memplan: error: ...` line.
 
 A specific error keeps its type on the way up: callers add context with
 `add_note` instead of wrapping it, so `except InfeasibleError` works at every
@@ -45,6 +54,12 @@ class InfeasibleError(ProblemError):
         self.buffers = tuple(buffers)
         self.proven = proven
 
+    def withdraw(self, reason: str) -> None:
+        """Take the proof back, if it claims one: `proven` becomes False and the message says so, and why."""
+        if self.proven:
+            self.args = (f"not proven infeasible ({reason}); the solver said: {self.args[0]}", *self.args[1:])
+            self.proven = False
+
 
 class BankCapacityError(InfeasibleError):
     """A bank cannot hold what must go into it (or the banks cannot hold the program).
@@ -52,8 +67,10 @@ class BankCapacityError(InfeasibleError):
     `bank` names the bank and `missing` says how many bytes it lacks.
     """
 
-    def __init__(self, message: str, bank: str, missing: int, buffers: Iterable[str] = ()) -> None:
-        super().__init__(message, buffers)
+    def __init__(
+        self, message: str, bank: str, missing: int, buffers: Iterable[str] = (), *, proven: bool = False
+    ) -> None:
+        super().__init__(message, buffers, proven=proven)
         self.bank = bank
         self.missing = missing
 
@@ -100,3 +117,8 @@ class UnknownSolverError(SolverOptionError):
 
 class SolverFailure(MemplanError, RuntimeError):
     """A solver or its backend failed in a way the input does not explain (a bug, a crashed binary)."""
+
+
+class UsageError(MemplanError, ValueError):
+    """A command, script or sweep asked for something that does not exist or cannot work; the message
+    names the value and the valid choices (an unknown name, a bad setting, an unwritable output)."""

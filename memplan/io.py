@@ -387,20 +387,47 @@ def _problem_from_dict(data: dict[str, Any]) -> Problem:
             gaps=tuple(
                 Gap(start, end, None if w is None else tuple(w)) for start, end, w in b.get("gaps", ())
             ),
-            banks=tuple(b.get("banks", ())),
+            banks=_bank_choices(b),
             accesses=b.get("accesses", 1),
         )
         for b in data["buffers"]
     )
-    banks = tuple(
-        Bank(k["name"], k["pool"], k["capacity"], cost=k.get("cost"), alignment=k.get("alignment", 1))
-        for k in data.get("banks", ())
-    )
+    banks = tuple(_bank_from(k, number) for number, k in enumerate(_listed(data, "banks", "the problem"), 1))
     groups = tuple(
         ContiguousGroup(g["parent"], tuple((m, rel) for m, rel in g["members"])) for g in data["groups"]
     )
     same = tuple(SameOffset(tuple(s)) for s in data["same_offsets"])
     return Problem(buffers, groups, same, capacity=data["capacity"], name=data["name"], banks=banks)
+
+
+def _listed(data: dict[str, Any], key: str, owner: str) -> list[Any]:
+    """`data[key]` (absent: empty) if it is a JSON list; otherwise a `ProblemError` naming it."""
+    value = data.get(key, [])
+    if not isinstance(value, list):
+        raise ProblemError(f'{owner}: "{key}" must be a list, got {value!r}')
+    return value
+
+
+def _bank_choices(buffer: dict[str, Any]) -> tuple[int, ...]:
+    """A buffer's "banks": a list of pool numbers (each checked as an integer by `Buffer`)."""
+    return tuple(_listed(buffer, "banks", f"buffer {buffer.get('id')!r}"))
+
+
+def _bank_from(entry: Any, number: int) -> Bank:
+    """Bank `number` (from 1) of the "banks" list; its field types are checked here or by `Bank`."""
+    if not isinstance(entry, dict):
+        raise ProblemError(
+            f'bank {number} of "banks" must be an object with name, pool and capacity, got {entry!r}'
+        )
+    missing = [key for key in ("name", "pool", "capacity") if key not in entry]
+    if missing:
+        raise ProblemError(f'bank {number} of "banks" lacks {", ".join(missing)}')
+    name = entry["name"]
+    if not isinstance(name, str):
+        raise ProblemError(f'bank {number} of "banks": name must be a string, got {name!r}')
+    return Bank(
+        name, entry["pool"], entry["capacity"], cost=entry.get("cost"), alignment=entry.get("alignment", 1)
+    )
 
 
 def _plan_to_dict(plan: Plan) -> dict[str, Any]:

@@ -11,6 +11,8 @@ built: a malformed one raises `ProblemError` naming the buffer or constraint.
 from __future__ import annotations
 
 import html
+import math
+import numbers
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -249,6 +251,29 @@ class SameOffset:
         object.__setattr__(self, "buffers", tuple(self.buffers))
 
 
+MAX_BANK_COST = 1e6
+"""The largest bank cost: costs weigh banks against each other (the fastest often 0 or 1), and
+bytes x accesses x cost must stay an ordinary float."""
+
+
+def _bank_cost(bank: str, value: object) -> float:
+    """A bank's cost as a float: a real number (not a bool), from 0 to `MAX_BANK_COST`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ProblemError(f"bank {bank!r}: cost must be a number, got {value!r}")
+    number = value if isinstance(value, int) else float(value)  # huge ints compared exactly, not as inf
+    if not 0 <= number <= MAX_BANK_COST:  # NaN fails both comparisons
+        shown = (
+            "an integer of more than 60 digits"
+            if isinstance(value, int) and value > 1 << 200
+            else repr(value)
+        )
+        raise ProblemError(
+            f"bank {bank!r}: cost must be between 0 and {MAX_BANK_COST:g} (costs weigh banks against"
+            f" each other), got {shown}"
+        )
+    return float(number)
+
+
 @dataclass(frozen=True)
 class Bank:
     """A memory the planner may fill: pool `pool` (ExecuTorch's mem_id) of at most `capacity` bytes.
@@ -274,8 +299,8 @@ class Bank:
             raise ProblemError(f"bank {self.name!r}: capacity must be >= 0, got {self.capacity}")
         if self.alignment < 1:
             raise ProblemError(f"bank {self.name!r}: alignment must be >= 1, got {self.alignment}")
-        if self.cost is not None and self.cost < 0:
-            raise ProblemError(f"bank {self.name!r}: cost must be >= 0, got {self.cost}")
+        if self.cost is not None:
+            object.__setattr__(self, "cost", _bank_cost(self.name, self.cost))
 
 
 @dataclass(frozen=True)
@@ -417,6 +442,9 @@ class Problem:
                     f"buffer {buf.id!r}: banks {unknown} are not declared banks of the problem"
                     f" (declared: {sorted(declared)})"
                 )
+        for buf in self.buffers:
+            if buf.offset is not None:
+                self._check_fixed_in_banks(buf)
         for member, (parent, _) in self._parent_of.items():
             if self._by_id[member].banks != self._by_id[parent].banks:
                 raise ProblemError(
@@ -430,6 +458,24 @@ class Problem:
                     f"same-offset set {sset.buffers}: members may go to different banks"
                     f" {sorted(list(c) for c in choices)}; buffers sharing an offset share a bank"
                 )
+
+    def _check_fixed_in_banks(self, fixed: Buffer) -> None:
+        """Some pool the root of a fixed buffer may go to keeps its offset aligned (a bank's
+        alignment applies to the roots placed in it)."""
+        root_id, rel = self.root_of(fixed.id)
+        root = self._by_id[root_id]
+        at = fixed.offset - rel if fixed.offset is not None else 0
+        refusing = {}
+        for pool in root.choices:
+            bank = self.bank(pool)
+            alignment = root.alignment if bank is None else math.lcm(root.alignment, bank.alignment)
+            if at % alignment == 0:
+                return
+            refusing[bank.name if bank else f"mem_id {pool}"] = alignment
+        raise ProblemError(
+            f"buffer {fixed.id!r} pins {root_id!r} at offset {at}, which no bank it may go to keeps"
+            f" aligned: {', '.join(f'{name!r} needs a multiple of {a}' for name, a in refusing.items())}"
+        )
 
     def _check_groups(self) -> dict[str, tuple[str, int]]:
         parent_of: dict[str, tuple[str, int]] = {}

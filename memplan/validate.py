@@ -5,6 +5,7 @@ It shares no code with any solver; every plan passes it before it touches a `Ten
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -153,6 +154,12 @@ def validate(problem: Problem, plan: Plan) -> list[Violation]:
     return found
 
 
+def _keeps_aligned(problem: Problem, root: Buffer, pool: int) -> bool:
+    """True if root's fixed offset is a multiple of the alignment it takes in `pool`."""
+    bank = problem.bank(pool)
+    return bank is None or root.offset is None or root.offset % math.lcm(root.alignment, bank.alignment) == 0
+
+
 def _bank_choice_violations(problem: Problem, plan: Plan) -> list[Violation]:
     """Buffers the plan puts in a pool they may not go to (or a member apart from its root)."""
     found = []
@@ -170,6 +177,15 @@ def _bank_choice_violations(problem: Problem, plan: Plan) -> list[Violation]:
                     ViolationKind.WRONG_BANK,
                     (buf.id,),
                     f"{buf.id!r} is placed in pool {pool}, which is not one of its banks {list(buf.choices)}",
+                )
+            )
+        elif buf.offset is not None and root == buf.id and not _keeps_aligned(problem, buf, pool):
+            found.append(
+                Violation(
+                    ViolationKind.WRONG_BANK,
+                    (buf.id,),
+                    f"{buf.id!r} is fixed at {buf.offset} but placed in pool {pool}, whose bank's alignment"
+                    f" {problem.bank(pool).alignment} that offset breaks",  # type: ignore[union-attr]
                 )
             )
         elif root != buf.id and plan.pools.get(buf.id, pool) != pool:

@@ -14,3 +14,7 @@ if __name__ != "memplan.planner":  # pragma: no cover - only a wrong sys.path ge
         f"memplan's planner/ directory was imported as {__name__!r}; it is the package"
         " memplan.planner (install memplan with pip and import memplan.planner)"
     )
+
+from memplan.planner import import_noise  # noqa: E402 - before anything imports torch or torchao
+
+import_noise.silence()

@@ -22,6 +22,7 @@ from functools import cached_property
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from executorch.exir.banked_memory_planning import TargetMemoryMap
 from executorch.exir.memory_planning import (
     MemoryPlanningAlgorithmSuite,
@@ -68,7 +69,7 @@ from memplan.planner.extract import (
 )
 from memplan.planner.given import GivenPlan, placed_by
 from memplan.planner.signature import frozen
-from memplan.planner.state_in_place import StateReport, update_state_in_place
+from memplan.planner.state_in_place import StateReport, StateStatus, analyze, rewrite
 from memplan.planner.translate import Translation, Untranslated, translate
 from memplan.planner.verify import verify_storage_reuse
 from memplan.problem import Problem
@@ -79,12 +80,16 @@ class MethodResult:
     """What the pass did for one method (or control-flow submodule).
 
     `buffer_sizes` is the `non_const_buffer_sizes` written into the program;
-    `stock_sizes` is what ExecuTorch's own greedy (under a memory map: its
-    BankedGreedy; [] when that raises BankPlacementError) gives for the same
-    tensors (before any shared-state arena), for comparison: with
-    `state_in_place` that is the program after its write-backs were rewritten.
-    Without a memory map it is computed on first use by memplan's byte-exact
-    replica of that greedy (solvers.greedy), so the pass does not pay for it.
+    `stock_sizes` is the `non_const_buffer_sizes` of the program ExecuTorch's
+    own `MemoryPlanningPass` (under a memory map: its BankedGreedy; [] when
+    that raises BankPlacementError) builds from the same edge program, for
+    comparison: the write-backs as ExecuTorch emits them (the problem is taken
+    before `state_in_place` rewrites them), and the shared-state arena when
+    state is shared across methods (ExecuTorch's `share_mutable_buffers` lays
+    it out the same way). Without a memory map it is computed on first use by
+    memplan's byte-exact replica of that greedy (solvers.greedy), so the pass
+    does not pay for the solve. In a method with control flow, the bytes
+    reserved for its submodules are memplan's.
     """
 
     problem: Problem
@@ -240,11 +245,9 @@ class PlannerPass(MemoryPlanningPass):
         if share and graph_signature is not None and self.memory_map is None:
             check_default_mem_ids(graph_module)
         alloc_mutable = self.alloc_mutable_buffers and not share
-        state_report = None
+        state_report, stock = None, None
         if self.state_in_place:
-            state_report = update_state_in_place(
-                graph_module, frozen(graph_signature), state_planned=self.alloc_mutable_buffers
-            )
+            state_report, stock = self._update_state_in_place(graph_module, graph_signature, alloc_mutable)
         result = self._plan_graph(
             graph_module,
             graph_signature,
@@ -254,6 +257,7 @@ class PlannerPass(MemoryPlanningPass):
             alloc_mutable,
         )
         result.state_report = state_report
+        result.stock = functools.partial(self._with_shared_state_arena, stock or result.stock, share)
         self.results[method] = result
         checked = frozen(graph_signature)  # after cat fusion renamed outputs
         verify_storage_reuse(
@@ -342,12 +346,7 @@ class PlannerPass(MemoryPlanningPass):
         for pool, size in ex.reserved.items():
             reserved[pool] = size
         graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]  # what ExecuTorch's greedy reads
-        stock: Callable[[], list[int]]
-        if self.memory_map is not None:  # ExecuTorch's BankedGreedy itself, while the specs are unplanned
-            banked = banked_stock_sizes(self.memory_map, self.alignment, ex, graph_module, signature)
-            stock = functools.partial(list, [0, *banked[1:]] if banked else [])
-        else:
-            stock = functools.partial(_greedy_sizes, ex)
+        stock = self._stock(ex, graph_module, signature)
 
         choice = self._choose(ex, graph_module, signature, where, arenas)
         planned, plan, fusion, note = choice.planned, choice.plan, choice.fusion, choice.note
@@ -456,6 +455,51 @@ class PlannerPass(MemoryPlanningPass):
         except Exception as e:  # the algorithm's own failure: memplan's plan stands
             return f"it raised {type(e).__name__}: {e}"
 
+    def _stock(
+        self, ex: Extraction, graph_module: torch.fx.GraphModule, signature: ExportGraphSignature | None
+    ) -> Callable[[], list[int]]:
+        """What computes `stock_sizes` for `ex`: lazily, except ExecuTorch's BankedGreedy, which needs
+        the specs unplanned."""
+        if self.memory_map is None:
+            return functools.partial(_greedy_sizes, ex)
+        banked = banked_stock_sizes(self.memory_map, self.alignment, ex, graph_module, signature)
+        return functools.partial(list, [0, *banked[1:]] if banked else [])
+
+    def _update_state_in_place(
+        self,
+        graph_module: torch.fx.GraphModule,
+        graph_signature: ExportGraphSignature | None,
+        alloc_mutable_buffers: bool,
+    ) -> tuple[StateReport, Callable[[], list[int]] | None]:
+        """Rewrite the write-backs; and, when that changes the graph, the stock figure of the graph
+        ExecuTorch would plan (taken before, so the write-backs' values and copies are in it)."""
+        signature = frozen(graph_signature)
+        decisions = analyze(graph_module, signature, state_planned=self.alloc_mutable_buffers)
+        stock = None
+        changes = any(d.status is not StateStatus.KEPT for d in decisions)
+        if changes and not control_flow_submodules(graph_module):
+            before = extract(
+                graph_module,
+                signature,
+                alignment=self.alignment,
+                alloc_graph_input=self.alloc_graph_input,
+                alloc_graph_output=self.alloc_graph_output,
+                alloc_mutable_buffers=alloc_mutable_buffers,
+            )
+            if self.memory_map is not None:
+                before = with_memory_map(before, graph_module, self.memory_map, self.alignment, "stock")
+            stock = self._stock(before, graph_module, signature)
+            _forget_lifetimes(graph_module)  # ExecuTorch's lifetime analysis only ever widens them
+        return StateReport(tuple(decisions), rewrite(graph_module, decisions)), stock
+
+    def _with_shared_state_arena(self, stock: Callable[[], list[int]], share: bool) -> list[int]:
+        """`stock()`, plus the arena of state shared across methods (as `share_mutable_buffers` lays it out)."""
+        sizes = list(stock())
+        layout = self.shared_state
+        if share and layout is not None and sizes:
+            sizes += [0] * (layout.pool - len(sizes)) + [layout.arena]
+        return sizes
+
     def _solve(self, problem: Problem, where: str) -> Plan:
         """The plan `solve` chooses with fallbacks (solvers.fallback), validated; errors name the method.
 
@@ -516,6 +560,14 @@ class PlannerPass(MemoryPlanningPass):
 def _cost(problem: Problem, plan: Plan) -> tuple[float, int]:
     """What "better" means between two valid plans: less bank traffic cost (under a memory map), then fewer bytes."""
     return (traffic_cost(problem, plan.pools) if problem.banks else 0.0), plan.arena_size
+
+
+def _forget_lifetimes(graph_module: torch.fx.GraphModule) -> None:
+    """Every TensorSpec of the graph back to the lifetime it had before any analysis."""
+    for node in graph_module.graph.nodes:
+        for spec in pytree.tree_leaves(node.meta.get("spec")):
+            if isinstance(spec, TensorSpec):
+                spec.lifetime = [None, None]
 
 
 def _greedy_sizes(ex: Extraction) -> list[int]:

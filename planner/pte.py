@@ -11,8 +11,10 @@ delegate calls alike. What each instruction reads and writes decides what must s
   trailing arguments no earlier instruction named are its outputs;
 * a tensor read before it is written reads bytes some other value wrote (an elided view, a fused cat):
   it is tied to the last writers of those bytes, as one block with their combined lifetime. Nothing
-  wrote them: it is state carried between calls, and stays where it is for the whole method (and
-  every other method keeps off those bytes, since host methods share arenas);
+  wrote them: it is state carried between calls, live for the whole method. It may move when no other
+  method plans tensors in its arena (the runtime copies initial values to wherever the file puts the
+  state, at load); otherwise it stays where it is and every other method keeps off those bytes, since
+  host methods share arenas;
 * tensors whose bytes and lifetimes overlap in the file are aliases and stay together;
 * a planned tensor no instruction names (and that is no input or output) stays where it is, for the
   whole method: nothing says when it is used. Zero-byte tensors are not in the problem.
@@ -40,9 +42,8 @@ from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.planner.compat import PTEFile, deserialize_pte_binary
 from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem
+from memplan.solvers import DEFAULT_ALIGNMENT
 from memplan.validate import validate
-
-DEFAULT_ALIGNMENT = 16  # ExecuTorch's
 
 ELEMENT_BYTES = {
     ScalarType.BYTE: 1,
@@ -119,6 +120,7 @@ class MethodLayout:
     alignment: int = DEFAULT_ALIGNMENT
     cannot: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    state_placement: str = ""  # where the method's state may go when re-planned, in one sentence
 
     @property
     def lower_bound(self) -> int | None:
@@ -147,6 +149,8 @@ def read_program(source: str | Path | bytes, alignment: int = DEFAULT_ALIGNMENT)
     except Exception as exc:  # noqa: BLE001 - any parse failure is "not a program"
         raise PteError(f"{path or 'data'}: not an ExecuTorch program ({type(exc).__name__}: {exc})") from None
     scans = [_scan(plan) for plan in pte.program.execution_plan]
+    for scan in scans:
+        scan.shared_arenas = {m for other in scans if other is not scan for m in other.arenas_used()}
     pinned = {scan.layout.name: scan.pinned_ranges() for scan in scans}
     methods = {}
     for scan in scans:
@@ -284,6 +288,7 @@ class _Scan:
         self.union = _Union()
         self.cannot: list[str] = []
         self.notes: list[str] = []
+        self.shared_arenas: set[int] = set()  # mem_ids another method of the program plans tensors in
         self.num_instructions = sum(len(c.instructions) for c in plan.chains)
         self.layout = MethodLayout(
             name=plan.name,
@@ -298,6 +303,7 @@ class _Scan:
         if not self.cannot:
             self._walk()
         self.layout.tensors = [self._public(t) for t in self.tensors.values()]
+        self.unused = {t.value for t in self.layout.tensors if t.role == "unused"}
         self.layout.zero_size = list(self.zero_size)
 
     # -- planned tensors --------------------------------------------------------------
@@ -471,13 +477,36 @@ class _Scan:
         end = end_of_method if "output" in role else (t.last if t.last is not None else 0) + 1
         return start, max(end, start + 1)
 
+    def arenas_used(self) -> set[int]:
+        """The mem_ids this method plans tensors in."""
+        return {t.mem_id for t in self.tensors.values()}
+
+    def _fixed(self, t: _Tensor) -> bool:
+        """Stays at its offset: unused (nothing says when), or state in an arena another method uses."""
+        return t.value in self.unused or (t.pinned and t.mem_id in self.shared_arenas)
+
     def pinned_ranges(self) -> list[tuple[int, int, int]]:
-        """(mem_id, lo, hi) of the bytes this method's state keeps for the whole method."""
+        """(mem_id, lo, hi) of the bytes this method keeps at their place for the whole method."""
         if self.cannot:
             return []
-        return [
-            (t.mem_id, t.offset, t.hi) for t in self.tensors.values() if t.pinned or self._role(t) == "unused"
-        ]
+        return [(t.mem_id, t.offset, t.hi) for t in self.tensors.values() if self._fixed(t)]
+
+    def _state_placement(self) -> str:
+        state = [t for t in self.tensors.values() if t.pinned and t.value not in self.unused]
+        if not state:
+            return ""
+        total = sum(t.nbytes for t in state)
+        kept = sorted({t.mem_id for t in state if self._fixed(t)})
+        if not kept:
+            return (
+                f"state ({len(state)} tensors, {total:,} bytes) is live for the whole method and free to move:"
+                " no other method plans tensors in its arena"
+            )
+        where = ", ".join(str(m) for m in kept)
+        return (
+            f"state ({len(state)} tensors, {total:,} bytes) stays at its offsets in arena {where}:"
+            " another method plans tensors there"
+        )
 
     # -- the problem ------------------------------------------------------------------------
     def build(self, other_state: list[tuple[int, int, int]], alignment: int) -> MethodLayout:
@@ -485,6 +514,7 @@ class _Scan:
         layout.cannot, layout.notes = list(self.cannot), list(self.notes)
         if self.cannot:
             return layout
+        layout.state_placement = self._state_placement()
         for t in self.tensors.values():
             if self._role(t) == "unused":
                 t.pinned = True  # nothing says when it is used: it stays where it is
@@ -494,7 +524,7 @@ class _Scan:
         for v, t in self.tensors.items():
             components[self.union.find(v)].append(t)
         roots = [
-            min(c, key=lambda t: t.offset).offset for c in components.values() if not any(t.pinned for t in c)
+            min(c, key=lambda t: t.offset).offset for c in components.values() if not any(map(self._fixed, c))
         ]
         alignment = _usable_alignment(alignment, roots)
         if alignment < DEFAULT_ALIGNMENT:
@@ -509,7 +539,7 @@ class _Scan:
         for members in components.values():
             self._component(members, lifetimes, alignment, end_of_method, buffers, groups, offsets, layout)
         for mem_id, lo, hi in _uncovered(
-            other_state, [(t.mem_id, t.offset, t.hi) for t in self.tensors.values() if t.pinned]
+            other_state, [(t.mem_id, t.offset, t.hi) for t in self.tensors.values() if self._fixed(t)]
         ):
             bid = f"state of another method @{mem_id}:{lo}"
             buffers.append(
@@ -565,16 +595,17 @@ class _Scan:
     def _component(
         self, members, lifetimes, alignment, end_of_method, buffers, groups, offsets, layout
     ) -> None:
-        pinned = any(t.pinned for t in members)
+        pinned = any(t.pinned for t in members)  # live for the whole method
+        stays = any(map(self._fixed, members))
         lo = min(t.offset for t in members)
         hi = max(t.hi for t in members)
         start = 0 if pinned else min(lifetimes[t.value][0] for t in members)
         end = end_of_method if pinned else max(lifetimes[t.value][1] for t in members)
         kind = _kind({self._role(t) for t in members}, pinned)
         first = min(members, key=lambda t: t.value)
-        size = hi - lo if pinned else align_up(hi - lo, alignment)
-        fixed = lo if pinned else None
-        align = 1 if pinned else alignment
+        size = hi - lo if stays else align_up(hi - lo, alignment)
+        fixed = lo if stays else None
+        align = 1 if stays else alignment
         if len(members) == 1:
             bid = f"v{first.value}"
             buffers.append(

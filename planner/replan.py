@@ -16,11 +16,8 @@ from memplan import solvers
 from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.planner.compat import serialize_pte_binary
-from memplan.planner.pte import DEFAULT_ALIGNMENT, MethodLayout, ProgramLayout, read_program
+from memplan.planner.pte import MethodLayout, ProgramLayout, read_program
 from memplan.validate import check_plan
-
-DEFAULT_SOLVER = "cpsat"
-DEFAULT_TIME_LIMIT_S = 5.0
 
 
 @dataclass
@@ -53,9 +50,9 @@ class Replan:
 
 def replan(
     source: str | Path | bytes,
-    solver: str = DEFAULT_SOLVER,
-    time_limit_s: float | None = DEFAULT_TIME_LIMIT_S,
-    alignment: int = DEFAULT_ALIGNMENT,
+    solver: str = solvers.DEFAULT_SOLVER,
+    time_limit_s: float | None = solvers.DEFAULT_TIME_LIMIT_S,
+    alignment: int = solvers.DEFAULT_ALIGNMENT,
     require_saving: bool = True,
 ) -> Replan:
     """Re-plan every method of the program at `source` with `solver`.

@@ -88,6 +88,7 @@ def solve_banked_bestfit(
         raise UnsupportedProblemError(
             f"banked_bestfit: unknown priorities {unknown}; choose from {list(PRIORITIES)}"
         )
+    original, (problem, pinned) = problem, _pin_fixed(problem)
     candidates, horizon = _candidates(problem)
     attempts: list[tuple[str, Plan | None, BankCapacityError | None]] = []
     for name in priorities:
@@ -108,7 +109,66 @@ def solve_banked_bestfit(
         closest = min(errors, key=lambda e: e.missing)
         raise closest
     best = min(fitting, key=lambda p: (traffic_cost(problem, p.pools), p.arena_size))
-    return dataclasses.replace(best, solver="banked_bestfit", seconds=time.perf_counter() - began)
+    pools = {**best.pools, **{b: pinned[original.root_of(b)[0]] for b in _choosing(original, pinned)}}
+    return dataclasses.replace(
+        best, solver="banked_bestfit", seconds=time.perf_counter() - began, pools=pools
+    )
+
+
+def _pin_fixed(problem: Problem) -> tuple[Problem, dict[str, int]]:
+    """The problem with every fixed unit that has a bank choice pinned to a bank, and the roots pinned.
+
+    Each goes to the first of its banks (in preference order) whose alignment its offset keeps,
+    under whose capacity it ends and where it meets no fixed unit already there; then the rest of
+    the algorithm sees an ordinary pin. When no bank takes it, its first bank with its alignment.
+    """
+    units = [u for u in units_of(problem) if u.fixed is not None and problem.buffer(u.roots[0]).banks]
+    if not units:
+        return problem, {}
+    there: dict[int, list[tuple[Unit, int]]] = {}  # pool -> fixed units there, with their heights
+    for u in units_of(problem):
+        if u.fixed is not None and not problem.buffer(u.roots[0]).banks:
+            bank = problem.bank(u.rects[0].pool)
+            height = max(
+                _size_in(problem.buffer(r).size, problem.buffer(r).alignment, bank)
+                if bank
+                else problem.buffer(r).size
+                for r in u.roots
+            )
+            there.setdefault(u.rects[0].pool, []).append((u, height))
+    pinned: dict[str, int] = {}
+    for u in units:
+        options = []
+        for rank, bank in enumerate(b for b in problem.banks if b.pool in problem.buffer(u.roots[0]).banks):
+            alignment = math.lcm(u.alignment, bank.alignment, *(problem.buffer(r).alignment for r in u.roots))
+            height = max(_size_in(problem.buffer(r).size, problem.buffer(r).alignment, bank) for r in u.roots)
+            if u.fixed is not None and u.fixed % alignment == 0:
+                clear = u.fixed + height <= bank.capacity and not any(
+                    _fixed_clash(u, height, v, h) for v, h in there.get(bank.pool, [])
+                )
+                options.append((not clear, rank, bank.pool, height))
+        _, _, pool, height = min(options) if options else (0, 0, problem.buffer(u.roots[0]).pool, u.size)
+        there.setdefault(pool, []).append((u, height))
+        pinned.update({r: pool for r in u.roots})
+    buffers = tuple(
+        dataclasses.replace(b, pool=pinned[root], banks=())
+        if (root := problem.root_of(b.id)[0]) in pinned
+        else b
+        for b in problem.buffers
+    )
+    return dataclasses.replace(problem, buffers=buffers), pinned
+
+
+def _fixed_clash(u: Unit, height: int, v: Unit, v_height: int) -> bool:
+    """True if fixed units u and v (of these heights) share bytes while both live."""
+    assert u.fixed is not None and v.fixed is not None
+    live = any(a.start < b.end and b.start < a.end for a in u.rects for b in v.rects)
+    return live and u.fixed < v.fixed + v_height and v.fixed < u.fixed + height
+
+
+def _choosing(problem: Problem, pinned: dict[str, int]) -> list[str]:
+    """The buffers with a bank choice whose root `_pin_fixed` pinned."""
+    return [b.id for b in problem.buffers if b.banks and problem.root_of(b.id)[0] in pinned]
 
 
 def _candidates(problem: Problem) -> tuple[list[_Candidate], int]:
@@ -303,7 +363,10 @@ def _over_capacity(problem: Problem, pools: dict[str, int], bank: Bank) -> list[
     sub = _bank_problem(problem, pools, bank.pool)
     if sub is None:
         return None
-    plan = solve_bestfit(sub, BestfitParams(orderings=REPAIR_ORDERINGS))
+    try:
+        plan = solve_bestfit(sub, BestfitParams(orderings=REPAIR_ORDERINGS))
+    except InfeasibleError:  # pins that collide: no repair helps, `_packed` reports it
+        return None
     if plan.arena_size <= bank.capacity:
         return None
     return [(b.start, b.end) for b in sub.buffers if plan.offsets[b.id] + b.size > bank.capacity]
@@ -333,7 +396,11 @@ def _packed(
         sub = _bank_problem(problem, pools, pool)
         if sub is None:  # no buffer in this pool
             continue
-        plan = solve_bestfit(sub)
+        try:
+            plan = solve_bestfit(sub)
+        except InfeasibleError as e:  # fixed buffers this choice put together collide
+            bank_name = bank.name if (bank := problem.bank(pool)) else f"mem_id {pool}"
+            return None, BankCapacityError(f"banked_bestfit: in {bank_name!r}: {e}", bank_name, 0)
         offsets.update(plan.offsets)
         arena_sizes[pool] = plan.arena_sizes.get(pool, 0)
     worst = max(

@@ -18,6 +18,11 @@ The baseline for planning across memory banks, byte for byte:
 - A submodule reservation (a SUBMODULE buffer fixed at offset 0) is charged to
   its bank up front and the shared objects are laid out after it.
 
+ExecuTorch has one alignment per program. Here each root keeps its own (and
+its members'): an object starts at the pool's next address aligned for the
+buffer that opens it, a buffer reuses an object only at an address aligned for
+it, so with one alignment everywhere the plan is ExecuTorch's, byte for byte.
+
 ExecuTorch also charges `extra_padding` (XNNPACK) to every bank that holds
 something; the pass models that by declaring each bank that much smaller,
 which accepts and rejects exactly the same buffers.
@@ -25,7 +30,6 @@ which accepts and rejects exactly the same buffers.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -40,11 +44,11 @@ from memplan.problem import Buffer, BufferKind, Problem
 
 @dataclass
 class _Object:
-    """One of ExecuTorch's SharedObjects: a slot of fixed size, allocations inside it."""
+    """One of ExecuTorch's SharedObjects: a slot of fixed size at `base` in its pool, allocations inside it."""
 
     size: int
+    base: int
     allocs: list[tuple[int, int, int, int]] = field(default_factory=list)  # start, end, offset, size
-    base: int = 0
 
     def free_at_zero(self, start: int, end: int) -> bool:
         return all(end <= a_start or a_end <= start for a_start, a_end, _, _ in self.allocs)
@@ -54,6 +58,10 @@ class _Object:
             (off + size for a_start, a_end, off, size in self.allocs if start < a_end and a_start < end),
             default=0,
         )
+
+    def aligned(self, offset: int, alignment: int) -> int:
+        """The lowest offset inside the object from `offset` up whose address is a multiple of `alignment`."""
+        return align_up(self.base + offset, alignment) - self.base
 
 
 @dataclass(frozen=True)
@@ -78,36 +86,19 @@ def solve_banked_greedy(
             f"banked_greedy (ExecuTorch's algorithm) cannot honour same-offset sets"
             f" {list(problem.same_offsets[0].buffers)}; use banked_bestfit or cpsat"
         )
-    # ExecuTorch has one alignment per program; with mixed ones, their lcm keeps every offset aligned.
-    alignment = math.lcm(*(r.alignment for r in problem.roots()))
-    problem = dataclasses.replace(
-        problem,
-        buffers=tuple(
-            dataclasses.replace(b, alignment=alignment)
-            if problem.parent_of(b.id) is None and b.alignment != alignment
-            else b
-            for b in problem.buffers
-        ),
-    )
     reserved = _reservations(problem)
     roots = [b for b in problem.roots() if b.id not in reserved.values()]
     objects: dict[int, list[_Object]] = {bank.pool: [] for bank in problem.banks}
-    used = {
-        bank.pool: problem.buffer(reserved[bank.pool]).size if bank.pool in reserved else 0
-        for bank in problem.banks
-    }
+    # Per pool, where the next shared object goes: after the submodule reservation and the objects so far.
+    used = {pool: problem.buffer(root).size for pool, root in reserved.items()}
     placed: dict[str, tuple[int, _Object, int]] = {}  # root -> pool, object, offset inside it
 
+    need = _alignments(problem)
     for buf in _packing_order([b for b in roots if not b.banks]):
-        _place_pin(problem, buf, objects, used, placed, params.allow_overlapping_allocations)
+        _place_pin(problem, buf, objects, used, placed, params.allow_overlapping_allocations, need)
     for buf in _packing_order([b for b in roots if b.banks]):
-        _place_free(problem, buf, objects, used, placed, params.allow_overlapping_allocations)
+        _place_free(problem, buf, objects, used, placed, params.allow_overlapping_allocations, need)
 
-    for pool, objs in objects.items():
-        base = problem.buffer(reserved[pool]).size if pool in reserved else 0
-        for obj in objs:
-            obj.base = base
-            base += obj.size
     pools = {bid: pool for bid, (pool, _, _) in placed.items()}
     offsets = {rid: 0 for rid in reserved.values()}
     for buf in problem.buffers:
@@ -155,10 +146,45 @@ def _packing_order(buffers: list[Buffer]) -> list[Buffer]:
     return sorted(buffers, key=lambda b: align_up(b.size, b.alignment))[::-1]
 
 
-def _size_in(problem: Problem, buf: Buffer, pool: int) -> int:
+def _alignments(problem: Problem) -> dict[str, int]:
+    """Per root: the alignment its offset needs, its own and every member's (members sit at fixed
+    distances inside it, each a multiple of the member's alignment)."""
+    need: dict[str, int] = {}
+    for buf in problem.buffers:
+        root = problem.root_of(buf.id)[0]
+        need[root] = math.lcm(need.get(root, 1), buf.alignment)
+    return need
+
+
+def _in_pool(problem: Problem, buf: Buffer, pool: int, need: dict[str, int]) -> tuple[int, int]:
+    """(bytes, offset alignment) of root `buf` placed in `pool`: a bank's alignment tightens both,
+    and the bytes are rounded up to the root's own alignment there, as `place_in_banks` does."""
     bank = problem.bank(pool)
-    alignment = buf.alignment if bank is None else math.lcm(buf.alignment, bank.alignment)
-    return align_up(buf.size, alignment)
+    own = buf.alignment if bank is None else math.lcm(buf.alignment, bank.alignment)
+    return align_up(buf.size, own), math.lcm(own, need[buf.id])
+
+
+def _new_object(
+    objects: dict[int, list[_Object]], used: dict[int, int], pool: int, size: int, alignment: int
+) -> _Object:
+    """A shared object at the pool's next aligned address."""
+    obj = _Object(size, align_up(used.get(pool, 0), alignment))
+    objects.setdefault(pool, []).append(obj)
+    used[pool] = obj.base + size
+    return obj
+
+
+def _overlapping_slot(
+    objs: list[_Object], buf: Buffer, size: int, alignment: int
+) -> tuple[_Object, int] | None:
+    """ExecuTorch's reuse on top: the first object with room above the allocations `buf` lives with."""
+    for obj in objs:
+        top = obj.top_of_overlapping(buf.start, buf.end)
+        if top > 0:
+            at = obj.aligned(top, alignment)
+            if at + size <= obj.size:
+                return obj, at
+    return None
 
 
 def _place_pin(
@@ -168,12 +194,14 @@ def _place_pin(
     used: dict[int, int],
     placed: dict[str, tuple[int, _Object, int]],
     allow_overlapping: bool,
+    need: dict[str, int],
 ) -> None:
     """`pick_shared_obj` into the pinned pool; a new object is charged to a declared bank."""
-    pool, size = buf.pool, _size_in(problem, buf, buf.pool)
+    pool = buf.pool
+    size, alignment = _in_pool(problem, buf, pool, need)
     objs = objects.setdefault(pool, [])
     for obj in objs:
-        if obj.free_at_zero(buf.start, buf.end):
+        if obj.free_at_zero(buf.start, buf.end) and obj.aligned(0, alignment) == 0:
             if obj.size < size:
                 raise UnsupportedProblemError(
                     f"pin {buf.id!r} comes after a smaller pin in pool {pool}, where ExecuTorch's"
@@ -181,29 +209,24 @@ def _place_pin(
                 )
             _put(placed, buf, pool, obj, 0, size)
             return
-    if allow_overlapping:
-        for obj in objs:
-            top = obj.top_of_overlapping(buf.start, buf.end)
-            if top > 0 and top + size <= obj.size:
-                _put(placed, buf, pool, obj, top, size)
-                return
-    obj = _Object(size)
-    objs.append(obj)
-    _put(placed, buf, pool, obj, 0, size)
+    slot = _overlapping_slot(objs, buf, size, alignment) if allow_overlapping else None
+    if slot is not None:
+        _put(placed, buf, pool, *slot, size)
+        return
     bank = problem.bank(pool)
-    if bank is None:
-        return  # not a bank: laid out, never budgeted
-    if used[pool] + size > bank.capacity:
-        missing = used[pool] + size - bank.capacity
+    free = bank.capacity - used.get(pool, 0) if bank is not None else 0
+    obj = _new_object(objects, used, pool, size, alignment)
+    _put(placed, buf, pool, obj, 0, size)
+    if bank is not None and used[pool] > bank.capacity:
+        missing = used[pool] - bank.capacity
         raise BankCapacityError(
-            f"buffer {buf.id!r} ({size} bytes) is pinned to bank {bank.name!r} (mem_id {pool}), which has"
-            f" {bank.capacity - used[pool]} of {bank.capacity} bytes left: {missing} bytes missing."
+            f"buffer {buf.id!r} ({_bytes(buf, size, alignment)}) is pinned to bank {bank.name!r}"
+            f" (mem_id {pool}), which has {free} of {bank.capacity} bytes left: {missing} bytes missing."
             " A pinned buffer has no fallback bank.",
             bank.name,
             missing,
             [buf.id],
         )
-    used[pool] += size
 
 
 def _place_free(
@@ -213,39 +236,63 @@ def _place_free(
     used: dict[int, int],
     placed: dict[str, tuple[int, _Object, int]],
     allow_overlapping: bool,
+    need: dict[str, int],
 ) -> None:
     """Into the first of its banks that can take it (reusing an object, or with room for a new one)."""
     banks = [bank for bank in problem.banks if bank.pool in buf.banks]
+    short: list[tuple[int, str, str]] = []  # bytes missing, bank, what it says
     for bank in banks:
-        pool, size = bank.pool, _size_in(problem, buf, bank.pool)
+        pool = bank.pool
+        size, alignment = _in_pool(problem, buf, pool, need)
         objs = objects[pool]
-        reuse = next((o for o in objs if o.size >= size and o.free_at_zero(buf.start, buf.end)), None)
+        reuse = next(
+            (
+                o
+                for o in objs
+                if o.size >= size and o.free_at_zero(buf.start, buf.end) and o.aligned(0, alignment) == 0
+            ),
+            None,
+        )
         if reuse is not None:
             _put(placed, buf, pool, reuse, 0, size)
             return
-        if allow_overlapping:
-            for obj in objs:
-                top = obj.top_of_overlapping(buf.start, buf.end)
-                if top > 0 and top + size <= obj.size:
-                    _put(placed, buf, pool, obj, top, size)
-                    return
-        if used[pool] + size <= bank.capacity:
-            used[pool] += size
-            obj = _Object(size)
-            objs.append(obj)
-            _put(placed, buf, pool, obj, 0, size)
+        slot = _overlapping_slot(objs, buf, size, alignment) if allow_overlapping else None
+        if slot is not None:
+            _put(placed, buf, pool, *slot, size)
             return
-    remaining = ", ".join(f"{b.name} {b.capacity - used[b.pool]} of {b.capacity} free" for b in banks)
-    missing, closest = min(
-        (used[b.pool] + _size_in(problem, buf, b.pool) - b.capacity, b.name) for b in banks
-    )
+        at = align_up(used.get(pool, 0), alignment)
+        if at + size <= bank.capacity:
+            _put(placed, buf, pool, _new_object(objects, used, pool, size, alignment), 0, size)
+            return
+        free = bank.capacity - used.get(pool, 0)
+        padding = (
+            f" and {at - used.get(pool, 0)} bytes of padding to its alignment"
+            if at > used.get(pool, 0)
+            else ""
+        )
+        short.append(
+            (
+                at + size - bank.capacity,
+                bank.name,
+                f"bank {bank.name!r} has {free} of {bank.capacity} bytes free and would need"
+                f" {at + size - used.get(pool, 0)} ({_bytes(buf, size, alignment)}{padding})",
+            )
+        )
+    missing, closest, _ = min(short)
     raise BankCapacityError(
-        f"no bank can hold buffer {buf.id!r} ({buf.size} bytes): {remaining}; bank {closest!r} comes"
-        f" closest and lacks {missing} bytes. Give a bank more room or declare another one.",
+        f"no bank can hold buffer {buf.id!r}: {'; '.join(what for _, _, what in short)}. Bank {closest!r}"
+        f" comes closest, {missing} bytes missing. Give a bank more room or declare another one.",
         closest,
         missing,
         [buf.id],
     )
+
+
+def _bytes(buf: Buffer, size: int, alignment: int) -> str:
+    """The buffer's bytes in words, with the rounding a bank's alignment added."""
+    if size == buf.size:
+        return f"{size} bytes"
+    return f"{size} bytes: its {buf.size} rounded up to the alignment {alignment}"
 
 
 def _put(

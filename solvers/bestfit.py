@@ -161,7 +161,7 @@ class _Placer:
             at = unit.fixed
             assert at is not None, "self.fixed holds the pinned units"
             lo, hi = self._regions(unit)
-            if any(a < at < b for a, b in zip(lo - unit.size, hi)):
+            if unit.size and any(a < at < b for a, b in zip(lo - unit.size, hi)):
                 raise InfeasibleError(
                     f"fixed buffers {list(unit.roots)} at {unit.fixed} overlap another fixed"
                     " buffer that lives at the same time",
@@ -195,6 +195,8 @@ class _Placer:
     def _put(self, unit: Unit, offset: int, offsets: list[int]) -> None:
         offsets[unit.index] = offset
         for pool, i, size, _, _ in self.rects[unit.index]:
+            if not size:  # holds no bytes: in nobody's way
+                continue
             if i < 0:
                 self.floor[pool] = merged(self.floor[pool], offset, offset + size)
             else:

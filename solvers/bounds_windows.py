@@ -15,7 +15,7 @@ proven nor planned in its probe's time ends that centre. Everything runs
 within `time_limit_s`; whatever is not proven by then is not claimed, so the
 result never drops below the bound it starts from (`bounds.pool_bounds`).
 
-The setup (the units and the starting bound, about 2 s at 100,000 buffers)
+The setup (the units and the starting bound; seconds at 100,000 buffers)
 counts against the budget but is not cut short: a budget it uses up gives
 the starting bound. Single-worker CP-SAT per probe: the machines this runs on have two cores and
 other work. Problems whose units claim more bytes than a gap window uses

@@ -19,11 +19,10 @@ Its inferences, all kept here:
 
 The static preorders are MiniMalloc's letter codes (`PREORDERS`): T the
 largest section total the unit lives in, W its lifetime, A its area, each
-descending. MiniMalloc's C++ decides MiniMalloc's J at 1,048,576 bytes in
-0.03 s with "TWA" alone (0.9 s in its own round robin of WAT, TAW, TWA);
-CP-SAT's skyline search there spends about 2 ms per branch in NoOverlap2D
-propagation. This search is the same in Python with numpy for the section
-arrays; `solvers.cpsat` gives it a head start in decisions and a node-limited
+descending. On the instances where it decides quickly, a branch here is far
+cheaper than one of CP-SAT's skyline search with its NoOverlap2D propagation
+(timings: docs/exact_solver.md). This search is the same as MiniMalloc's, in
+Python with numpy for the section arrays; `solvers.cpsat` gives it a head start in decisions and a node-limited
 bisection when minimising (`descend`), and `solvers.cpsat_search` can run it in
 a thread next to the CP-SAT portfolio (`round_robin`).
 
@@ -46,8 +45,8 @@ from memplan.arith import align_up
 from memplan.solvers.units import Unit
 
 PREORDERS = ("TWA", "WAT", "TAW")
-"""MiniMalloc's static preorders (its default round robin is WAT, TAW, TWA); TWA first: it alone
-decides J, I, K and G at their capacity in MiniMalloc's C++ in milliseconds."""
+"""MiniMalloc's static preorders (its default round robin is WAT, TAW, TWA); TWA first: alone it
+decides more of MiniMalloc's instances than either other (docs/exact_solver.md)."""
 
 MAX_UNITS = 800
 """The search recurses once per placed unit (Python's default limit is 1,000 frames), and it sorts

@@ -28,7 +28,8 @@ class Capabilities:
     groups: bool  # contiguous groups: members at fixed offsets inside a parent
     same_offsets: bool  # sets of buffers that must share one offset
     capacity: bool  # searches within `Problem.capacity`; False: its plan is only checked against it
-    banks: bool = False  # several memory banks with their own capacities (not yet supported anywhere)
+    banks: bool = False  # chooses among several memory banks with their own capacities
+    fixed_in_banks: bool = False  # buffers pinned at an offset that list banks (the bank is still chosen)
 
     def missing(self, problem: Problem) -> list[str]:
         """The capabilities `problem` needs that are absent (capacity is never refused: it is checked)."""
@@ -36,6 +37,7 @@ class Capabilities:
             "fixed_offsets": any(b.offset is not None for b in problem.buffers),
             "groups": bool(problem.groups),
             "same_offsets": bool(problem.same_offsets),
+            "fixed_in_banks": bool(_fixed_in_banks(problem)),
         }
         return [name for name, needs in needed.items() if needs and not getattr(self, name)]
 
@@ -45,19 +47,20 @@ class SolverEntry:
     """One registered solver: where it lives, what it supports, and what backs it up.
 
     `function` and `params` are "module:name" strings, imported on first use so
-    that asking for `bestfit` never imports OR-Tools or PuLP. `fallback` lists
-    the solvers whose plans replace this one's when they are smaller and this
+    that asking for `bestfit` never imports OR-Tools or PuLP. `fallback` holds
+    the entries whose plans replace this one's when they are smaller and this
     one's is not proven optimal (`solvers.fallback`); under a memory map the
-    `banked` counterpart plans instead, with `bank_fallback`.
+    `banked` counterpart plans instead, with `bank_fallback`. They are entries,
+    not names: composing them needs no registry lookup.
     """
 
     name: str
     function: str  # "module:function" with signature (problem, params, *, time_limit_s) -> Plan
     params: str  # "module:Class" of its frozen parameter dataclass
     supports: Capabilities
-    fallback: tuple[str, ...] = ()
-    banked: str = ""  # the solver that stands for this one under a memory map ("": itself)
-    bank_fallback: tuple[str, ...] = ()  # fallbacks under a memory map, compared by traffic cost
+    fallback: tuple[SolverEntry, ...] = ()
+    banked: SolverEntry | None = None  # the solver that stands for this one under a memory map (None: itself)
+    bank_fallback: tuple[SolverEntry, ...] = ()  # fallbacks under a memory map, compared by traffic cost
     # How it gives the same plan on every run: "deterministic" (always), "untimed" (every ordering,
     # no time cut), "option" (its params take reproducible=True); "": it cannot.
     reproducible: str = ""
@@ -95,13 +98,26 @@ class SolverEntry:
         )
 
 
-_WHAT = {"fixed_offsets": "fixed offsets", "groups": "contiguous groups", "same_offsets": "same-offset sets"}
+_WHAT = {
+    "fixed_offsets": "fixed offsets",
+    "groups": "contiguous groups",
+    "same_offsets": "same-offset sets",
+    "fixed_in_banks": "fixed offsets on buffers that choose a bank",
+}
+
+
+def _fixed_in_banks(problem: Problem) -> list[str]:
+    """The buffers pinned at an offset (themselves or through a group member) that list banks."""
+    fixed_roots = {problem.root_of(b.id)[0] for b in problem.buffers if b.offset is not None}
+    return [r for r in fixed_roots if problem.buffer(r).banks]
 
 
 def _needing(problem: Problem, capability: str) -> str:
     """The buffers of `problem` that need `capability`, in words (the first ten)."""
     if capability == "fixed_offsets":
         return f"buffers {_names([b.id for b in problem.buffers if b.offset is not None])} are pinned"
+    if capability == "fixed_in_banks":
+        return f"buffers {_names(sorted(_fixed_in_banks(problem)))} are pinned at an offset and list banks"
     if capability == "groups":
         return f"buffers {_names([g.parent for g in problem.groups])} hold contiguous groups"
     return f"the problem has same-offset sets {_names([list(s.buffers) for s in problem.same_offsets])}"

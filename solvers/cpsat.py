@@ -6,15 +6,16 @@ The model is built in `solvers.cpsat_model`, the searches over it run in
 The heuristic plan is the better of best-fit's and the skyline placement's
 (solvers.skyline, the same search without backtracking).
 
-Minimising (`search="auto"`, single-pool problems or parts): if the heuristic
-already meets the lower bound it is returned; otherwise MiniMalloc's canonical
-search (solvers.canonical) asks for the bound and bisects down from the
-heuristic plan on a node budget, then the skyline portfolio
-asks for a plan at the lower bound (a quarter of the time), then a
-ladder of skyline probes, one thread per order at different capacities
-between the floor and the best plan found, closes in (`cpsat_search.Probes`), and the
-default search minimises from the best plan in whatever time is left, which
-is what proves optima above the bound when the probes could not.
+Minimising (`_minimise`; `search="auto"`, single-pool problems or parts): if
+the heuristic already meets the lower bound it is returned; otherwise
+MiniMalloc's canonical search (solvers.canonical) asks for the bound and
+bisects down from the heuristic plan on a node budget, then the skyline
+portfolio asks for a plan at the lower bound (`cpsat_search.LOWER_BOUND_SHARE`
+of the time left), then a ladder of skyline probes, one thread per order at
+different capacities between the floor and the best plan found, closes in
+(`cpsat_search.Probes`), and the default search minimises from the best plan
+in whatever time is left, which is what proves optima above the bound when
+the probes could not.
 
 Switchable helpers (options, all on by default, so a benchmark can show what each adds):
 
@@ -42,9 +43,11 @@ Switchable helpers (options, all on by default, so a benchmark can show what eac
   stronger bound becomes the model's floor, the plan's `lower_bound` and a
   proof of optimality for a plan that meets it.
 
-With `problem.capacity` the run is a decision problem: any plan within the
-capacity is returned (not minimised unless `minimise=True`), and a proof that
-none exists raises `InfeasibleError`.
+With `problem.capacity` the run is a decision problem (`_decide`): any plan
+within the capacity is returned (not minimised unless `minimise=True`), and a
+proof that none exists raises `InfeasibleError`. Why the tuning constants
+below have their values, with the measurements: docs/exact_solver.md, "Tuning
+constants".
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
 from memplan.solvers.canonical import PREORDER_LETTERS
 from memplan.solvers.cpsat_model import SKYLINE_ORDERS, PlacementModel, arena_limits
 from memplan.solvers.cpsat_search import LADDER, Probes, SkylineSettings, decide, new_solver
+from memplan.solvers.defaults import checked_time_limit
 from memplan.solvers.skyline import solve_skyline
 from memplan.solvers.units import Unit, arena_of, make_plan, planned_exactly, rank, units_of, within_capacity
 
@@ -90,33 +94,25 @@ HEURISTIC_SHARE = 0.05
 """Time after which the skyline heuristic starts no further order (its first always runs)."""
 
 PRESOLVE_FROM_UNITS = 1000
-"""Skyline searches presolve the model only from this many units on. Measured (experiments.bench_scale):
-without presolve, MiniMalloc's D and J (213 and 409 units) minimised in 10 s reach 1,038,336 and
-1,031,168 bytes instead of 1,088,512 and 1,063,936, and all 11 are decided at their capacity in 6.5 s
-instead of 7.3 s; with it, a generated 10,000-buffer problem is proven at its lower bound in 15-22 s,
-without it not in 60 s (3,000 buffers: 1.000001 x the bound with, 1.000005 without, in 30 s). The
-threshold sits between those sizes; it is not a measured crossover."""
+"""Skyline searches presolve the model only from this many units on: without presolve the fixed
+search finds tighter plans sooner on MiniMalloc's instances (about 200-450 units), with it a
+generated 10,000-buffer problem is proven at its bound. The threshold sits between those sizes;
+it is not a measured crossover."""
 
 CANONICAL = ("TWA",)
 """MiniMalloc preorders of the canonical search (solvers.canonical) in decisions: the first gets
 the head start (`CANONICAL_HEAD_START`); with `canonical_in_portfolio` all of them take turns in one
-more thread beside the skyline portfolio. Measured alone on MiniMalloc's instances at 1,048,576
-bytes (3 s each, load ~3): TWA decides A, F, G, I, J, K (J in 0.13 s of CPU, 410 nodes, where
-CP-SAT's best order needs 1.0-1.3 s), WAT D and K, TAW B, C and H. In the portfolio it slowed
-A-H by 0.1-0.6 s under load and decided nothing sooner, so it is off by default."""
+more thread beside the skyline portfolio (off by default: there it decided nothing sooner)."""
 
 CANONICAL_HEAD_START = 5
 """Nodes per unit the canonical search gets alone in a decision, before the heuristics and the
-portfolio start. On MiniMalloc's instances at 1,048,576 bytes it decides G, I, J and K within
-that (410 to 1,929 nodes, 0.1-0.2 s of CPU) and costs the others 0.1-0.3 s."""
+portfolio start: enough to decide the instances it decides at all, little for the others."""
 
 CANONICAL_DESCENT = 3
 """Minimising one pool: before the skyline probes, the canonical search asks for the lower bound
 (`CANONICAL_HEAD_START` nodes per unit), then bisects between it and the heuristic plan, each probe
 limited to this many nodes per unit, so it does the same work at any machine load (a probe out of
-nodes raises only its own floor, not the proven one). On
-MiniMalloc's J it reaches 1,041,408 bytes (the best known) in 7 probes, 1.1 s of CPU (with 3, 4 or 5
-nodes per unit; 1,043,456 with 2); on D it stays far above (the skyline probes do better there)."""
+nodes raises only its own floor, not the proven one)."""
 
 CANONICAL_DESCENT_SHARE = 0.5
 """Most of the time limit the canonical bisection may take (it normally ends well before)."""
@@ -206,8 +202,6 @@ def solve_cpsat(
     makes the time limit a deterministic-time budget and the search free of
     races, so the same input gives the same plan (solvers.cpsat_reproducible).
     """
-    from memplan.solvers import checked_time_limit
-
     time_limit_s = checked_time_limit("cpsat", time_limit_s)
     if problem.banks:  # bank choice and offsets together: a model of its own
         from memplan.solvers.cpsat_banks import solve_cpsat_banks
@@ -231,18 +225,7 @@ def solve_cpsat(
             return _solve(part, seconds, params, windowed if part is problem else {})
         from memplan.solvers.cpsat_reproducible import solve_reproducibly
 
-        return solve_reproducibly(
-            part,
-            seconds,
-            num_workers=params.num_workers,
-            warm_start=params.warm_start,
-            cumulative=params.cumulative,
-            symmetry=params.symmetry,
-            search=params.search,
-            skyline=SkylineSettings(params.skyline_orders, params.skyline_presolve, params.log),
-            minimise=params.minimise,
-            log=params.log,
-        )
+        return solve_reproducibly(part, seconds, params)
 
     if params.decompose:
         from memplan.solvers.decompose import solve_in_parts
@@ -298,215 +281,302 @@ def _with_bounds(plan: Plan, bounds: dict[int, int], spent: float) -> Plan:
     )
 
 
-def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: dict[int, int]) -> Plan:
-    skyline = SkylineSettings(
-        params.skyline_orders,
-        params.skyline_presolve,
-        params.log,
-        params.canonical if params.canonical_in_portfolio else (),
-    )
-    search, ladder, num_workers, warm_start = (
-        params.search,
-        params.ladder,
-        params.num_workers,
-        params.warm_start,
-    )
-    began = time.perf_counter()
-    deadline = began + limit
-    units = units_of(problem)
-    finishing = FINISH_SECONDS_PER_UNIT * len(units)
-    if skyline.presolve is None:
-        skyline = dataclasses.replace(skyline, presolve=len(units) >= PRESOLVE_FROM_UNITS)
-    bounds = {pool: max(lb, proven_bounds.get(pool, 0)) for pool, lb in pool_bounds(problem, units).items()}
-    lb_total = sum(bounds.values())
-    capacity = problem.capacity
-    minimise = capacity is None if params.minimise is None else params.minimise
-    check_capacity_reachable("cpsat", capacity, bounds)
+@dataclass
+class _Run:
+    """One part as `_solve` plans it: its units and their lower bounds, the clock, and how a plan is made."""
 
-    def finish(offsets: Sequence[int], outcome: Outcome, status: str, proved: int | None = None) -> Plan:
-        """The plan, with `proved` (a bound the search proved about the units) as its lower bound
-        where higher, and where the units hold exactly the problem's bytes (`planned_exactly`)."""
-        bound = lb_total if proved is None or not planned_exactly(problem) else max(lb_total, proved)
-        return make_plan(
-            problem, units, offsets, "cpsat", time.perf_counter() - began, outcome, status, bound
+    problem: Problem
+    params: CpsatParams
+    units: list[Unit]
+    bounds: dict[int, int]  # per pool: the units' lower bound, or a stronger proven window bound
+    lb_total: int  # sum of `bounds`: a plan this small is optimal
+    skyline: SkylineSettings
+    limit: float
+    began: float
+
+    @classmethod
+    def start(
+        cls, problem: Problem, limit: float, params: CpsatParams, proven_bounds: dict[int, int]
+    ) -> _Run:
+        """The run's facts; `InfeasibleError` (proven) if a bound is already over the capacity."""
+        skyline = SkylineSettings(
+            params.skyline_orders,
+            params.skyline_presolve,
+            params.log,
+            params.canonical if params.canonical_in_portfolio else (),
+        )
+        began = time.perf_counter()
+        units = units_of(problem)
+        if skyline.presolve is None:
+            skyline = dataclasses.replace(skyline, presolve=len(units) >= PRESOLVE_FROM_UNITS)
+        bounds = {
+            pool: max(lb, proven_bounds.get(pool, 0)) for pool, lb in pool_bounds(problem, units).items()
+        }
+        check_capacity_reachable("cpsat", problem.capacity, bounds)
+        return cls(problem, params, units, bounds, sum(bounds.values()), skyline, limit, began)
+
+    @property
+    def capacity(self) -> int | None:
+        return self.problem.capacity
+
+    @property
+    def deadline(self) -> float:
+        return self.began + self.limit
+
+    @property
+    def minimise(self) -> bool:
+        return self.capacity is None if self.params.minimise is None else self.params.minimise
+
+    def arena(self, offsets: Sequence[int]) -> int:
+        """Bytes over all pools of the units at `offsets`."""
+        return sum(arena_of(self.units, offsets).values())
+
+    def model(self, limits: dict[int, int], objective: bool) -> PlacementModel:
+        return PlacementModel(
+            self.units,
+            self.bounds,
+            limits,
+            cumulative=self.params.cumulative,
+            symmetry=self.params.symmetry,
+            minimise=objective,
         )
 
+    def finish(
+        self, offsets: Sequence[int], outcome: Outcome, status: str, proved: int | None = None
+    ) -> Plan:
+        """The plan, with `proved` (a bound the search proved about the units) as its lower bound
+        where higher, and where the units hold exactly the problem's bytes (`planned_exactly`)."""
+        bound = (
+            self.lb_total
+            if proved is None or not planned_exactly(self.problem)
+            else max(self.lb_total, proved)
+        )
+        seconds = time.perf_counter() - self.began
+        return make_plan(self.problem, self.units, offsets, "cpsat", seconds, outcome, status, bound)
+
+    def proven_infeasible(self, bounds: dict[int, int]) -> InfeasibleError:
+        return InfeasibleError(
+            f"cpsat: proven that no plan fits the capacity {self.capacity} bytes per pool"
+            f" (lower bound per pool: {bounds})",
+            proven=True,
+        )
+
+    def none_found(self, heuristic: Sequence[int]) -> InfeasibleError:
+        return InfeasibleError(
+            f"cpsat: no plan within capacity {self.capacity} found in the time limit {self.limit:.3g}s"
+            f" (not proven infeasible; the heuristic needs {max(arena_of(self.units, heuristic).values())} bytes)"
+        )
+
+
+@dataclass
+class _Best:
+    """Where minimising stands: the best plan (None: none fits yet), how it was found, and the
+    floor below which none was found (`floor_proven`: none exists)."""
+
+    offsets: list[int] | None
+    how: str
+    floor: int
+    floor_proven: bool = True
+
+
+def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: dict[int, int]) -> Plan:
+    """One part: the heuristics (enough when they meet the bound or fit a decision), then
+    `_decide` with a capacity and not minimising, `_minimise` otherwise."""
+    run = _Run.start(problem, limit, params, proven_bounds)
+    units, capacity = run.units, run.capacity
     if not units:
-        return finish([], Outcome.OPTIMAL, "optimal: nothing to place")
-    if not minimise and capacity is not None and search != "default":
-        head = _canonical_head_start(units, capacity, params.canonical, params.canonical_head_start, deadline)
+        return run.finish([], Outcome.OPTIMAL, "optimal: nothing to place")
+    if not run.minimise and capacity is not None and params.search != "default":
+        head = _canonical_head_start(
+            units, capacity, params.canonical, params.canonical_head_start, run.deadline
+        )
         if head is not None:
             code, offsets = head
-            verdict = (
-                Outcome.OPTIMAL if sum(arena_of(units, offsets).values()) == lb_total else Outcome.FEASIBLE
-            )
-            return finish(
+            verdict = Outcome.OPTIMAL if run.arena(offsets) == run.lb_total else Outcome.FEASIBLE
+            return run.finish(
                 offsets, verdict, f"feasible within capacity {capacity} (canonical search, {code} preorder)"
             )
     heuristic = _heuristic_offsets(
         problem, units, limit * HEURISTIC_SHARE if params.skyline_heuristic else None
     )
     fits = within_capacity(units, heuristic, capacity)
-    if warm_start and fits:
-        if sum(arena_of(units, heuristic).values()) == lb_total:
-            return finish(heuristic, Outcome.OPTIMAL, "optimal: heuristic equals lower bound")
-        if not minimise:
-            return finish(
+    if params.warm_start and fits:
+        if run.arena(heuristic) == run.lb_total:
+            return run.finish(heuristic, Outcome.OPTIMAL, "optimal: heuristic equals lower bound")
+        if not run.minimise:
+            return run.finish(
                 heuristic, Outcome.FEASIBLE, f"feasible within capacity {capacity} (heuristic plan)"
             )
-
-    if deadline - time.perf_counter() < BUILD_SECONDS_PER_UNIT * len(units):
+    if run.deadline - time.perf_counter() < BUILD_SECONDS_PER_UNIT * len(units):
         if not fits:
             raise InfeasibleError(
                 f"cpsat: no plan within capacity {capacity} found in the time limit {limit:.3g}s (the heuristics"
                 f" used it up; not proven infeasible; they need {max(arena_of(units, heuristic).values())} bytes)"
             )
-        return finish(
+        return run.finish(
             heuristic,
             Outcome.TIME_LIMIT,
             f"not proven: the heuristics used up the time limit {limit:.3g}s; heuristic plan",
         )
+    return _minimise(run, heuristic, fits) if run.minimise else _decide(run, heuristic, fits)
 
-    def build(limits: dict[int, int], objective: bool) -> PlacementModel:
-        return PlacementModel(
-            units, bounds, limits, cumulative=params.cumulative, symmetry=params.symmetry, minimise=objective
-        )
 
-    known = heuristic if (warm_start and fits) else None
-    if not minimise:  # decision: any plan within the capacity
-        limits = arena_limits(units, bounds, heuristic, capacity, False)
-        outcome = decide(build(limits, False), search, skyline, deadline, num_workers, known)
-        if outcome.infeasible:
-            raise InfeasibleError(
-                f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
-                f" (lower bound per pool: {bounds})",
-                proven=True,
+def _decide(run: _Run, heuristic: list[int], fits: bool) -> Plan:
+    """Any plan within the capacity: the searches' (`cpsat_search.decide`), else the heuristic's
+    if it fits; `InfeasibleError` when none is found (proven when the search proves it)."""
+    params, capacity = run.params, run.capacity
+    known = heuristic if (params.warm_start and fits) else None
+    limits = arena_limits(run.units, run.bounds, heuristic, capacity, False)
+    found = decide(
+        run.model(limits, False), params.search, run.skyline, run.deadline, params.num_workers, known
+    )
+    if found.infeasible:
+        raise run.proven_infeasible(run.bounds)
+    if found.offsets is None:
+        if fits:
+            return run.finish(
+                heuristic, Outcome.FEASIBLE, f"feasible within capacity {capacity} (heuristic plan)"
             )
-        if outcome.offsets is None:
-            if fits:
-                return finish(
-                    heuristic, Outcome.FEASIBLE, f"feasible within capacity {capacity} (heuristic plan)"
-                )
-            raise InfeasibleError(
-                f"cpsat: no plan within capacity {capacity} found in the time limit {limit:.3g}s"
-                f" (not proven infeasible; the heuristic needs {max(arena_of(units, heuristic).values())} bytes)"
-            )
-        total = sum(arena_of(units, outcome.offsets).values())
-        if total == lb_total:
-            return finish(outcome.offsets, Outcome.OPTIMAL, "optimal: meets the lower bound")
-        return finish(
-            outcome.offsets, Outcome.FEASIBLE, f"feasible within capacity {capacity} ({outcome.how})"
-        )
+        raise run.none_found(heuristic)
+    if run.arena(found.offsets) == run.lb_total:
+        return run.finish(found.offsets, Outcome.OPTIMAL, "optimal: meets the lower bound")
+    return run.finish(found.offsets, Outcome.FEASIBLE, f"feasible within capacity {capacity} ({found.how})")
 
+
+def _minimise(run: _Run, heuristic: list[int], fits: bool) -> Plan:
+    """The smallest arena found in the time: on one pool the canonical descent and the skyline
+    probes narrow it (`_narrow_one_pool`), then CP-SAT's own search minimises from the best plan."""
     best = heuristic if fits else None
     built = time.perf_counter()
-    model = build(arena_limits(units, bounds, heuristic, capacity, best is not None), True)  # built once
+    model = run.model(arena_limits(run.units, run.bounds, heuristic, run.capacity, best is not None), True)
     overhead = time.perf_counter() - built  # a probe clones and loads a model as big: about as long
     # CP-SAT starts its clock after loading the model (about half the build time), and the
     # plan must still be built and validated: searches are told to stop by `stop`.
-    stop = deadline - finishing - overhead / 2
-    g = model.divisor
-    floor, floor_proven = align_up(lb_total, g), True  # no plan below `floor` (proven, or none found)
-    how = "heuristic plan"
-    if search != "default" and len(bounds) == 1:
-        (pool,) = bounds
-        if best is not None:
-            top = sum(arena_of(units, best).values())
-        else:  # no heuristic plan fits: there is a capacity
-            assert capacity is not None
-            top = capacity // g * g
-        if params.canonical_descent and canonical.applicable(units):
-            budget = min(stop, time.perf_counter() + limit * CANONICAL_DESCENT_SHARE)
-            nodes = params.canonical_descent * len(units)
-            descended = canonical.descend(
-                units,
-                top,
-                floor,
-                params.canonical,
-                nodes,
-                g,
-                budget,
-                params.canonical_head_start * len(units),
-            )
-            if descended is not None:
-                code, best, top = descended
-                how = f"canonical search, {code} preorder"
-        probes = Probes(model, pool, skyline, ladder, num_workers, stop, overhead, params.timeout_stops_lower)
-        best, top, floor, floor_proven, how = probes.descend(best, top, floor, how)
-        if best is not None and top <= floor and floor_proven:
-            if top == lb_total:
-                return finish(best, Outcome.OPTIMAL, f"optimal: meets the lower bound ({how})")
-            return finish(
-                best,
-                Outcome.OPTIMAL,
-                f"optimal: skyline probes proved nothing fits below {top} bytes ({how})",
-                top,
-            )
-        if search == "skyline" or stop - time.perf_counter() < probes.min_probe:
-            return finish(
-                best if best is not None else heuristic,
-                Outcome.TIME_LIMIT,
-                f"not proven: skyline probes ({probes.count}) found {top} bytes, none found below {floor}",
-                floor if floor_proven else None,
-            )
-        model.bound(pool, floor if floor_proven else None, top)
+    stop = run.deadline - FINISH_SECONDS_PER_UNIT * len(run.units) - overhead / 2
+    state = _Best(best, "heuristic plan", align_up(run.lb_total, model.divisor))  # nothing fits below
+    bounds = run.bounds
+    if run.params.search != "default" and len(bounds) == 1:
+        settled = _narrow_one_pool(run, model, state, heuristic, stop, overhead)
+        if settled is not None:
+            return settled
+    if state.floor_proven and len(bounds) == 1:  # the probes proved nothing fits below the floor
+        bounds = {pool: max(lb, state.floor) for pool, lb in bounds.items()}
+    return _minimise_with_cpsat(run, model, bounds, state, heuristic, stop)
 
-    if floor_proven and len(bounds) == 1:  # the probes proved nothing fits below `floor`
-        bounds = {pool: max(lb, floor) for pool, lb in bounds.items()}
-    if warm_start and best is not None:
-        model.hint(best)
-    solver = new_solver(max(stop - time.perf_counter(), 0.01), num_workers, params.log)
+
+def _narrow_one_pool(
+    run: _Run, model: PlacementModel, state: _Best, heuristic: list[int], stop: float, overhead: float
+) -> Plan | None:
+    """The canonical descent, then the skyline probes (`cpsat_search.Probes`), between the floor
+    and the best plan. The plan when they settle it (proven, or no time for more); else None, with
+    `state` narrowed and the model bounded to it."""
+    params, units = run.params, run.units
+    (pool,) = run.bounds
+    g = model.divisor
+    if state.offsets is not None:
+        top = run.arena(state.offsets)
+    else:  # no heuristic plan fits: there is a capacity
+        assert run.capacity is not None
+        top = run.capacity // g * g
+    if params.canonical_descent and canonical.applicable(units):
+        budget = min(stop, time.perf_counter() + run.limit * CANONICAL_DESCENT_SHARE)
+        nodes = params.canonical_descent * len(units)
+        head_start = params.canonical_head_start * len(units)
+        descended = canonical.descend(units, top, state.floor, params.canonical, nodes, g, budget, head_start)
+        if descended is not None:
+            code, state.offsets, top = descended
+            state.how = f"canonical search, {code} preorder"
+    probes = Probes(
+        model,
+        pool,
+        run.skyline,
+        params.ladder,
+        params.num_workers,
+        stop,
+        overhead,
+        params.timeout_stops_lower,
+    )
+    state.offsets, top, state.floor, state.floor_proven, state.how = probes.descend(
+        state.offsets, top, state.floor, state.how
+    )
+    best, floor, how = state.offsets, state.floor, state.how
+    if best is not None and top <= floor and state.floor_proven:
+        if top == run.lb_total:
+            return run.finish(best, Outcome.OPTIMAL, f"optimal: meets the lower bound ({how})")
+        return run.finish(
+            best,
+            Outcome.OPTIMAL,
+            f"optimal: skyline probes proved nothing fits below {top} bytes ({how})",
+            top,
+        )
+    if params.search == "skyline" or stop - time.perf_counter() < probes.min_probe:
+        return run.finish(
+            best if best is not None else heuristic,
+            Outcome.TIME_LIMIT,
+            f"not proven: skyline probes ({probes.count}) found {top} bytes, none found below {floor}",
+            floor if state.floor_proven else None,
+        )
+    model.bound(pool, floor if state.floor_proven else None, top)
+    return None
+
+
+def _minimise_with_cpsat(
+    run: _Run, model: PlacementModel, bounds: dict[int, int], state: _Best, heuristic: list[int], stop: float
+) -> Plan:
+    """CP-SAT's own search minimises from the best plan until `stop`; the better of its plan and
+    the best so far, proven optimal when it meets a bound or CP-SAT proves it."""
+    params, capacity = run.params, run.capacity
+    if params.warm_start and state.offsets is not None:
+        model.hint(state.offsets)
+    solver = new_solver(max(stop - time.perf_counter(), 0.01), params.num_workers, params.log)
     status = solver.Solve(model.model)
     if status == cp_model.INFEASIBLE:
         if capacity is None:
             raise SolverFailure("cpsat: model without capacity reported infeasible; this is a bug")
-        raise InfeasibleError(
-            f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
-            f" (lower bound per pool: {bounds})",
-            proven=True,
-        )
+        raise run.proven_infeasible(bounds)
     if status == cp_model.MODEL_INVALID:  # e.g. domains summing past int64: coordinates near 2^62
         reason = model.model.validate()
-        if best is None:
+        if state.offsets is None:
             raise InfeasibleError(
                 f"cpsat: no plan within capacity {capacity} found (not proven infeasible: CP-SAT refuses"
                 f" the model: {reason})"
             )
-        return finish(
-            best, Outcome.NOT_PROVEN, f"not proven: CP-SAT refuses the model ({reason}); {how} kept"
+        return run.finish(
+            state.offsets,
+            Outcome.NOT_PROVEN,
+            f"not proven: CP-SAT refuses the model ({reason}); {state.how} kept",
         )
     found = model.offsets(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
-    if found is None and best is None:
-        raise InfeasibleError(
-            f"cpsat: no plan within capacity {capacity} found in the time limit {limit:.3g}s"
-            f" (not proven infeasible; the heuristic needs {max(arena_of(units, heuristic).values())} bytes)"
-        )
+    if found is None and state.offsets is None:
+        raise run.none_found(heuristic)
     chosen, source = min(
-        [(o, s) for o, s in ((found, "cpsat"), (best, how)) if o is not None],
-        key=lambda c: rank(units, c[0], capacity),
+        [(o, s) for o, s in ((found, "cpsat"), (state.offsets, state.how)) if o is not None],
+        key=lambda c: rank(run.units, c[0], capacity),
     )
-    total = sum(arena_of(units, chosen).values())
-    if total == lb_total:
-        return finish(chosen, Outcome.OPTIMAL, "optimal: meets the lower bound")
+    total = run.arena(chosen)
+    if total == run.lb_total:
+        return run.finish(chosen, Outcome.OPTIMAL, "optimal: meets the lower bound")
     if total == sum(bounds.values()):
-        return finish(chosen, Outcome.OPTIMAL, "optimal: meets the bound the skyline probes proved", total)
+        return run.finish(
+            chosen, Outcome.OPTIMAL, "optimal: meets the bound the skyline probes proved", total
+        )
     if status == cp_model.OPTIMAL and source == "cpsat":
-        return finish(chosen, Outcome.OPTIMAL, "optimal", total)
+        return run.finish(chosen, Outcome.OPTIMAL, "optimal", total)
     bound = max(
         round(solver.BestObjectiveBound()) * model.divisor if found is not None else 0, sum(bounds.values())
     )
-    text = f"feasible, time limit {limit:.3g}s: not proven (best bound {bound} bytes)"
+    text = f"feasible, time limit {run.limit:.3g}s: not proven (best bound {bound} bytes)"
     if source != "cpsat":
         text += f"; {source} kept"
-    return finish(chosen, Outcome.TIME_LIMIT, text, bound)
+    return run.finish(chosen, Outcome.TIME_LIMIT, text, bound)
 
 
 def _canonical_head_start(
     units: Sequence[Unit], capacity: int, codes: Sequence[str], nodes_per_unit: int, deadline: float
 ) -> tuple[str, list[int]] | None:
     """MiniMalloc's canonical search under the first preorder, alone for `CANONICAL_HEAD_START`
-    nodes per unit, before anything else runs: on MiniMalloc's J it decides in 410 nodes, sooner
-    than the heuristics run. (code, offsets) of its plan, or None."""
+    nodes per unit, before anything else runs (it can decide sooner than the heuristics run).
+    (code, offsets) of its plan, or None."""
     if not codes or not nodes_per_unit or not canonical.applicable(units):
         return None
     found = canonical.search(

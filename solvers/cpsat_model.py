@@ -117,6 +117,9 @@ class PlacementModel:
         demands: dict[int, list[int]] = defaultdict(list)
         for u in units:
             for r in u.rects:
+                if not r.size:  # holds no bytes: CP-SAT would still keep it off the inside of others
+                    m.add(self.arena[r.pool] >= self.y[u.index])
+                    continue
                 size = r.size // g
                 xs[r.pool].append(
                     m.new_fixed_size_interval_var(rank[r.start], rank[r.end] - rank[r.start], "")

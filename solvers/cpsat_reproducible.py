@@ -29,12 +29,15 @@ from collections.abc import Sequence
 from ortools.sat.python import cp_model
 
 from memplan.arith import align_up
-from memplan.errors import InfeasibleError
+from memplan.errors import InfeasibleError, SolverFailure
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
+from memplan.solvers.bestfit import solve_bestfit
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
+from memplan.solvers.cpsat import CpsatParams
 from memplan.solvers.cpsat_model import PlacementModel, arena_limits, with_skyline_order
 from memplan.solvers.cpsat_search import SkylineSettings
+from memplan.solvers.skyline import solve_skyline
 from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of, within_capacity
 
 LOWER_BOUND_SHARE = 0.25
@@ -43,9 +46,9 @@ solver's share, `cpsat_search.LOWER_BOUND_SHARE`, was tuned apart from this one)
 
 DETERMINISTIC_PER_SECOND = 0.05
 """CP-SAT deterministic time per wall-clock second of search: the time limit is turned into a budget
-of `time_limit_s * DETERMINISTIC_PER_SECOND` deterministic units. Measured on this project's 2-core
-machine while shared (MiniMalloc D, single- and two-worker searches): 0.05 to 0.15 (the lower end is taken
-so that a loaded machine stays near the limit); an idle or faster machine does the work in less time."""
+of `time_limit_s * DETERMINISTIC_PER_SECOND` deterministic units: the lowest rate measured
+(docs/exact_solver.md), so that a loaded machine stays near the limit; an idle or faster machine
+does the work in less time."""
 
 WALL_CAP_FACTOR = 3.0
 """A search may take this many times the wall-clock seconds its budget stands for (plus one)."""
@@ -76,118 +79,153 @@ class _Budget:
             self.capped = True
 
 
-def solve_reproducibly(
-    problem: Problem,
-    budget_s: float,
-    *,
-    num_workers: int,
-    warm_start: bool,
-    cumulative: bool,
-    symmetry: bool,
-    search: str,
-    skyline: SkylineSettings,
-    minimise: bool | None,
-    log: bool,
-) -> Plan:
-    """Minimise the arena (or fit `problem.capacity`) with the deterministic work `budget_s` seconds stand for."""
-    units = units_of(problem)
-    bounds = pool_bounds(problem, units)
-    lb_total = sum(bounds.values())
-    capacity = problem.capacity
-    minimise = capacity is None if minimise is None else minimise
-    check_capacity_reachable("cpsat", capacity, bounds)
-    budget = _Budget(budget_s * DETERMINISTIC_PER_SECOND)
-    began = time.perf_counter()
+@dataclasses.dataclass
+class _Run:
+    """One part as `solve_reproducibly` plans it: its units and bounds, the budget, how a plan is made."""
 
-    def finish(offsets: Sequence[int], proven: bool, status: str) -> Plan:
-        if budget.capped:
+    problem: Problem
+    params: CpsatParams
+    units: list[Unit]
+    bounds: dict[int, int]
+    budget_s: float
+    budget: _Budget
+    began: float
+
+    @property
+    def capacity(self) -> int | None:
+        return self.problem.capacity
+
+    @property
+    def lb_total(self) -> int:
+        return sum(self.bounds.values())
+
+    @property
+    def minimise(self) -> bool:
+        return self.capacity is None if self.params.minimise is None else self.params.minimise
+
+    def arena(self, offsets: Sequence[int]) -> int:
+        return sum(arena_of(self.units, offsets).values())
+
+    def finish(self, offsets: Sequence[int], outcome: Outcome, status: str) -> Plan:
+        if self.budget.capped:
             status += (
                 f"; not reproducible: a search hit its wall-clock cap ({WALL_CAP_FACTOR:g} x its budget)"
             )
-        seconds = time.perf_counter() - began
-        if proven:
-            outcome = Outcome.OPTIMAL
-        elif status.startswith("feasible within capacity"):
-            outcome = Outcome.FEASIBLE  # a decision answer
-        else:
-            outcome = Outcome.TIME_LIMIT  # the deterministic budget ran out
-        return make_plan(
-            problem, units, offsets, "cpsat", seconds, outcome, status + " [reproducible]", lb_total
+        seconds = time.perf_counter() - self.began
+        status += " [reproducible]"
+        return make_plan(self.problem, self.units, offsets, "cpsat", seconds, outcome, status, self.lb_total)
+
+    def proven_infeasible(self) -> InfeasibleError:
+        return InfeasibleError(
+            f"cpsat: proven that no plan fits the capacity {self.capacity} bytes per pool"
+            f" (lower bound per pool: {self.bounds})",
+            proven=True,
         )
 
+    def or_fail(
+        self,
+        best: Sequence[int] | None,
+        heuristic: Sequence[int],
+        status: str,
+        outcome: Outcome = Outcome.TIME_LIMIT,
+    ) -> Plan:
+        """The best plan so far, or the heuristic's, as `outcome` (by default: the budget ran out);
+        with a capacity nothing met, `InfeasibleError`."""
+        if best is not None:
+            return self.finish(best, outcome, status)
+        if self.capacity is None:
+            return self.finish(heuristic, outcome, status or "not proven: heuristic plan")
+        raise InfeasibleError(
+            f"cpsat: no plan within capacity {self.capacity} found in the deterministic time budget"
+            " (not proven infeasible)"
+        )
+
+
+def solve_reproducibly(problem: Problem, budget_s: float, params: CpsatParams) -> Plan:
+    """Minimise the arena (or fit `problem.capacity`) with the deterministic work `budget_s` seconds stand for.
+
+    Of `params` this honours `num_workers`, `warm_start`, `cumulative`, `symmetry`, `search`,
+    `skyline_orders`, `skyline_presolve` (None: off), `minimise` and `log`; the races (ladder,
+    canonical search) are not run. The heuristics, then the skyline searches at the target, then
+    CP-SAT's own search (`_search_on`).
+    """
+    units = units_of(problem)
+    bounds = pool_bounds(problem, units)
+    check_capacity_reachable("cpsat", problem.capacity, bounds)
+    budget = _Budget(budget_s * DETERMINISTIC_PER_SECOND)
+    run = _Run(problem, params, units, bounds, budget_s, budget, time.perf_counter())
+    capacity, lb_total = run.capacity, run.lb_total
     if not units:
-        return finish([], True, "optimal: nothing to place")
+        return run.finish([], Outcome.OPTIMAL, "optimal: nothing to place")
     heuristic = _heuristic(problem, units)
     fits = within_capacity(units, heuristic, capacity)
-    if warm_start and fits:
-        if sum(arena_of(units, heuristic).values()) == lb_total:
-            return finish(heuristic, True, "optimal: heuristic equals lower bound")
-        if not minimise:
-            return finish(heuristic, False, f"feasible within capacity {capacity} (heuristic plan)")
+    if params.warm_start and fits:
+        if run.arena(heuristic) == lb_total:
+            return run.finish(heuristic, Outcome.OPTIMAL, "optimal: heuristic equals lower bound")
+        if not run.minimise:
+            return run.finish(
+                heuristic, Outcome.FEASIBLE, f"feasible within capacity {capacity} (heuristic plan)"
+            )
 
     best = heuristic if fits else None
+    limits = arena_limits(units, bounds, heuristic, capacity, best is not None)
     model = PlacementModel(
-        units,
-        bounds,
-        arena_limits(units, bounds, heuristic, capacity, best is not None),
-        cumulative=cumulative,
-        symmetry=symmetry,
-        minimise=minimise,
+        units, bounds, limits, cumulative=params.cumulative, symmetry=params.symmetry, minimise=run.minimise
     )
     how = "heuristic plan"
-    if search != "default" and len(bounds) == 1:
+    if params.search != "default" and len(bounds) == 1:
         (pool,) = bounds
         g = model.divisor
-        target = align_up(lb_total, g) if minimise or capacity is None else capacity // g * g
-        found, infeasible, order = _skyline_in_turn(model, pool, target, skyline, budget, log)
+        target = align_up(lb_total, g) if run.minimise or capacity is None else capacity // g * g
+        skyline = SkylineSettings(params.skyline_orders, params.skyline_presolve, params.log)
+        found, infeasible, order = _skyline_in_turn(model, pool, target, skyline, budget, params.log)
         if found is not None:
             best, how = found, f"skyline search, {order} order"
-            total = sum(arena_of(units, best).values())
-            if total == lb_total:
-                return finish(best, True, f"optimal: meets the lower bound ({how})")
-            if not minimise:
-                return finish(best, False, f"feasible within capacity {capacity} ({how})")
-        elif infeasible and not minimise:
-            raise InfeasibleError(
-                f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
-                f" (lower bound per pool: {bounds})"
-            )
-        if search == "skyline":
-            return _or_fail(finish, best, heuristic, capacity, "not proven: skyline searches only")
-    if warm_start and best is not None:
+            if run.arena(best) == lb_total:
+                return run.finish(best, Outcome.OPTIMAL, f"optimal: meets the lower bound ({how})")
+            if not run.minimise:
+                return run.finish(best, Outcome.FEASIBLE, f"feasible within capacity {capacity} ({how})")
+        elif infeasible and not run.minimise:
+            raise run.proven_infeasible()
+        if params.search == "skyline":
+            return run.or_fail(best, heuristic, "not proven: skyline searches only")
+    return _search_on(run, model, heuristic, best, how)
+
+
+def _search_on(
+    run: _Run, model: PlacementModel, heuristic: list[int], best: list[int] | None, how: str
+) -> Plan:
+    """CP-SAT's own search with the budget left, from the best plan so far; the better of the two."""
+    params, capacity = run.params, run.capacity
+    if params.warm_start and best is not None:
         model.hint(best)
-    solver = budget.solver(budget.left, num_workers, log)
+    solver = run.budget.solver(run.budget.left, params.num_workers, params.log)
     status = solver.Solve(model.model)
-    budget.check(solver)
+    run.budget.check(solver)
     if status == cp_model.INFEASIBLE:
         if capacity is None:
-            raise RuntimeError("cpsat: model without capacity reported infeasible; this is a bug")
-        raise InfeasibleError(
-            f"cpsat: proven that no plan fits the capacity {capacity} bytes per pool"
-            f" (lower bound per pool: {bounds})"
-        )
+            raise SolverFailure("cpsat: model without capacity reported infeasible; this is a bug")
+        raise run.proven_infeasible()
     if status == cp_model.MODEL_INVALID:  # e.g. domains summing past int64: coordinates near 2^62
-        return _or_fail(
-            finish,
-            best,
-            heuristic,
-            capacity,
-            f"not proven: CP-SAT refuses the model ({model.model.validate()})",
+        reason = model.model.validate()
+        return run.or_fail(
+            best, heuristic, f"not proven: CP-SAT refuses the model ({reason})", Outcome.NOT_PROVEN
         )
     found = model.offsets(solver) if status in (cp_model.OPTIMAL, cp_model.FEASIBLE) else None
     candidates = [(o, s) for o, s in ((found, "cpsat"), (best, how)) if o is not None]
     if not candidates:
-        return _or_fail(finish, None, heuristic, capacity, "")
-    chosen, source = min(candidates, key=lambda c: rank(units, c[0], capacity))
-    total = sum(arena_of(units, chosen).values())
-    if total == lb_total:
-        return finish(chosen, True, "optimal: meets the lower bound")
+        return run.or_fail(None, heuristic, "")
+    chosen, source = min(candidates, key=lambda c: rank(run.units, c[0], capacity))
+    if run.arena(chosen) == run.lb_total:
+        return run.finish(chosen, Outcome.OPTIMAL, "optimal: meets the lower bound")
     if status == cp_model.OPTIMAL and source == "cpsat":
-        return finish(chosen, True, "optimal")
-    if not minimise:
-        return finish(chosen, False, f"feasible within capacity {capacity} ({source})")
-    return finish(
-        chosen, False, f"feasible, deterministic budget of {budget_s:.3g}s: not proven; {source} kept"
+        return run.finish(chosen, Outcome.OPTIMAL, "optimal")
+    if not run.minimise:
+        return run.finish(chosen, Outcome.FEASIBLE, f"feasible within capacity {capacity} ({source})")
+    return run.finish(
+        chosen,
+        Outcome.TIME_LIMIT,
+        f"feasible, deterministic budget of {run.budget_s:.3g}s: not proven; {source} kept",
     )
 
 
@@ -216,21 +254,7 @@ def _skyline_in_turn(
 
 def _heuristic(problem: Problem, units: Sequence[Unit]) -> list[int]:
     """The better of best-fit's and skyline's plans with every ordering (no time cut), without the capacity."""
-    from memplan.solvers import solve
-
     free = dataclasses.replace(problem, capacity=None)
-    plans = [solve(free, "bestfit"), solve(free, "skyline")]
+    plans = [solve_bestfit(free), solve_skyline(free)]
     best = min(plans, key=lambda plan: (plan.arena_size, plan.solver != "bestfit"))
     return [best.offsets[u.roots[0]] for u in units]
-
-
-def _or_fail(finish, best, heuristic, capacity, status: str) -> Plan:
-    """The best plan so far, or the heuristic's; with a capacity nothing met, `InfeasibleError`."""
-    if best is not None:
-        return finish(best, False, status)
-    if capacity is None:
-        return finish(heuristic, False, status or "not proven: heuristic plan")
-    raise InfeasibleError(
-        f"cpsat: no plan within capacity {capacity} found in the deterministic time budget"
-        " (not proven infeasible)"
-    )

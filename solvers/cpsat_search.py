@@ -29,9 +29,7 @@ from memplan.solvers.units import arena_of
 LADDER: tuple[tuple[str, float], ...] = (("between", 0.5), ("below", 0.01), ("below", 0.02))
 """The rungs of `Probes`' ladder, one per skyline order (cycled): ("between", f) asks
 for a plan at the point f of [floor, top), and a time-out there raises the floor;
-("below", f) asks for a plan f * top bytes below the top, and a time-out changes nothing.
-The last rung was 3% below until MiniMalloc's D showed plans 2% below its best plans that
-3% missed."""
+("below", f) asks for a plan f * top bytes below the top, and a time-out changes nothing."""
 
 MIN_PROBE_SECONDS = 0.2
 """No probe is started with less time than this: it would end before its first dive."""
@@ -40,9 +38,7 @@ LOWER_BOUND_SHARE = 0.15
 """Share of the time left that the skyline portfolio gets to find a plan at the lower bound
 when minimising (where it succeeds, it takes well under this); the ladder of probes
 (`Probes`) takes the rest, and the default search minimises in whatever they leave.
-Measured on MiniMalloc's instances minimised in 10 s at load ~4: at 0.25 D ended at 1,051,648
-(its ladder starved), at 0.15 at 1,038,336 and 1,031,168, at 0.1 F was no longer proven at its
-bound (at 0.15 it is, in 1.2-1.9 s; A-C, E, H in 0.5-0.8 s)."""
+More starves the ladder, less stops proving some plans at the bound (docs/exact_solver.md)."""
 
 
 class Probes:
@@ -53,17 +49,15 @@ class Probes:
     thread per order, each probing at its own rung (`LADDER`): one bisects
     [floor, top), the others ask for a little less than the best plan so far;
     the orders rotate over the rungs from one probe to the next. How long a
-    skyline search takes is erratic (on MiniMalloc's J the same order needs
-    1 s at one capacity and times out at a looser one), so several capacities
-    with several orders at once get further than bisecting with all orders at
-    one capacity (measured: experiments.bench_scale, minimise section). A plan
-    found lowers the top and stops probes at or above it; a probe proven
-    infeasible raises the proven floor and stops probes below it; a bisecting
-    probe out of time raises the floor for later probes but, unless
-    `timeout_stops_lower`, lets those running below it go on (on MiniMalloc's D
-    under load the ones it used to stop were the ones that found plans: minimised
-    in 10 s at load ~5, 1,038,336 and 1,031,168 bytes instead of 1,051,648); a
-    probe gets half the time left when it starts. Probes shorter than twice `overhead` (the seconds the model
+    skyline search takes is erratic (the same order can need a second at one
+    capacity and time out at a looser one), so several capacities with
+    several orders at once get further than bisecting with all orders at one
+    capacity (docs/exact_solver.md). A plan found lowers the top and stops
+    probes at or above it; a probe proven infeasible raises the proven floor
+    and stops probes below it; a bisecting probe out of time raises the floor
+    for later probes but, unless `timeout_stops_lower`, lets those running
+    below it go on (under load those were the ones finding plans); a probe
+    gets half the time left when it starts. Probes shorter than twice `overhead` (the seconds the model
     took to build, about what cloning and loading it costs again) are not
     started.
     """
@@ -185,8 +179,9 @@ class SkylineSettings:
 
 
 @dataclasses.dataclass
-class Outcome:
-    """What a decision run found: offsets of a plan, or a proof that none exists, or neither."""
+class Decision:
+    """What a decision run found: offsets of a plan, or a proof that none exists, or neither
+    (not a plan's `memplan.plan.Outcome`: no plan is made here)."""
 
     offsets: list[int] | None = None
     infeasible: bool = False
@@ -208,7 +203,7 @@ def decide(
     deadline: float,
     workers: int,
     hint: Sequence[int] | None,
-) -> Outcome:
+) -> Decision:
     """Find any solution of `model` (no objective) before `deadline`, or prove there is none."""
     if search == "default":
         if hint is not None:
@@ -216,8 +211,8 @@ def decide(
         solver = new_solver(deadline - time.perf_counter(), workers, skyline.log)
         status = solver.Solve(model.model)
         if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            return Outcome(model.offsets(solver), how="default search")
-        return Outcome(infeasible=status == cp_model.INFEASIBLE)
+            return Decision(model.offsets(solver), how="default search")
+        return Decision(infeasible=status == cp_model.INFEASIBLE)
     return Portfolio(model, skyline, deadline).run()
 
 
@@ -234,15 +229,15 @@ class Portfolio:
         self.lock = threading.Lock()
         self.done = False
         self.running: list[cp_model.CpSolver] = []
-        self.outcome = Outcome()
+        self.decision = Decision()
         self.stop_canonical = threading.Event()
 
-    def run(self) -> Outcome:
+    def run(self) -> Decision:
         members: list[str | None] = list(self.skyline.orders)
         if self.skyline.canonical and canonical.applicable(self.model.units):
             members.insert(0, None)  # None: the canonical search
         in_threads(self._member, members)
-        return self.outcome
+        return self.decision
 
     def _member(self, order_name: str | None) -> None:
         if order_name is None:
@@ -262,7 +257,7 @@ class Portfolio:
         with self.lock:
             if self.done or found is None:
                 return
-            self.outcome = Outcome(found[1], how=f"canonical search, {found[0]} preorder")
+            self.decision = Decision(found[1], how=f"canonical search, {found[0]} preorder")
             self.done = True
             for solver in self.running:
                 solver.StopSearch()
@@ -279,9 +274,11 @@ class Portfolio:
             if self.done or status not in (cp_model.OPTIMAL, cp_model.FEASIBLE, cp_model.INFEASIBLE):
                 return
             if status == cp_model.INFEASIBLE:
-                self.outcome = Outcome(infeasible=True, how=f"skyline search, {order_name} order")
+                self.decision = Decision(infeasible=True, how=f"skyline search, {order_name} order")
             else:
-                self.outcome = Outcome(self.model.offsets(solver), how=f"skyline search, {order_name} order")
+                self.decision = Decision(
+                    self.model.offsets(solver), how=f"skyline search, {order_name} order"
+                )
             self.done = True
             self.stop_canonical.set()
             for other in self.running:

@@ -246,14 +246,18 @@ def solve_in_parts(
             plan = solve_part(part, share)
         except InfeasibleError as err:
             below = max(base.get(p, 0) for p in pools)
-            err.add_note(
-                f"in an independent part of {len(part.buffers)} buffers, {len(cut.parts)} parts in all"
-                + (
-                    f"; its capacity is what is left above {below} bytes of long-lived buffers"
-                    if below
-                    else ""
-                )
+            what = (
+                f"an independent part of {len(part.buffers)} buffers ({len(cut.parts)} parts in all) has"
+                if len(cut.parts) > 1
+                else f"the {len(part.buffers)} buffers not living throughout have"
             )
+            where = f"{solver}: in {what.rsplit(' ', 1)[0]}"
+            if below:  # the part's message names its share of the capacity: lead with the one given
+                where = (
+                    f"{solver}, capacity {problem.capacity}: {what} {capacity} bytes of it left above"
+                    f" {below} bytes of buffers living throughout"
+                )
+            err.args = (f"{where}: {err.args[0]}", *err.args[1:])
             raise
         for buffer_id, offset in plan.offsets.items():
             offsets[buffer_id] = offset + base.get(problem.buffer(buffer_id).pool, 0)

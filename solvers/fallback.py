@@ -1,11 +1,12 @@
-"""A solver with fallbacks, like XLA's `HeapAlgorithmWithFallback`: the requested plan unless a cheap one does better.
+"""A solver with fallbacks is a solver, like XLA's `HeapAlgorithmWithFallback`: the requested plan unless a cheap one does better.
 
 A time-limited exact solver may stop before beating its own start, and no
 heuristic wins everywhere (best-fit can miss a packing ExecuTorch's greedy
 finds), so a plan that is not proven optimal is compared with the plans of
-the entry's fallback solvers (`SolverEntry.fallback`) and the smallest is
-kept. `greedy` (ExecuTorch's algorithm) has no fallback: asking for it
-reproduces the stock plan.
+the entry's fallback solvers (`SolverEntry.fallback`, entries themselves) and
+the smallest is kept. `greedy` (ExecuTorch's algorithm) has no fallback:
+asking for it reproduces the stock plan. `WithFallback(entry)` is called like
+any registered solve function.
 
 ExecuTorch reserves the bytes of control-flow submodules at the bottom of an
 arena for the whole method; extraction models that as a buffer of kind
@@ -21,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, cast
 
-import memplan.solvers as solvers
 from memplan.arith import align_up
 from memplan.banks import place_in_banks, traffic_cost
 from memplan.bounds import lower_bound
@@ -31,27 +32,32 @@ from memplan.errors import InfeasibleError, UnsupportedProblemError
 from memplan.plan import Outcome, Plan, arena_sizes_of
 from memplan.problem import BufferKind, Problem
 from memplan.solvers.contract import SolverEntry
+from memplan.solvers.fits import check_banks_fit
+from memplan.solvers.registry import alternatives, for_memory_map, prepared
 
 
-def solve_with_fallback(
-    problem: Problem, entry: SolverEntry, params: Any, time_limit_s: float | None
-) -> Plan:
-    """The smallest plan of `entry` and its fallbacks (their default parameters) that fits."""
-    if problem.banks:
-        return _with_bank_fallback(problem, entry, params, time_limit_s)
-    plan = _run(problem, entry, params, time_limit_s)
-    if not _fits(problem, plan):  # `solve` reports it; fallbacks are for smaller plans, not rescues
+@dataclass(frozen=True)
+class WithFallback:
+    """`entry` and its fallbacks as one solver, with the signature of a registered solve function."""
+
+    entry: SolverEntry
+
+    def __call__(self, problem: Problem, params: Any, *, time_limit_s: float | None = None) -> Plan:
+        """The smallest plan of the entry and its fallbacks (their default parameters) that fits."""
+        if problem.banks:
+            return _with_bank_fallback(problem, self.entry, params, time_limit_s)
+        plan = _run(problem, self.entry, params, time_limit_s)
+        if not _fits(problem, plan):  # `solve` reports it; fallbacks are for smaller plans, not rescues
+            return plan
+        if not plan.proven_optimal:
+            for other in self.entry.fallback:
+                try:
+                    alt = _run(problem, other, other.make_params({}), None)
+                except (InfeasibleError, UnsupportedProblemError):
+                    continue
+                if alt.arena_size < plan.arena_size and _fits(problem, alt):
+                    plan = alt
         return plan
-    if not plan.proven_optimal:
-        for name in entry.fallback:
-            other = solvers.entry(name)
-            try:
-                alt = _run(problem, other, other.make_params({}), None)
-            except (InfeasibleError, UnsupportedProblemError):
-                continue
-            if alt.arena_size < plan.arena_size and _fits(problem, alt):
-                plan = alt
-    return plan
 
 
 def _with_bank_fallback(
@@ -59,7 +65,7 @@ def _with_bank_fallback(
 ) -> Plan:
     """Under a memory map: the plan of `entry` (or its banked counterpart) and its bank fallbacks
     with the least traffic cost; fitting comes first (a fallback that fits replaces one that does not)."""
-    banked = solvers.for_memory_map(entry.name)
+    banked = for_memory_map(entry.name)
     if banked is not entry:
         params = banked.make_params({})
     plan: Plan | None = None
@@ -69,8 +75,7 @@ def _with_bank_fallback(
     except InfeasibleError as e:
         error = e
     if plan is None or not plan.proven_optimal:
-        for name in banked.bank_fallback:
-            other = solvers.entry(name)
+        for other in banked.bank_fallback:
             try:
                 alt = _fitting_banks(problem, other, other.make_params({}), None)
             except InfeasibleError:
@@ -85,7 +90,7 @@ def _with_bank_fallback(
 
 def _fitting_banks(problem: Problem, entry: SolverEntry, params: Any, time_limit_s: float | None) -> Plan:
     plan = _run(problem, entry, params, time_limit_s)
-    solvers.check_banks_fit(entry.name, place_in_banks(problem, plan.pools), plan)
+    check_banks_fit(entry.name, place_in_banks(problem, plan.pools), plan)
     return plan
 
 
@@ -95,17 +100,17 @@ def _banked_key(problem: Problem, plan: Plan) -> tuple[float, int]:
 
 def _run(problem: Problem, entry: SolverEntry, params: Any, time_limit_s: float | None) -> Plan:
     """`entry` on `problem`, planning around submodule reservations if it cannot pin them."""
-    problem = solvers.prepared(problem, entry)
-    fn = solvers.get_solver(entry.name)
+    problem = prepared(problem, entry)
+    fn = entry.load()
     if entry.supports.fixed_offsets:
-        entry.check(problem, solvers.alternatives(problem))
+        entry.check(problem, alternatives(problem))
         return fn(problem, params, time_limit_s=time_limit_s)
     split = without_reservations(problem)
     if split is None:
-        entry.check(problem, solvers.alternatives(problem))
+        entry.check(problem, alternatives(problem))
         return fn(problem, params, time_limit_s=time_limit_s)
     rest, shift = split
-    entry.check(rest, solvers.alternatives(rest))
+    entry.check(rest, alternatives(rest))
     return shifted(problem, fn(rest, params, time_limit_s=time_limit_s), shift)
 
 

@@ -42,6 +42,7 @@ from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
 from memplan.solvers.bestfit import solve_bestfit
 from memplan.solvers.bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
+from memplan.solvers.defaults import checked_time_limit
 from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of
 
 DEFAULT_TIME_LIMIT_S = 60.0
@@ -56,10 +57,9 @@ BACKENDS = ("cbc", "highs")
 
 CBC_PREPROCESS = "preprocess off"
 """CBC 2.10.3's integer preprocessing declares feasible models infeasible (a 4-buffer reproducer in
-tests/test_milp.py: "Pre-processing says infeasible" where the optimum is 152), so it is off unless the
-caller passes a `preprocess` option. Measured side by side on 15 generated problems (12 random with 14
-buffers, 3 layered with 30; warm start and decomposition off): 13.0 s with it, 13.5 s without, the same
-15 proofs."""
+tests/solvers/test_milp.py: "Pre-processing says infeasible" where the optimum is 152), so it is off
+unless the caller passes a `preprocess` option; without it CBC proves as much in about the same time
+(docs/exact_solver.md)."""
 
 # (i, j) with i < j -> (bytes of unit i that must clear unit j, bytes of j that must clear i)
 PairSizes = dict[tuple[int, int], tuple[int, int]]
@@ -96,8 +96,6 @@ def solve_milp(
     checking them builds a PuLP solver).
     """
     params = MilpParams() if params is None else params
-    from memplan.solvers import checked_time_limit
-
     time_limit_s = checked_time_limit("milp", time_limit_s)
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
     settings: dict[str, Any] = dict(
@@ -257,7 +255,8 @@ def overlapping_pairs(units: Sequence[Unit]) -> PairSizes:
     by_pool: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
     for u in units:
         for r in u.rects:
-            by_pool[r.pool].append((r.start, r.end, r.size, u.index))
+            if r.size:  # a rectangle holding no bytes conflicts with nothing
+                by_pool[r.pool].append((r.start, r.end, r.size, u.index))
     pairs: PairSizes = {}
     for rects in by_pool.values():
         live: set[int] = set()

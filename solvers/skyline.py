@@ -114,12 +114,15 @@ class Skyline:
         if i == j:
             return
         ui, uj = self.units[i], self.units[j]
+        if not size_a or not size_b:  # one holds no bytes: nothing to keep apart
+            return
         if ui.fixed is not None and uj.fixed is not None:
             if ui.fixed < uj.fixed + size_b and uj.fixed < ui.fixed + size_a:
                 raise InfeasibleError(
                     f"skyline: fixed buffers {list(ui.roots)} at {ui.fixed} and {list(uj.roots)} at"
                     f" {uj.fixed} share bytes while both live",
                     ui.roots + uj.roots,
+                    proven=True,
                 )
             return  # both pinned and apart: nothing to decide
         if uj.fixed is not None:

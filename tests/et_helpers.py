@@ -1,10 +1,12 @@
 """Tiny ExecuTorch programs and recording passes for the planner tests.
 
-Each tiny model is a `ZooModel`, so `experiments.runtime` lowers it (with any
+Each tiny model is a `ZooModel`, so `experiments.zoo.runtime` lowers it (with any
 planning pass), runs it in executorch.runtime and compares it with eager.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 from executorch.exir.passes import MemoryPlanningPass
@@ -265,3 +267,29 @@ def assert_shared(et, fqns: set[str]) -> None:
             assert where[0] == STATE_POOL, (method, fqn)
             assert layout.setdefault(fqn, where) == where, f"{fqn} moves between methods"
     assert set(layout) == fqns
+
+
+class LinearChain(nn.Module):
+    """Linears of changing widths; every other one followed by cumsum (a host op under XNNPACK)."""
+
+    def __init__(self, widths: list[int]) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths, widths[1:]))
+
+    def forward(self, x):
+        first = None
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            x = torch.cumsum(x, 1) if i % 2 == 0 else torch.relu(x)
+            first = x if first is None else first
+        return x + first.sum()
+
+
+LINEAR_WIDTHS = [16, 48, 96, 96, 96]
+
+
+def stock_pte(model: ZooModel) -> bytes:
+    """The `.pte` bytes of `model` planned by ExecuTorch's stock pass."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return runtime.lower(model).buffer

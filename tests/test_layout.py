@@ -174,3 +174,15 @@ def test_typed_marker_ships_with_the_package() -> None:
     import memplan
 
     assert (Path(memplan.__file__).parent / "py.typed").is_file()
+
+
+def test_no_benchmark_script_imports_another() -> None:
+    scripts = {p.stem for p in (REPO / "experiments" / "bench").glob("*.py") if "__main__" in p.read_text()}
+    for stem in sorted(scripts):
+        others = {
+            n
+            for n in _imports(REPO / "experiments" / "bench" / f"{stem}.py")
+            if n.startswith("memplan.experiments.bench.")
+        }
+        named = {n.split(".")[3] for n in others} & (scripts - {stem})
+        assert not named, f"experiments/bench/{stem}.py imports the scripts {sorted(named)}"

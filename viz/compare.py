@@ -11,12 +11,16 @@ from memplan.viz.style import LOWER_BOUND_COLOUR, solver_colour
 REQUIRED = ("model", "method", "solver", "arena_bytes", "lower_bound_bytes")
 SETTINGS = ("alignment", "cat_fusion", "time_limit_seconds")  # sweep settings that may split a solver's bars
 BOUND_LINE = "lower_bound"  # gid of the line at 1.0
+STOCK_SERIES = (
+    "stock (ExecuTorch)"  # ExecuTorch's MemoryPlanningPass on the same program (its colour: "stock")
+)
 
 _VALUE_LABELS_UP_TO = 40  # bars; beyond this the numbers would overlap
 
 
 def ratios(df: pd.DataFrame) -> pd.DataFrame:
-    """One row per (case, series) with the mean arena / the case's lowest lower bound.
+    """One row per (case, series) with the mean arena / the case's lowest lower bound; the stock
+    planner's arena is a series of its own (`STOCK_SERIES`) when the table has it.
 
     A case is a model, or model:method for multi-method models; a series is a
     solver, plus any sweep setting that varies in `df` (so bars never average
@@ -43,6 +47,8 @@ def ratios(df: pd.DataFrame) -> pd.DataFrame:
     lowest = rows.groupby(case_keys, dropna=False)["lower_bound_bytes"].transform("min")
     rows["ratio"] = rows["arena_bytes"].astype(float) / lowest.astype(float)
     rows["proven"] = rows["proven_optimal"].fillna(False).astype(bool) if "proven_optimal" in rows else False
+    if "stock_arena_bytes" in rows:
+        rows = pd.concat([_stock_rows(rows, lowest, varying), rows], ignore_index=True)
     return (
         rows.groupby(["case", "series"], sort=False)
         .agg(ratio=("ratio", "mean"), proven=("proven", "all"))
@@ -50,8 +56,20 @@ def ratios(df: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def _stock_rows(rows: pd.DataFrame, lowest: pd.Series, varying: list[str]) -> pd.DataFrame:
+    """One bar per case and varying setting: ExecuTorch's own planner on the same program."""
+    stock = rows[rows["stock_arena_bytes"].notna()].assign(
+        ratio=lambda r: r["stock_arena_bytes"].astype(float) / lowest[r.index].astype(float), proven=False
+    )
+    stock["series"] = [
+        ", ".join([STOCK_SERIES] + [f"{c}={row[c]}" for c in varying]) for _, row in stock.iterrows()
+    ]
+    return stock.drop_duplicates(["case", "series"])
+
+
 def compare(df: pd.DataFrame, ax: Axes | None = None) -> Axes:
-    """Grouped bars of arena / lower bound: a group per model, a bar per solver (its fixed colour).
+    """Grouped bars of arena / lower bound: a group per model, a bar per solver (its fixed colour), and
+    one for ExecuTorch's stock planner on the same program when the table has `stock_arena_bytes`.
 
     Bars rise from a base just below the lower-bound line at 1.0, so a bar at
     exactly 1.000 is still drawn and small excesses stay visible. `*` over a

@@ -4,7 +4,7 @@
         [--sizes 10000,100000] [--repeats 3] [--seed 0]
 
 Each measurement is a fresh Python process that builds
-`planner.generate.layered_problem(n, seed)` and times one call, either
+`memplan.generate.layered_problem(n, seed)` and times one call, either
 `solvers.solve(problem, "bestfit")` (what users call: the solver, then the
 independent validator) or `solvers.bestfit.solve_bestfit` alone. The two
 checkouts take turns, repeat by repeat, so both see the same machine load;
@@ -33,7 +33,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from memplan.experiments.cli.tables import shorten
+from memplan.experiments.cli import args as script_args
+from memplan.experiments.cli.tables import StreamedTable, shorten
 
 WORKER = """
 import hashlib, json, sys, time
@@ -73,19 +74,16 @@ def span(values: Sequence[float]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="python of the baseline checkout's environment")
-    parser.add_argument("--sizes", default="10000,100000", help="layered problem sizes (buffers)")
+    script_args.add_list(parser, "--sizes", (10_000, 100_000), "size", "layered problem sizes (buffers)", int)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    sizes = [int(s) for s in args.sizes.split(",") if s]
     trees = {"this": sys.executable, "baseline": args.baseline}
     print(f"load average at start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     print()
-    header = ["buffers", "tree", "solve() CPU s", "solve() wall s", "solve_bestfit CPU s"]
-    header += ["arena / LB", "ordering", "same offsets as baseline"]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header), flush=True)
-    for n in sizes:
+    columns = ["buffers", "tree", "solve() CPU s", "solve() wall s", "solve_bestfit CPU s"]
+    table = StreamedTable(columns + ["arena / LB", "ordering", "same offsets as baseline"])
+    for n in args.sizes:
         runs: dict[str, dict[str, list[dict[str, Any]]]] = {t: {c: [] for c in CALLS} for t in trees}
         for _ in range(args.repeats):
             for call in CALLS:
@@ -96,17 +94,18 @@ def main(argv: Sequence[str] | None = None) -> None:
             solved, alone = runs[tree]["solve"], runs[tree]["solve_bestfit"]
             first = solved[0]
             same = all(r["digest"] == base for r in solved + alone)
-            cells = [
-                f"{n:,}",
-                tree,
-                span([r["cpu"] for r in solved]),
-                span([r["wall"] for r in solved]),
-                span([r["cpu"] for r in alone]),
-                f"{first['arena'] / first['bound']:.4f}",
-                shorten(first["status"], 40),
-                "yes" if same else "no",
-            ]
-            print("| " + " | ".join(cells) + " |", flush=True)
+            table.row(
+                [
+                    n,
+                    tree,
+                    span([r["cpu"] for r in solved]),
+                    span([r["wall"] for r in solved]),
+                    span([r["cpu"] for r in alone]),
+                    f"{first['arena'] / first['bound']:.4f}",
+                    shorten(first["status"], 40),
+                    same,
+                ]
+            )
     print()
     print(f"load average at end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
 

@@ -1,27 +1,33 @@
 """Lower bounds on MiniMalloc's instances: the bytes live at once against window bounds (solvers.bounds_windows).
 
-Run as the `bounds` section of `python -m memplan.experiments.bench.scale`
-(`--bound-seconds` per instance). For each instance: the live-bytes bound,
-the window bound proven in the budget, the best plan known (the README's
-best known peak, or a smaller plan saved in `docs/minimalloc_solutions`, checked
-by the validator), and the proven gap (best - bound) / best before and after.
-Instances whose best plan already meets the live-bytes bound are optimal:
-their windows are not searched (no bound can pass an optimum).
+    python -m memplan.experiments.bench.bounds [--instances D,J] [--bound-seconds 30]
+        [--sizes 40,80] [--seeds 4] [--time-limit 6]
+
+For each instance: the live-bytes bound, the window bound proven in
+`--bound-seconds`, the best plan known (the README's best known peak, or a
+smaller plan saved in `docs/minimalloc_solutions`, checked by the validator),
+and the proven gap (best - bound) / best before and after. Instances whose best
+plan already meets the live-bytes bound are optimal: their windows are not
+searched (no bound can pass an optimum).
 
 A second table: generated problems with alignments and fixed offsets
-(`planner.generate.random_problem`), where padding and pinned buffers make
+(`memplan.generate.random_problem`), where padding and pinned buffers make
 windows infeasible at the peak; CP-SAT with the same time limit without and
-with `bound_seconds` (the window bound takes up to that much of the limit).
+with `bound_seconds` of half the limit (the window bound takes up to that much
+of it).
 """
 
 from __future__ import annotations
 
+import argparse
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from memplan.bounds import lower_bound
-from memplan.experiments.bench.minimalloc import CHALLENGING
+from memplan.experiments.bench.minimalloc import CHALLENGING, MINIMALLOC_DIR, minimalloc_problem
+from memplan.experiments.cli import args as script_args
+from memplan.experiments.cli.tables import StreamedTable
 from memplan.generate import random_problem
 from memplan.io import read_minimalloc_csv
 from memplan.plan import Plan, arena_sizes_of
@@ -33,6 +39,8 @@ from memplan.solvers.units import units_of
 from memplan.validate import validate
 
 SOLUTIONS_DIR = Path(__file__).resolve().parents[2] / "docs" / "minimalloc_solutions"
+# docs/exact_solver.md's generated table is measured at 6 s (3 s of it for the window bound).
+TIME_LIMIT_S = 6.0
 
 
 def best_plan_known(name: str, problem: Problem, solutions: Path = SOLUTIONS_DIR) -> tuple[int, str]:
@@ -59,9 +67,7 @@ def gap(best: int, bound: int) -> str:
 
 
 def bench_bounds(instances: Sequence[str], seconds: float, directory: Path) -> None:
-    from memplan.experiments.bench.scale import minimalloc_problem, row, table
-
-    table(
+    out = StreamedTable(
         [
             "instance",
             "buffers",
@@ -93,7 +99,7 @@ def bench_bounds(instances: Sequence[str], seconds: float, directory: Path) -> N
             widest = ", ".join(f"[{lo:,}, {hi:,})" for lo, hi in found.widest_fit.values())
             note = "" if found.complete else " (wider windows unknown)"
         assert bound <= best, f"{name}: bound {bound} above a valid plan of {best} bytes"
-        row(
+        out.row(
             [
                 name,
                 len(problem.buffers),
@@ -114,9 +120,7 @@ def bench_generated(sizes: Sequence[int], seeds: int, limit: float, bound_second
     """CP-SAT on `random_problem(n, seed, alignment=(1, 16, 64), with_fixed=True)`, without and with
     the window bound, same time limit: the lower bound each plan reports, its arena, whether proven,
     wall seconds."""
-    from memplan.experiments.bench.scale import row, table
-
-    table(
+    out = StreamedTable(
         [
             "buffers",
             "seed",
@@ -140,7 +144,7 @@ def bench_generated(sizes: Sequence[int], seeds: int, limit: float, bound_second
             plain_s = time.perf_counter() - began
             bounded = solve(problem, "cpsat", time_limit_s=limit, bound_seconds=bound_seconds)
             bounded_s = time.perf_counter() - began - plain_s
-            row(
+            out.row(
                 [
                     n,
                     seed,
@@ -156,3 +160,32 @@ def bench_generated(sizes: Sequence[int], seeds: int, limit: float, bound_second
                     f"{bounded_s:.1f}",
                 ]
             )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    script_args.add_list(
+        parser, "--instances", CHALLENGING, "instance", "MiniMalloc instances", choices=tuple(CHALLENGING)
+    )
+    parser.add_argument(
+        "--bound-seconds",
+        type=float,
+        default=30.0,
+        help="window-bound budget per instance (default: %(default)s)",
+    )
+    parser.add_argument("--minimalloc-dir", default=str(MINIMALLOC_DIR))
+    script_args.add_list(parser, "--sizes", (40, 80), "size", "buffers of the generated problems", int)
+    parser.add_argument(
+        "--seeds", type=int, default=4, help="generated problems per size (default: %(default)s)"
+    )
+    script_args.add_time_limit(
+        parser, TIME_LIMIT_S, why="6 s, the limit of docs/exact_solver.md's generated table, repeats it"
+    )
+    args = parser.parse_args(argv)
+    bench_bounds(args.instances, args.bound_seconds, Path(args.minimalloc_dir))
+    print()
+    bench_generated(args.sizes, args.seeds, args.time_limit, args.time_limit / 2)
+
+
+if __name__ == "__main__":
+    main()

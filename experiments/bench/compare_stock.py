@@ -11,7 +11,7 @@ set of arenas, each sized to the largest method's, so it is the sum over
 arenas (mem_id >= 1) of the largest method's size, XNNPACK padding included.
 Defaults as the sweep's: every registered solver, 5 s, cat fusion on (`--cat-fusion
 off` makes every planner place the same tensors). The table is Markdown
-(experiments.tables); `saving` columns are positive when memplan is smaller
+(experiments.cli.tables); `saving` columns are positive when memplan is smaller
 than stock. `--check` also runs every memplan program against eager PyTorch.
 """
 

@@ -1,6 +1,6 @@
 """Exact solvers side by side on small problems: arena, proof and seconds per solver.
 
-    python -m memplan.experiments.bench.exact [--time-limit 10]
+    python -m memplan.experiments.bench.exact [--time-limit 5]
 
 Prints a Markdown table. Timings depend on machine load; read them as rough.
 """
@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from memplan.bounds import lower_bound
 from memplan.experiments.bench.minimalloc import MINIMALLOC_DIR
+from memplan.experiments.cli import args as script_args
+from memplan.experiments.cli.tables import StreamedTable
 from memplan.generate import layered_problem, pigeonholes, random_problem
 from memplan.io import read_minimalloc_csv
 from memplan.problem import Buffer, Problem
@@ -44,13 +46,13 @@ def instances() -> dict[str, Callable[[], Problem]]:
     }
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--time-limit", type=float, default=10.0, help="seconds per solver run")
-    args = parser.parse_args()
-    header = ["instance", "buffers", "lower bound", "bestfit"] + [f"{r} (arena, proven, s)" for r in RUNS]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
+    script_args.add_time_limit(parser)
+    args = parser.parse_args(argv)
+    table = StreamedTable(
+        ["instance", "buffers", "lower bound", "bestfit"] + [f"{r} (arena, proven, s)" for r in RUNS]
+    )
     for name, make in instances().items():
         problem = make()
         cells = [
@@ -64,7 +66,7 @@ def main() -> None:
             plan = solve(problem, solver, time_limit_s=args.time_limit, **options)
             proof = "yes" if plan.proven_optimal else "no"
             cells.append(f"{plan.arena_size}, {proof}, {time.perf_counter() - began:.2f}")
-        print("| " + " | ".join(cells) + " |", flush=True)
+        table.row(cells)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Random problems through every solver, checked by an independent O(n^2) checker.
 
-    python -m memplan.experiments.bench.fuzz [--problems 200] [--seed 0] [--time-limit 1] [--save DIR]
+    python -m memplan.experiments.bench.fuzz [--problems 200] [--bank-problems 150] [--seed 0] [--time-limit 1] [--save DIR]
 
 Each problem goes through every registered solver (milp with both backends).
 A plan is checked here, pair by pair, without the project's validator; a
@@ -8,9 +8,12 @@ claimed proof is checked against the other solvers' plans: a plan marked
 optimal must be the smallest any solver found, and a claim that no plan fits
 the capacity is false when another solver's plan fits. Prints a Markdown table
 per solver: problems tried, plans (and how many claimed optimal), invalid
-plans, false proofs, crashes (any exception that is not an `InfeasibleError`
-or an `UnsupportedProblemError`), and the first few failures; `--save` writes
-each failing problem as JSON. Solvers are called directly, not through
+plans, false proofs (also an error whose message claims a proof its `proven`
+flag denies, or the reverse), crashes (any exception that is not an
+`InfeasibleError` or an `UnsupportedProblemError`), and the first few
+failures; then the same for problems with banks through every bank solver
+(`fuzz_banks`, judged by an exhaustive search). `--save` writes each failing
+problem as JSON. Solvers are called directly, not through
 `solvers.solve` (which validates), so an invalid plan reaches the checker.
 """
 
@@ -26,8 +29,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
+
 from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError, UnsupportedProblemError
+from memplan.experiments.bench.claims import honest
+from memplan.experiments.cli import args as script_args
+from memplan.experiments.cli.tables import markdown
 from memplan.generate import random_problem
 from memplan.plan import Plan
 from memplan.problem import Buffer, Gap, Problem
@@ -41,6 +49,11 @@ SOLVERS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("milp-highs", "milp", {"backend": "highs"}),
 )
 """(label, registered solver, options) of every run on each problem."""
+
+# Seeds 0-53 (6 problems of each kind): 1 s and 5 s per solve give the same counts (215 of 324 runs
+# proven), in 12 s and 18 s; a second per solve buys more problems per minute, not better verdicts.
+TIME_LIMIT_S = 1.0
+TIME_LIMIT_WHY = "1 s: on seeds 0-53, 5 s proves nothing more and takes 1.5x as long"
 
 KINDS = ("plain", "aligned", "constrained", "pools", "huge", "capacity", "zero-size", "gaps", "gaps-capacity")
 
@@ -96,11 +109,13 @@ def _huge(rng: random.Random, n: int) -> Problem:
 
 
 def _with_zero_sizes(rng: random.Random, problem: Problem) -> Problem:
-    extra = tuple(
-        Buffer(f"z{i}", s, s + rng.randint(1, 3), 0, alignment=rng.choice((1, 16)))
-        for i, s in enumerate(rng.randrange(8) for _ in range(rng.randint(1, 3)))
-    )
-    return dataclasses.replace(problem, buffers=problem.buffers + extra)
+    """Zero-byte buffers added, some fixed (inside other buffers' bytes, where they overlap nothing)."""
+    extra = []
+    for i in range(rng.randint(1, 3)):
+        start, alignment = rng.randrange(8), rng.choice((1, 16))
+        offset = alignment * rng.randrange(64) if rng.random() < 0.4 else None
+        extra.append(Buffer(f"z{i}", start, start + rng.randint(1, 3), 0, alignment=alignment, offset=offset))
+    return dataclasses.replace(problem, buffers=problem.buffers + tuple(extra))
 
 
 def _with_gaps(rng: random.Random, problem: Problem) -> Problem:
@@ -189,13 +204,14 @@ def check(problem: Problem, plan: Plan) -> list[str]:
 
 
 @dataclass
-class Outcome:
+class Attempt:
     """What one solver did with one problem."""
 
     label: str
     plan: Plan | None = None
     faults: list[str] = field(default_factory=list)
     infeasible: str | None = None  # the InfeasibleError's message
+    proven: bool = False  # the InfeasibleError's `proven`
     unsupported: bool = False
     crash: str | None = None
 
@@ -223,20 +239,20 @@ class Report:
 
 def run_one(
     problem: Problem, label: str, solver: str, options: dict[str, Any], time_limit_s: float
-) -> Outcome:
+) -> Attempt:
     """Solve with the registered function itself (not `solvers.solve`, which validates) and check.
 
     What the registry says the solver does not support is refused first, as `solve` would.
     """
     from memplan import solvers
 
-    outcome = Outcome(label)
+    outcome = Attempt(label)
     spec = solvers.entry(solver)
     try:
         spec.check(problem, solvers.alternatives(problem))
         plan = spec.load()(problem, spec.make_params(options), time_limit_s=time_limit_s)
     except InfeasibleError as exc:
-        outcome.infeasible = str(exc)
+        outcome.infeasible, outcome.proven = str(exc), exc.proven
         return outcome
     except UnsupportedProblemError:
         outcome.unsupported = True
@@ -254,7 +270,7 @@ def run_one(
 
 
 def fuzz(
-    problems: int, seed: int = 0, time_limit_s: float = 1.0, solvers: Sequence[tuple] = SOLVERS
+    problems: int, seed: int = 0, time_limit_s: float = TIME_LIMIT_S, solvers: Sequence[tuple] = SOLVERS
 ) -> Report:
     """Run `problems` random problems through every solver and judge every plan and claim."""
     report = Report()
@@ -272,9 +288,11 @@ def fuzz(
                 report.counts[o.label]["unsupported"] += 1
             elif o.infeasible is not None:
                 report.counts[o.label]["no plan"] += 1
-                if "not proven" not in o.infeasible and valid:
+                if not honest(o.infeasible, o.proven):
+                    report.fail(problem, o.label, "false proof", f"proven={o.proven}, but: {o.infeasible}")
+                elif o.proven and valid:
                     report.fail(
-                        problem, o.label, "false proof", f"says no plan fits, {valid[0].label} found one"
+                        problem, o.label, "false proof", f"proved no plan fits, {valid[0].label} found one"
                     )
             elif o.faults:
                 report.fail(problem, o.label, "invalid", "; ".join(o.faults[:3]))
@@ -299,31 +317,38 @@ COLUMNS = ("tried", "plans", "proven", "no plan", "unsupported", "invalid", "fal
 
 def table(report: Report) -> str:
     """The counts as a Markdown table, one row per solver and a total."""
-    lines = ["| solver | " + " | ".join(COLUMNS) + " |", "| --- |" + " ---: |" * len(COLUMNS)]
-    for label, counts in report.counts.items():
-        lines.append(f"| {label} | " + " | ".join(str(counts[c]) for c in COLUMNS) + " |")
-    lines.append("| **all** | " + " | ".join(str(report.total(c)) for c in COLUMNS) + " |")
-    return "\n".join(lines)
+    rows = [[label, *(counts[c] for c in COLUMNS)] for label, counts in report.counts.items()]
+    rows.append(["**all**", *(report.total(c) for c in COLUMNS)])
+    return markdown(pd.DataFrame(rows, columns=["solver", *COLUMNS]))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--problems", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--time-limit", type=float, default=1.0, help="seconds per exact solve")
+    script_args.add_time_limit(parser, TIME_LIMIT_S, why=TIME_LIMIT_WHY)
+    parser.add_argument("--bank-problems", type=int, default=150, help="problems with banks (fuzz_banks)")
     parser.add_argument("--save", type=Path, help="folder for the failing problems as JSON")
     args = parser.parse_args(argv)
+    from memplan.experiments.bench import fuzz_banks
+
     report = fuzz(args.problems, args.seed, args.time_limit)
-    print(table(report))
-    for name, label, what in report.failures[:20]:
+    banked = fuzz_banks.fuzz(args.bank_problems, args.seed, args.time_limit)
+    print(
+        f"{args.problems} problems, seeds {args.seed}..{args.seed + args.problems - 1}\n\n{table(report)}\n"
+    )
+    print(f"{args.bank_problems} problems with banks, same seeds\n\n{fuzz_banks.table(banked)}")
+    failures = report.failures + banked.failures
+    for name, label, what in failures[:20]:
         print(f"- {name} / {label}: {what}")
-    if args.save and report.failing:
+    if args.save and (report.failing or banked.failing):
         from memplan.io import save_json
 
         args.save.mkdir(parents=True, exist_ok=True)
-        for name, problem in report.failing.items():
+        for name, problem in (report.failing | banked.failing).items():
             save_json(problem, args.save / f"{name}.json")
-    bad = report.total("invalid") + report.total("false proof") + report.total("crash")
+    kinds = ("invalid", "false proof", "crash", "checker")
+    bad = sum(r.total(k) for r in (report, banked) for k in kinds)
     return 1 if bad else 0
 
 

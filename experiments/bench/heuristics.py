@@ -1,6 +1,7 @@
 """Heuristic solvers on layered problems of growing size: arena, bound, time.
 
-    python -m memplan.experiments.bench.heuristics [--sizes 1000 10000 100000] [--seed 0] [--each-ordering]
+    python -m memplan.experiments.bench.heuristics [--sizes 1000,10000,100000] [--solvers greedy,bestfit]
+        [--seed 0] [--each-ordering]
 
 Prints a Markdown table. `seconds` is wall time inside the solver, `cpu s`
 its process CPU time (the steadier one on a shared machine); each plan is
@@ -16,12 +17,14 @@ from collections.abc import Sequence
 from typing import Any
 
 from memplan.bounds import lower_bound
+from memplan.experiments.cli import args as script_args
+from memplan.experiments.cli.tables import StreamedTable
 from memplan.generate import layered_problem
-from memplan.solvers import available, entry
+from memplan.solvers import entry
 from memplan.solvers.bestfit import ORDERINGS
 from memplan.validate import check_plan
 
-HEADER = "| buffers | solver | arena | LB | arena/LB | seconds | cpu s |\n| ---: | --- | ---: | ---: | ---: | ---: | ---: |"
+COLUMNS = ("buffers", "solver", "arena", "LB", "arena/LB", "seconds", "cpu s")
 
 
 def runs(solvers: Sequence[str], each_ordering: bool) -> list[tuple[str, str, dict[str, Any]]]:
@@ -32,9 +35,9 @@ def runs(solvers: Sequence[str], each_ordering: bool) -> list[tuple[str, str, di
     return out
 
 
-def bench(sizes: Sequence[int], solvers: Sequence[str], seed: int, each_ordering: bool) -> list[str]:
+def bench(sizes: Sequence[int], solvers: Sequence[str], seed: int, each_ordering: bool) -> None:
     """One table row per (size, run), printed as it is done."""
-    rows = []
+    table = StreamedTable(COLUMNS)
     for n in sizes:
         problem = layered_problem(n, seed)
         bound = lower_bound(problem)
@@ -45,22 +48,26 @@ def bench(sizes: Sequence[int], solvers: Sequence[str], seed: int, each_ordering
             plan = solve(problem, params)
             cpu = time.process_time() - cpu
             check_plan(problem, plan)
-            rows.append(
-                f"| {n:,} | {label} | {plan.arena_size:,} | {bound:,} | {plan.arena_size / bound:.4f}"
-                f" | {plan.seconds:.2f} | {cpu:.2f} |"
+            table.row(
+                [
+                    n,
+                    label,
+                    plan.arena_size,
+                    bound,
+                    f"{plan.arena_size / bound:.4f}",
+                    f"{plan.seconds:.2f}",
+                    f"{cpu:.2f}",
+                ]
             )
-            print(rows[-1], flush=True)
-    return rows
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000])
+    script_args.add_list(parser, "--sizes", (1_000, 10_000, 100_000), "size", "layered problem sizes", int)
+    script_args.add_solvers(parser, ("greedy", "bestfit"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--solvers", nargs="+", default=["greedy", "bestfit"], choices=available())
     parser.add_argument("--each-ordering", action="store_true", help="also run each bestfit ordering alone")
     args = parser.parse_args(argv)
-    print(HEADER)
     bench(args.sizes, args.solvers, args.seed, args.each_ordering)
 
 

@@ -46,6 +46,9 @@ from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from memplan.experiments.cli import args as script_args
+from memplan.experiments.cli.tables import StreamedTable
+
 # name -> (ModelArgs fields, layers of the real model)
 SHAPES: dict[str, dict[str, int]] = {
     "smollm2-135m": dict(dim=576, n_layers=30, n_heads=9, n_kv_heads=3, hidden_dim=1536, vocab_size=49152),
@@ -97,6 +100,7 @@ def zoo_model(shape: str, layers: int, mode: str):
     from torch.export import Dim
 
     from memplan.experiments.zoo import ZooModel
+    from memplan.experiments.zoo.models.common import zoo_recipe
     from memplan.experiments.zoo.models.llama import build_transformer
 
     with torch.random.fork_rng(devices=[]):
@@ -129,7 +133,7 @@ def zoo_model(shape: str, layers: int, mode: str):
             [],
             dynamic_shapes={"prefill": token_dim},
             memory_planning_config={"share_mutable_buffers": True},
-            backend_config={},  # no const prop across methods that share state
+            **zoo_recipe(const_prop=False),  # no const prop across methods that share state
             shared_state=True,
         )
     tokens = PREFILL_TOKENS if mode == "prefill" else 1
@@ -139,6 +143,7 @@ def zoo_model(shape: str, layers: int, mode: str):
         {"forward": (model, inputs(tokens))},
         [],
         dynamic_shapes={"forward": token_dim} if mode == "prefill" else None,
+        **zoo_recipe(),
     )
 
 
@@ -273,7 +278,7 @@ def _in_subprocess(shape: str, layers: int, mode: str, repeat: int) -> dict[str,
 
 
 def print_tables(cases: Sequence[dict[str, Any]]) -> None:
-    header = [
+    columns = [
         "model",
         "layers",
         "mode",
@@ -287,45 +292,42 @@ def print_tables(cases: Sequence[dict[str, Any]]) -> None:
         "memplan / stock",
         "peak RSS GiB",
     ]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
+    table = StreamedTable(columns)
     for c in cases:
         stock, ours = c["runs"]["stock"], c["runs"]["memplan"]
         s, m = min([r["seconds"] for r in stock]), min([r["seconds"] for r in ours])
-        cells = [
-            c["shape"],
-            c["layers"],
-            c["mode"],
-            f"{ours[0]['tensors']:,}",
-            f"{stock[0]['arena']:,}",
-            f"{ours[0]['arena']:,}",
-            f"{ours[0]['lower_bound']:,}",
-            "yes" if ours[0]["proven"] else "no",
-            f"{s:.1f}",
-            f"{m:.1f}",
-            f"{m / s:.2f}",
-            f"{c['peak_rss'] / 2**30:.1f}",
-        ]
-        print("| " + " | ".join(str(x) for x in cells) + " |", flush=True)
+        table.row(
+            [
+                c["shape"],
+                c["layers"],
+                c["mode"],
+                ours[0]["tensors"],
+                stock[0]["arena"],
+                ours[0]["arena"],
+                ours[0]["lower_bound"],
+                bool(ours[0]["proven"]),
+                f"{s:.1f}",
+                f"{m:.1f}",
+                f"{m / s:.2f}",
+                f"{c['peak_rss'] / 2**30:.1f}",
+            ]
+        )
     labels: list[str] = []
     for c in cases:
         for r in c["runs"]["memplan"]:
             labels += [k for k in r["phases"] if k not in labels]
     print()
-    header = ["model", "mode", "stock pass run s"] + [f"{k} s" for k in labels]
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
+    table = StreamedTable(["model", "mode", "stock pass run s"] + [f"{k} s" for k in labels])
     for c in cases:
         stock, ours = c["runs"]["stock"], c["runs"]["memplan"]
         cells = [c["shape"], c["mode"], f"{min([r['phases'].get('pass run', 0) for r in stock]):.2f}"]
-        cells += [f"{min([r['phases'].get(k, 0.0) for r in ours]):.2f}" for k in labels]
-        print("| " + " | ".join(cells) + " |", flush=True)
+        table.row(cells + [f"{min([r['phases'].get(k, 0.0) for r in ours]):.2f}" for k in labels])
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default=",".join(SHAPES))
-    parser.add_argument("--modes", default=",".join(MODES))
+    script_args.add_list(parser, "--models", SHAPES, "model", "LLM shapes", choices=tuple(SHAPES))
+    script_args.add_list(parser, "--modes", MODES, "mode", "lowering modes", choices=MODES)
     parser.add_argument(
         "--layers", default="", help=f"e.g. qwen3-0.6b=8,llama3.2-1b=2 (default: {DEFAULT_LAYERS})"
     )
@@ -352,11 +354,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for item in filter(None, args.layers.split(",")):
         name, _, count = item.partition("=")
         layers[name] = int(count)
-    models, modes = args.models.split(","), args.modes.split(",")
-    for bad, known, what in ((models, SHAPES, "model"), (modes, MODES, "mode")):
-        unknown = [x for x in bad if x not in known]
-        if unknown:
-            parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
+    models, modes = args.models, args.modes
     todo = [(shape, layers[shape], mode) for shape in models for mode in modes]
     for item in filter(None, args.deep.split(",")):
         shape, depth, mode = item.split(":")

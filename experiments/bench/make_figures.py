@@ -2,7 +2,7 @@
 
 Each figure is a function returning a matplotlib Figure, so the notebooks
 draw the same pictures for other models. Every model is exported once and
-lowered through ExecuTorch with `PlannerPass` (experiments.lowering.lower_planned),
+lowered through ExecuTorch with `PlannerPass` (experiments.zoo.lowering.lower_planned),
 so the plans drawn are the plans written into the program.
 """
 
@@ -21,11 +21,11 @@ from matplotlib.figure import Figure
 
 from memplan import viz
 from memplan.bounds import lower_bound
+from memplan.solvers import DEFAULT_ALIGNMENT
 from memplan.viz.captions import describe
 from memplan.viz.style import format_bytes
 
-ALIGNMENT = 16  # ExecuTorch's default
-TIME_LIMIT_S = 10.0
+TIME_LIMIT_S = 10.0  # the limit docs/figures.md states for its figures
 DPI = 100
 
 
@@ -55,7 +55,7 @@ def planned(
     from memplan.experiments.zoo.lowering import lower_planned
 
     lowered = lower_planned(
-        zoo_model(model), solver, ALIGNMENT, cat_fusion, time_limit_s, state_in_place=state_in_place
+        zoo_model(model), solver, DEFAULT_ALIGNMENT, cat_fusion, time_limit_s, state_in_place=state_in_place
     )
     return lowered.planner_pass.results
 
@@ -134,17 +134,14 @@ def state_figure(
     return fig
 
 
-def call_order(model: str) -> list[str]:
-    """The model's methods in the order its call sequence first uses them."""
-    return list(dict.fromkeys(name for name, _ in zoo_model(model).calls))
-
-
 def shared_state_figure(model: str, solver: str = "cpsat", time_limit_s: float = TIME_LIMIT_S) -> Figure:
     """Every method of a multi-method program; the shared state sits in the same
     pool (mem_id 2) at the same offsets in each."""
     results = planned(model, solver, time_limit_s=time_limit_s)
     charts = []
-    for method in call_order(model):
+    from memplan.experiments.zoo.programs import call_order
+
+    for method in call_order(zoo_model(model)):
         r = results[method]
         state = r.plan.arena_sizes.get(2, 0)
         charts.append(

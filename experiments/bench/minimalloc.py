@@ -1,4 +1,4 @@
-"""MiniMalloc's benchmark problems: where they are and what their README says about them.
+"""MiniMalloc's benchmark problems: where they are, what their README says about them, how to read one.
 
 The files live outside the repository, in `../shared/benchmarks/minimalloc`
 (beside the checkout, for developers and CI alike). One table of the README's
@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import NamedTuple
+
+from memplan.io import read_minimalloc_csv
+from memplan.problem import Problem
 
 MINIMALLOC_DIR = (Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "minimalloc").resolve()
 CAPACITY = 1_048_576  # the "challenging" instances are decision problems at this capacity
@@ -39,3 +42,8 @@ KNOWN: dict[str, Known] = {
 }
 
 CHALLENGING: dict[str, Known] = {name.split(".")[0]: k for name, k in KNOWN.items() if k.paper_seconds}
+
+
+def minimalloc_problem(name: str, directory: Path = MINIMALLOC_DIR) -> Problem:
+    """Challenging instance `name` ("A" ... "K") as MiniMalloc poses it, at CAPACITY."""
+    return read_minimalloc_csv(directory / f"{name}.{CAPACITY}.csv")

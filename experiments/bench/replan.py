@@ -53,14 +53,13 @@ def bench(name: str, solver: str, time_limit_s: float) -> list[dict]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    script_args.add_common(ap, cat_fusion=None)
+    script_args.add_common(ap, cat_fusion=None, solvers=("cpsat",))
     args = ap.parse_args(argv)
-    models = script_args.models_of(args)
-    solvers = script_args.solvers_of(args) if args.solvers else ["cpsat"]
+    models, solvers = script_args.models_of(args), script_args.solvers_of(args)
     rows: list[dict] = []
     with script_args.library_warnings_silenced():
         work = [(m, s) for m in models for s in solvers]
-        for name, solver in script_args.progress(work, len(work), "bench_replan", args.quiet):
+        for name, solver in script_args.progress(work, len(work), "replan", args.quiet):
             rows += bench(name, solver, args.time_limit)
     df = pd.DataFrame(rows).astype({"proven_optimal": "boolean", "outputs_identical": "boolean"})
     print(markdown(df))

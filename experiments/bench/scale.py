@@ -1,11 +1,10 @@
 """Exact solving at scale: MiniMalloc's challenging benchmarks, an ExecuTorch Llama, generated problems.
 
-    python -m memplan.experiments.bench.scale [--sections minimalloc,minimise,llama,layered,bounds,pass]
+    python -m memplan.experiments.bench.scale [--sections minimalloc,minimise,llama,layered]
         [--instances A,B] [--configs full,no-skyline-search] [--time-limit 10]
         [--minimise-time-limits 10,30,60] [--minimise-configs full,bisection,skyline-presolve]
         [--llama PROBLEM.json] [--layered 10000,100000] [--layered-time-limit 60]
-        [--minimalloc-binary PATH] [--save-better docs/minimalloc_solutions] [--bound-seconds 30]
-        [--pass-args '--models smollm2-135m']
+        [--minimalloc-binary PATH] [--save-better docs/minimalloc_solutions]
 
 Sections (Markdown tables, printed row by row):
 
@@ -27,15 +26,10 @@ Sections (Markdown tables, printed row by row):
 - llama: ExecuTorch's Llama (16 layers, dim 512, prefill 128 tokens, KV cache),
   extracted by the planner pass, or read from `--llama` (memplan JSON, e.g.
   from `memplan export-problem`).
-- layered: planner.generate.layered_problem at the given sizes.
-- pass (not run by default: half an hour and up to 10 GiB): `to_executorch`
-  with memplan's pass against the stock one on LLM shapes, and where the
-  pass's time goes (experiments.bench_llm, given `--pass-args`).
-- bounds: per instance, the live-bytes lower bound against the window bound
-  (solvers.bounds_windows) proven in `--bound-seconds`, and the proven gap to
-  the best plan known before and after; then CP-SAT without and with the
-  window bound on generated problems with alignments and fixed offsets
-  (experiments.bench_bounds).
+- layered: memplan.generate.layered_problem at the given sizes.
+
+Lower bounds on the same instances are `python -m memplan.experiments.bench.bounds`;
+`to_executorch` with memplan's pass on LLM shapes is `python -m memplan.experiments.bench.llm`.
 
 Timings are wall clock on whatever machine runs this; on a shared machine read
 them as rough. Every plan is validated by solvers.solve.
@@ -45,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import shlex
 import subprocess
 import tempfile
 import time
@@ -56,8 +49,9 @@ from typing import Any
 
 from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError
-from memplan.experiments.bench.minimalloc import CAPACITY, CHALLENGING, MINIMALLOC_DIR
-from memplan.experiments.cli.tables import shorten
+from memplan.experiments.bench.minimalloc import CAPACITY, CHALLENGING, MINIMALLOC_DIR, minimalloc_problem
+from memplan.experiments.cli import args as script_args
+from memplan.experiments.cli.tables import StreamedTable, shorten
 from memplan.problem import Problem
 from memplan.solvers import solve
 
@@ -87,6 +81,14 @@ CONFIGS: dict[str, tuple[str, dict[str, Any]]] = {
 
 LLAMA: dict[str, Any] = dict(n_layers=16, dim=512, n_heads=8, seq_len=128, prefill_tokens=128, kv_cache=True)
 
+SECTIONS = ("minimalloc", "minimise", "llama", "layered")
+MOVED_SECTIONS = (
+    "; the sections bounds and pass are their own scripts now:"
+    " python -m memplan.experiments.bench.bounds, python -m memplan.experiments.bench.llm"
+)
+# The MiniMalloc tables of docs/exact_solver.md are measured at 10 s per solve: a default run repeats them.
+TIME_LIMIT_S = 10.0
+
 
 def run(problem: Problem, config: str, time_limit_s: float, capacity: int | None = None) -> dict[str, Any]:
     """One solve: arena (None if no plan within the capacity), proven, seconds, status."""
@@ -103,22 +105,6 @@ def run(problem: Problem, config: str, time_limit_s: float, capacity: int | None
         "status": plan.status,
         "plan": plan,
     }
-
-
-def table(header: Sequence[str]) -> None:
-    print()
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header), flush=True)
-
-
-def row(cells: Sequence[Any]) -> None:
-    print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
-
-
-def minimalloc_problem(name: str, directory: Path) -> Problem:
-    from memplan.io import read_minimalloc_csv
-
-    return read_minimalloc_csv(directory / f"{name}.{CAPACITY}.csv")
 
 
 def run_minimalloc(binary: str, csv: Path, capacity: int, limit: float) -> dict[str, Any]:
@@ -148,7 +134,8 @@ def bench_minimalloc(
     header = ["instance", "config", "buffers", "lower bound", "capacity", "arena", "fits", "seconds"]
     if binary:
         header += ["MiniMalloc s", "MiniMalloc fits", "x MiniMalloc"]
-    table(header + ["x paper", "status"])
+    print()  # sections follow each other: a blank line before each table
+    out = StreamedTable(header + ["x paper", "status"])
     for name in instances:
         problem = minimalloc_problem(name, directory)
         for i, config in enumerate(configs):
@@ -171,7 +158,7 @@ def bench_minimalloc(
             elif binary:
                 cells += ["", "", ""]
             cells += [f"{r['seconds'] / KNOWN[name][1]:.1f}" if fits else "-", shorten(r["status"], 90)]
-            row(cells)
+            out.row(cells)
 
 
 def save_if_better(problem: Problem, result: dict[str, Any], best_known: int, folder: Path | None) -> str:
@@ -193,7 +180,8 @@ def bench_minimise(
     directory: Path,
     save_better: Path | None = None,
 ) -> None:
-    table(
+    print()  # sections follow each other: a blank line before each table
+    out = StreamedTable(
         [
             "instance",
             "config",
@@ -217,7 +205,7 @@ def bench_minimise(
                 saved = save_if_better(problem, r, best, save_better)
                 if saved:
                     r["status"] = f"{shorten(r['status'], 60)}; saved {saved}"
-                row(
+                out.row(
                     [
                         name,
                         config,
@@ -248,13 +236,14 @@ def llama_problems(path: str | None) -> dict[str, Problem]:
     from memplan.experiments.zoo.lowering import lower_planned
     from memplan.experiments.zoo.models.llama import llama
 
-    lowered = lower_planned(llama(**LLAMA), "bestfit", 16, True, 10.0)
+    lowered = lower_planned(llama(**LLAMA), "bestfit", 16, True, TIME_LIMIT_S)
     return {method: result.problem for method, result in lowered.planner_pass.results.items()}
 
 
 def bench_llama(configs: Sequence[str], limit: float, path: str | None) -> None:
     problems = llama_problems(path)
-    table(
+    print()  # sections follow each other: a blank line before each table
+    out = StreamedTable(
         [
             "problem",
             "config",
@@ -272,7 +261,7 @@ def bench_llama(configs: Sequence[str], limit: float, path: str | None) -> None:
         heuristic = solve(problem, "bestfit").arena_size
         for config in configs:
             r = run(problem, config, limit)
-            row(
+            out.row(
                 [
                     name,
                     config,
@@ -291,7 +280,8 @@ def bench_llama(configs: Sequence[str], limit: float, path: str | None) -> None:
 def bench_layered(sizes: Sequence[int], configs: Sequence[str], limit: float) -> None:
     from memplan.generate import layered_problem
 
-    table(
+    print()  # sections follow each other: a blank line before each table
+    out = StreamedTable(
         [
             "buffers",
             "lower bound",
@@ -312,7 +302,7 @@ def bench_layered(sizes: Sequence[int], configs: Sequence[str], limit: float) ->
         heuristic_seconds = time.perf_counter() - began
         for config in configs:
             r = run(problem, config, limit)
-            row(
+            out.row(
                 [
                     f"{n:,}",
                     f"{bound:,}",
@@ -330,26 +320,46 @@ def bench_layered(sizes: Sequence[int], configs: Sequence[str], limit: float) ->
 def main(argv: Sequence[str] | None = None) -> None:
     warnings.simplefilter("ignore")  # torch and ExecuTorch warn on every export, as the CLI silences them
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sections", default="minimalloc,minimise,llama,layered,bounds")
-    parser.add_argument("--instances", default=",".join(KNOWN), help="MiniMalloc instances (default: all)")
-    parser.add_argument("--configs", default=",".join(CONFIGS), help=f"from: {', '.join(CONFIGS)}")
-    parser.add_argument(
-        "--time-limit", type=float, default=10.0, help="seconds per solve (default: %(default)s)"
+    script_args.add_list(
+        parser, "--sections", SECTIONS, "section", "tables to print", choices=SECTIONS, hint=MOVED_SECTIONS
     )
-    parser.add_argument(
-        "--minimise-time-limits", default="10,30,60", help="seconds per solve in the minimise section"
+    script_args.add_list(
+        parser, "--instances", KNOWN, "instance", "MiniMalloc instances", choices=tuple(KNOWN)
     )
-    parser.add_argument(
+    script_args.add_list(
+        parser, "--configs", CONFIGS, "config", "solver configurations", choices=tuple(CONFIGS)
+    )
+    script_args.add_time_limit(
+        parser, TIME_LIMIT_S, why="10 s, the limit of docs/exact_solver.md's MiniMalloc tables, repeats them"
+    )
+    script_args.add_list(
+        parser,
+        "--minimise-time-limits",
+        (10, 30, 60),
+        "time limit",
+        "seconds per solve, minimise section",
+        float,
+    )
+    script_args.add_list(
+        parser,
         "--minimise-configs",
-        default="full,bisection,skyline-presolve",
-        help="configs of the minimise section",
+        ("full", "bisection", "skyline-presolve"),
+        "config",
+        "configs of the minimise section",
+        choices=tuple(CONFIGS),
     )
     parser.add_argument("--minimalloc-dir", default=str(MINIMALLOC_DIR))
     parser.add_argument(
         "--llama", help="memplan JSON of the Llama problem (default: extract it, needs torch)"
     )
-    parser.add_argument("--layered", default="10000,100000", help="generated problem sizes")
-    parser.add_argument("--layered-time-limit", type=float, default=60.0)
+    script_args.add_list(parser, "--layered", (10_000, 100_000), "size", "generated problem sizes", int)
+    parser.add_argument(
+        "--layered-time-limit",
+        type=float,
+        default=60.0,
+        help="seconds per solve in the layered section (default: %(default)s; 100,000 buffers need"
+        " 25-30 s for the heuristics alone, docs/exact_solver.md)",
+    )
     parser.add_argument(
         "--save-better",
         help="folder: minimised plans below the best known peak are written there as MiniMalloc CSV solutions",
@@ -358,47 +368,20 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--minimalloc-binary",
         help="MiniMalloc's C++ solver, run next to memplan in the minimalloc section (see the docstring to build it)",
     )
-    parser.add_argument(
-        "--bound-seconds", type=float, default=30.0, help="window-bound budget per instance (bounds section)"
-    )
-    parser.add_argument("--pass-args", default="", help="arguments of experiments.bench_llm (pass section)")
     args = parser.parse_args(argv)
 
-    sections = [s for s in args.sections.split(",") if s]
-    instances = [i for i in args.instances.split(",") if i]
-    configs = [c for c in args.configs.split(",") if c]
-    minimise_configs = [c for c in args.minimise_configs.split(",") if c]
-    for bad, known, what in (
-        (sections, ("minimalloc", "minimise", "llama", "layered", "bounds", "pass"), "section"),
-        (instances, tuple(KNOWN), "instance"),
-        (configs + minimise_configs, tuple(CONFIGS), "config"),
-    ):
-        unknown = [x for x in bad if x not in known]
-        if unknown:
-            parser.error(f"unknown {what} {unknown}; choose from {', '.join(known)}")
     directory = Path(args.minimalloc_dir)
-    if "minimalloc" in sections:
+    if "minimalloc" in args.sections:
         if args.minimalloc_binary and not Path(args.minimalloc_binary).is_file():
             parser.error(f"--minimalloc-binary {args.minimalloc_binary}: no such file")
-        bench_minimalloc(instances, configs, args.time_limit, directory, args.minimalloc_binary)
-    if "minimise" in sections:
-        limits = [float(s) for s in args.minimise_time_limits.split(",") if s]
+        bench_minimalloc(args.instances, args.configs, args.time_limit, directory, args.minimalloc_binary)
+    if "minimise" in args.sections:
         save = Path(args.save_better) if args.save_better else None
-        bench_minimise(instances, minimise_configs, limits, directory, save)
-    if "llama" in sections:
+        bench_minimise(args.instances, args.minimise_configs, args.minimise_time_limits, directory, save)
+    if "llama" in args.sections:
         bench_llama(["full", "no-decompose", "no-skyline-heuristic"], args.time_limit, args.llama)
-    if "layered" in sections:
-        sizes = [int(s) for s in args.layered.split(",") if s]
-        bench_layered(sizes, ["full"], args.layered_time_limit)
-    if "bounds" in sections:
-        from memplan.experiments.bench.bounds import bench_bounds, bench_generated
-
-        bench_bounds(instances, args.bound_seconds, directory)
-        bench_generated([40, 80], 4, 6.0, 3.0)
-    if "pass" in sections:
-        from memplan.experiments.bench import llm as bench_llm
-
-        bench_llm.main(shlex.split(args.pass_args))
+    if "layered" in args.sections:
+        bench_layered(args.layered, ["full"], args.layered_time_limit)
 
 
 if __name__ == "__main__":

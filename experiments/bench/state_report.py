@@ -2,6 +2,7 @@
 
     python -m memplan.experiments.bench.state_report            # the table of docs/state_in_place.md
     python -m memplan.experiments.bench.state_report --no-1b    # without the Llama-3.2-1B-shapes row
+        [--solvers cpsat,bestfit] [--time-limit 5]
 
 Each program is lowered three times: ExecuTorch's stock `MemoryPlanningPass`,
 `PlannerPass(state_in_place=False)` ("off") and `PlannerPass()` ("on"). Copies
@@ -10,7 +11,8 @@ instruction and the bytes of the tensor it writes), arenas are the bytes the
 runtime allocates for the program (per mem_id the largest method's, summed),
 lower bounds are memplan's (most bytes live at once). Every lowering is run
 in `executorch.runtime` over the model's calls and compared with eager
-PyTorch before its row is printed.
+PyTorch before its row is printed. The multi-method cache program is called
+until its cache is full (`FILLING_ROUNDS` writes), so every position is checked.
 """
 
 from __future__ import annotations
@@ -20,17 +22,26 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import torch
-
 from memplan.bounds import lower_bounds
-from memplan.experiments import zoo
+from memplan.experiments.cli import args as script_args
+from memplan.experiments.cli.tables import StreamedTable
 from memplan.experiments.zoo import ZooModel, runtime
 from memplan.experiments.zoo.models import hybrid
-from memplan.experiments.zoo.models.common import seeded
+from memplan.experiments.zoo.models.stateful import multi_method_cache
 from memplan.planner.pass_ import PlannerPass
 
 _ELEMENT_BYTES = {"BOOL": 1, "BYTE": 1, "CHAR": 1, "SHORT": 2, "HALF": 2, "BFLOAT16": 2, "INT": 4}
 _ELEMENT_BYTES |= {"FLOAT": 4, "LONG": 8, "DOUBLE": 8}
+FILLING_ROUNDS = 4  # set_cache writes of 4 positions each fill multi_method_cache's 16-position cache
+COLUMNS = (
+    "solver",
+    "program",
+    "calls",
+    "copy_ per call (stock / off / on)",
+    "bytes copied per call (stock / off / on)",
+    "arena bytes (stock / off / on)",
+    "lower bound (off / on)",
+)
 
 
 @dataclass(frozen=True)
@@ -86,80 +97,58 @@ def lower_and_check(model: ZooModel, pass_: PlannerPass | None) -> Lowering:
     return Lowering(copies, nbytes, program_arena(program), bound, seconds)
 
 
-def multi_method_cache(n_rounds: int = 4) -> ZooModel:
-    """The zoo's multi-method cache program, with set/attend/get rounds filling the whole cache."""
-    model = zoo.get("multi_method_cache")
-    heads, length, dim = 2, 4, 8
-    with seeded(1):
-        calls = []
-        for r in range(n_rounds):
-            kv = (torch.randn(1, heads, length, dim), torch.randn(1, heads, length, dim))
-            calls += [
-                ("set_cache", kv + (torch.arange(r * length, (r + 1) * length),)),
-                ("attend", (torch.randn(1, heads, 2, dim),)),
-                ("get_cache", ()),
-            ]
-    model.calls = calls
-    return model
-
-
 def programs(with_1b: bool) -> list[ZooModel]:
     found = [
         hybrid.llama_kv(),
         hybrid.qwen35_hybrid(),
         hybrid.lfm2_hybrid(),
-        multi_method_cache(),
+        multi_method_cache(FILLING_ROUNDS),
     ]
     if with_1b:
         found.append(hybrid.llama_3_2_1b_shapes())
     return found
 
 
-def rows(
-    models: Sequence[ZooModel], solver: str, time_limit_s: float
-) -> list[tuple[ZooModel, list[Lowering]]]:
-    table = []
-    for model in models:
-        runs = [lower_and_check(model, None)]
-        for on in (False, True):
-            runs.append(
-                lower_and_check(
-                    model, PlannerPass(solver=solver, time_limit_s=time_limit_s, state_in_place=on)
-                )
-            )
-        table.append((model, runs))
-    return table
-
-
-def format_table(table: list[tuple[ZooModel, list[Lowering]]]) -> str:
-    head = (
-        "| program | calls | copy_ per call (stock / off / on) | bytes copied per call (stock / off / on)"
-        " | arena bytes (stock / off / on) | lower bound (off / on) |"
+def row(
+    model: ZooModel, stock: Lowering, solver: str, time_limit_s: float
+) -> tuple[list[object], list[Lowering]]:
+    """The table row of one program planned by `solver` without and with state in place (`stock`: the
+    stock pass's lowering), and the three lowerings."""
+    off, on = (
+        lower_and_check(model, PlannerPass(solver=solver, time_limit_s=time_limit_s, state_in_place=s))
+        for s in (False, True)
     )
-    lines = [head, "|---|---:|---:|---:|---:|---:|"]
-    for model, (stock, off, on) in table:
-        lines.append(
-            f"| {model.name} | {len(model.calls)} | {stock.copies} / {off.copies} / {on.copies}"
-            f" | {stock.bytes_copied:,} / {off.bytes_copied:,} / {on.bytes_copied:,}"
-            f" | {stock.arena:,} / {off.arena:,} / {on.arena:,} | {off.lower_bound:,} / {on.lower_bound:,} |"
-        )
-    return "\n".join(lines)
+    cells: list[object] = [
+        solver,
+        model.name,
+        len(model.calls),
+        f"{stock.copies} / {off.copies} / {on.copies}",
+        f"{stock.bytes_copied:,} / {off.bytes_copied:,} / {on.bytes_copied:,}",
+        f"{stock.arena:,} / {off.arena:,} / {on.arena:,}",
+        f"{off.lower_bound:,} / {on.lower_bound:,}",
+    ]
+    return cells, [stock, off, on]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--solver", default="cpsat")
-    ap.add_argument("--time-limit", type=float, default=5.0, help="seconds per method")
+    script_args.add_solvers(ap, ("cpsat",))
+    script_args.add_time_limit(ap)
     ap.add_argument("--no-1b", action="store_true", help="skip the Llama-3.2-1B-shapes row")
     args = ap.parse_args(argv)
-    table = rows(programs(not args.no_1b), args.solver, args.time_limit)
-    print(format_table(table))
+    table = StreamedTable(COLUMNS)
+    timings = []
+    for model in programs(not args.no_1b):
+        stock = lower_and_check(model, None)
+        for solver in script_args.solvers_of(args):
+            cells, runs = row(model, stock, solver, args.time_limit)
+            table.row(cells)
+            seconds = " / ".join(f"{r.seconds:.1f}" for r in runs)
+            timings.append(
+                f"{model.name} ({solver}): {model.description}; lowering s (stock/off/on) {seconds}"
+            )
     print("\nEvery lowering matched eager PyTorch over all of its calls in executorch.runtime.")
-    for model, runs in table:
-        print(
-            f"{model.name}: {model.description}; lowering s (stock/off/on) "
-            + " / ".join(f"{r.seconds:.1f}" for r in runs)
-        )
+    print("\n".join(timings))
     return 0
 
 

@@ -16,6 +16,8 @@ import ast
 from collections import Counter
 from pathlib import Path
 
+from memplan.experiments.cli.tables import StreamedTable
+
 FLOORS = ("memplan", "solvers", "planner", "viz", "experiments")
 SOURCE_FLOORS = FLOORS  # tests/ and notebooks/ are not part of the installed package
 FRONT_DOOR = "front door"  # memplan/__init__.py: lazy re-exports of every floor, above them all
@@ -107,36 +109,42 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     repo = args.repo.resolve()
 
-    print("| folder | .py files | lines |\n|---|---:|---:|")
+    folders = StreamedTable(["folder", ".py files", "lines"])
     for folder in sorted({p.parent for p in repo.rglob("*.py") if ".venv" not in p.parts}):
         files = list(folder.glob("*.py"))
         lines = sum(len(p.read_text().splitlines()) for p in files)
-        print(f"| {folder.relative_to(repo) or '.'} | {len(files)} | {lines:,} |")
+        folders.row([str(folder.relative_to(repo)) or ".", len(files), lines])
 
     sizes = sorted(
         ((len(p.read_text().splitlines()), str(p.relative_to(repo))) for p in source_files(repo)),
         reverse=True,
     )
-    print("\n| largest files | lines |\n|---|---:|")
+    print()
+    largest = StreamedTable(["largest files", "lines"])
     for lines, name in sizes[: args.largest]:
-        print(f"| {name} | {lines:,} |")
+        largest.row([name, lines])
 
-    print(f"\n| functions over {args.long} lines | lines |\n|---|---:|")
+    print()
+    long = StreamedTable([f"functions over {args.long} lines", "lines"])
     for lines, name in long_functions(repo, args.long):
-        print(f"| {name} | {lines} |")
+        long.row([name, lines])
 
-    print(
-        "\n| from floor | to floor | files importing at top level | files importing inside functions | direction |"
-    )
-    print("|---|---|---:|---:|---|")
+    print()
+    columns = ["from floor", "to floor", "files importing at top level", "files importing inside functions"]
+    graph = StreamedTable([*columns, "direction"])
     edges = Counter((source, target, lazy) for _, source, target, lazy in floor_imports(repo))
     order = (FRONT_DOOR, *FLOORS)
     for source, target in sorted(
         {(s, t) for s, t, _ in edges}, key=lambda e: (order.index(e[0]), order.index(e[1]))
     ):
-        print(
-            f"| {source} | {target} | {edges[(source, target, False)]} | {edges[(source, target, True)]} |"
-            f" {'UP' if runs_up(source, target) else 'down'} |"
+        graph.row(
+            [
+                source,
+                target,
+                edges[(source, target, False)],
+                edges[(source, target, True)],
+                "UP" if runs_up(source, target) else "down",
+            ]
         )
 
 

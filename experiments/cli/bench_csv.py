@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from memplan.experiments.sweep.grid import SweepConfigError, check_choice, check_time_limit
+from memplan.errors import UsageError
+from memplan.experiments.sweep.grid import check_choice, check_time_limit
 
 COLUMNS = (
     "file",
@@ -45,14 +46,14 @@ def bench_csv(
     for name in solvers:
         check_choice("solver", name, registry.available())
     if not solvers:
-        raise SweepConfigError(f"no solver given; choose from: {', '.join(registry.available())}")
+        raise UsageError(f"no solver given; choose from: {', '.join(registry.available())}")
     check_time_limit(time_limit_s)
     folder = Path(folder)
     if not folder.is_dir():
-        raise SweepConfigError(f"{str(folder)!r} is not a folder of MiniMalloc .csv files")
+        raise UsageError(f"{str(folder)!r} is not a folder of MiniMalloc .csv files")
     files = sorted(folder.glob("*.csv"))
     if not files:
-        raise SweepConfigError(f"no .csv files in {str(folder)!r}")
+        raise UsageError(f"no .csv files in {str(folder)!r}")
     from tqdm import tqdm
 
     rows = []

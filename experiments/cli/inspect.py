@@ -5,6 +5,7 @@ The analysis is `memplan.planner.pte`; this module turns it into tables and figu
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -35,7 +36,7 @@ def methods_frame(program: ProgramLayout) -> pd.DataFrame:
             {
                 "method": m.name,
                 "instructions": m.num_instructions,
-                "delegates": ", ".join(m.delegates),
+                "delegates": _counted(m.delegates),
                 "planned_tensors": len(m.tensors),
                 "arenas (mem_id 1, 2, ...)": " + ".join(f"{s:,}" for s in m.arenas[1:]) or "0",
                 "arena_bytes": m.planned_bytes,
@@ -44,6 +45,12 @@ def methods_frame(program: ProgramLayout) -> pd.DataFrame:
             }
         )
     return pd.DataFrame(rows).astype({"lower_bound_bytes": "Int64"})
+
+
+def _counted(names: list[str]) -> str:
+    """ "XnnpackBackend x15" rather than the name fifteen times."""
+    counts = Counter(names)
+    return ", ".join(name if n == 1 else f"{name} x{n}" for name, n in counts.items())
 
 
 def tensors_frame(method: MethodLayout) -> pd.DataFrame:
@@ -74,9 +81,11 @@ def format_program(program: ProgramLayout, tensors: bool = True) -> str:
         lines.append(f"inputs: {_values(m.inputs)}; outputs: {_values(m.outputs)}")
         if m.lower_bound is not None:
             lines.append(
-                f"lower bound for this instruction order: {m.lower_bound:,} bytes"
-                f" (the file plans {m.planned_bytes:,})"
+                f"the file plans {m.planned_bytes:,} bytes; lower bound for this instruction order:"
+                f" {m.lower_bound:,} bytes"
             )
+        if m.state_placement:
+            lines.append(m.state_placement)
         for reason in m.cannot:
             lines.append(f"cannot derive lifetimes: {reason}")
         for note in m.notes:

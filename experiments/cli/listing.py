@@ -6,10 +6,11 @@ import sys
 
 
 def models() -> list[tuple[str, str]]:
-    """(name, description) of every zoo model, in zoo order."""
+    """(name, description; how it is lowered) of every zoo model, in zoo order."""
     from memplan.experiments import zoo
 
-    return [(name, zoo.get(name).description) for name in zoo.names()]
+    built = [(name, zoo.get(name)) for name in zoo.names()]
+    return [(name, f"{m.description}; lowered with {m.lowering}") for name, m in built]
 
 
 def solvers() -> list[tuple[str, str]]:

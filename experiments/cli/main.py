@@ -1,9 +1,11 @@
 """`memplan`: sweeps, single-model plans, Gantt plots, problem export, .pte inspection and re-planning, CSV benchmarks.
 
-Only argument parsing and printing live here; the work is in experiments.sweep,
-experiments.one_model, experiments.inspect_pte, experiments.bench and experiments.catalog. A mistake
-in the command line (unknown model or solver, bad setting, unwritable output)
-ends with one `memplan: error: ...` line and exit code 2.
+Only argument parsing and printing live here (flags spelled as every benchmark script spells them,
+experiments.cli.args); the work is in experiments.sweep, experiments.cli.one_model,
+experiments.cli.inspect, experiments.cli.bench_csv and experiments.cli.listing. Any `MemplanError`
+(memplan.errors: an unknown model or solver, a bad setting, an unwritable output is a `UsageError`)
+ends with one `memplan: error: ...` line and exit code 2; a model or program that cannot be planned
+ends with that line and exit code 1.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
+
+from memplan.errors import MemplanError, UsageError
 
 USAGE_EXIT = 2
 FAILURE_EXIT = 1
@@ -32,21 +36,19 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def build_parser() -> argparse.ArgumentParser:
     from memplan import __version__
-    from memplan.experiments.cli.one_model import DEFAULT_ALIGNMENT
+    from memplan.experiments.cli import args as script_args
     from memplan.experiments.sweep import grid as sweep_grid
     from memplan.experiments.sweep import run as sweep
     from memplan.experiments.sweep.executors import EXECUTORS
-    from memplan.solvers import DEFAULT_SOLVER
+    from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
 
     parser = _Parser(prog="memplan", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"memplan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("sweep", help="run models x solvers x settings into a results folder")
-    p.add_argument(
-        "--models", help="comma-separated zoo models, .pt2 files or path/file.py:factory (default: the zoo)"
-    )
-    p.add_argument("--solvers", help="comma-separated solvers (default: all registered)")
+    script_args.add_models(p)
+    script_args.add_solvers(p)
     p.add_argument("--out", default=sweep.DEFAULT_OUT, help="output folder (default: %(default)s)")
     p.add_argument(
         "--alignment",
@@ -58,12 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join("on" if f else "off" for f in sweep_grid.DEFAULT_CAT_FUSION),
         help="on, off or on,off (default: %(default)s)",
     )
-    p.add_argument(
-        "--time-limit",
-        type=float,
-        default=sweep_grid.DEFAULT_TIME_LIMIT_S,
-        help="seconds per solve for time-limited solvers (default: %(default)s)",
-    )
+    script_args.add_time_limit(p)
     p.add_argument("--check", action="store_true", help="run every program and compare with eager PyTorch")
     p.add_argument(
         "--memory-map",
@@ -89,27 +86,29 @@ def build_parser() -> argparse.ArgumentParser:
         help="results table file: results.csv or results.parquet (needs pyarrow) (default: %(default)s)",
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
+    _add_lowering(p)
 
     p = sub.add_parser("plan", help="plan one model (zoo name, .pt2, file.py:factory) and print a summary")
     p.add_argument("model")
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
     p.add_argument("--method", help="only this method (default: all)")
-    p.add_argument(
-        "--time-limit", type=float, default=sweep_grid.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
-    )
+    script_args.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    _add_lowering(p)
     p.add_argument("--plot", metavar="FILE", help="also write the Gantt chart (.png, .svg or .pdf)")
+    p.add_argument(
+        "--check", action="store_true", help="run the planned program and compare with eager PyTorch"
+    )
 
     p = sub.add_parser("plot", help="write a Gantt chart of a model's plan (zoo name, .pt2, file.py:factory)")
     p.add_argument("model")
     p.add_argument("--solver", required=True)
     p.add_argument("--method", help="only this method (default: all, stacked)")
-    p.add_argument(
-        "--time-limit", type=float, default=sweep_grid.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
-    )
+    script_args.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    _add_lowering(p)
     p.add_argument("--out", required=True, metavar="FILE", help=".png, .svg or .pdf")
 
     p = sub.add_parser("export-problem", help="write each method's problem as MiniMalloc CSV and JSON")
@@ -117,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    _add_lowering(p)
 
     p = sub.add_parser("inspect", help="what a built .pte plans: arenas, tensors, lifetimes, lower bound")
     p.add_argument("program", metavar="PROGRAM.pte")
@@ -125,16 +125,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--brief", action="store_true", help="per-method summary only, no tensor tables")
     p.add_argument(
-        "--alignment", type=int, default=16, help="alignment of the derived problem (default: %(default)s)"
+        "--alignment",
+        type=int,
+        default=DEFAULT_ALIGNMENT,
+        help="alignment of the derived problem (default: %(default)s)",
     )
 
     p = sub.add_parser("replan", help="re-plan a built .pte without its Python source")
     p.add_argument("program", metavar="IN.pte")
     p.add_argument("--out", required=True, metavar="OUT.pte")
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
-    p.add_argument(
-        "--time-limit", type=float, default=sweep_grid.DEFAULT_TIME_LIMIT_S, help="(default: %(default)s)"
-    )
+    script_args.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument(
         "--check",
@@ -144,8 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench-csv", help="solve a folder of MiniMalloc CSV problems and print a table")
     p.add_argument("dir")
-    p.add_argument("--solvers", default="bestfit,cpsat", help="comma-separated (default: %(default)s)")
-    p.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve (default: %(default)s)")
+    script_args.add_solvers(p, ("bestfit", "cpsat"))
+    script_args.add_time_limit(p)
     p.add_argument(
         "--capacity-from-name",
         action="store_true",
@@ -159,24 +160,46 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    from memplan.errors import SolverOptionError
-    from memplan.experiments import zoo
-    from memplan.experiments.sweep.executors import ExecutorUnavailableError
-    from memplan.experiments.sweep.grid import SweepConfigError
+def _add_lowering(p: argparse.ArgumentParser) -> None:
+    """How a program is lowered: as given (plain to_edge) unless these say otherwise."""
+    from memplan.experiments.zoo.programs import PARTITIONERS
 
+    p.add_argument(
+        "--partitioner",
+        choices=PARTITIONERS,
+        help="delegate with to_edge_transform_and_lower and this partitioner (default: none, plain to_edge;"
+        " a zoo model keeps its own)",
+    )
+    p.add_argument(
+        "--convert-linear",
+        action="store_true",
+        default=None,
+        help="run XNNPACK's ConvertToLinearPass on the edge program, as export_llama does",
+    )
+    p.add_argument(
+        "--const-prop",
+        action="store_true",
+        default=None,
+        help="fold constant subgraphs (ExecutorchBackendConfig do_quant_fusion_and_const_prop)",
+    )
+
+
+def _lowering(args: argparse.Namespace) -> dict:
+    return {
+        "partitioner": args.partitioner,
+        "convert_linear": args.convert_linear,
+        "const_prop": args.const_prop,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.error("choose a command: " + ", ".join(_COMMANDS))
     try:
         return _COMMANDS[args.command](args)
-    except (
-        SweepConfigError,
-        zoo.UnknownModelError,
-        SolverOptionError,
-        ExecutorUnavailableError,
-    ) as exc:
+    except MemplanError as exc:
         _fail(str(exc), USAGE_EXIT)
     except KeyboardInterrupt:
         _fail("interrupted", FAILURE_EXIT)
@@ -190,7 +213,7 @@ def _sweep(args: argparse.Namespace) -> int:
     df = sweep.sweep(
         out=args.out,
         models=sweep_grid.parse_list(args.models, "model") if args.models else None,
-        solvers=sweep_grid.parse_list(args.solvers, "solver") if args.solvers else None,
+        solvers=args.solvers,
         alignments=sweep_grid.parse_list(args.alignment, "alignment", int),
         cat_fusion=sweep_grid.parse_switches(args.cat_fusion),
         time_limit_s=args.time_limit,
@@ -204,14 +227,13 @@ def _sweep(args: argparse.Namespace) -> int:
         reproducible=args.reproducible,
         fmt=args.format,
         memory_map=args.memory_map,
+        **_lowering(args),
     )
     if not args.quiet:
         print(report.summary_markdown(df))
-    print(
-        f"{len(df)} rows, {int(df['error'].notna().sum())} with an error; written to {args.out}/",
-        file=sys.stderr,
-    )
-    return 0
+    failed = int(df["error"].notna().sum())
+    print(f"{len(df)} rows, {failed} with an error; written to {args.out}/", file=sys.stderr)
+    return FAILURE_EXIT if len(df) and failed == len(df) else 0
 
 
 def _plan(args: argparse.Namespace) -> int:
@@ -221,6 +243,8 @@ def _plan(args: argparse.Namespace) -> int:
         one_model.check_figure_path(args.plot)
     result = _planned(args, one_model)
     print(one_model.format_summary(result))
+    if args.check:
+        print(f"check: {result.model.name} runs equal to eager PyTorch", file=sys.stderr)
     if args.plot:
         print(f"wrote {one_model.save_gantt(result, args.plot)}", file=sys.stderr)
     return 0
@@ -237,14 +261,25 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _planned(args, one_model, with_stock: bool = True):
     from memplan.errors import ProblemError
+    from memplan.experiments.zoo.programs import plan_model
 
     (fusion,) = _one_switch(args.cat_fusion)
     try:
-        return one_model.plan_model(
-            args.model, args.solver, args.method, args.time_limit, args.alignment, fusion, with_stock
+        return plan_model(
+            args.model,
+            args.solver,
+            method=args.method,
+            time_limit_s=args.time_limit,
+            alignment=args.alignment,
+            cat_fusion=fusion,
+            stock=with_stock,
+            check=getattr(args, "check", False),
+            **_lowering(args),
         )
     except ProblemError as exc:  # planning itself failed: not a usage mistake
         _fail(str(exc).splitlines()[0], FAILURE_EXIT)
+    except AssertionError as exc:  # --check: the program differs from eager
+        _fail(f"check failed: {str(exc).splitlines()[0]}", FAILURE_EXIT)
 
 
 def _one_switch(text: str) -> list[bool]:
@@ -252,7 +287,7 @@ def _one_switch(text: str) -> list[bool]:
 
     switches = sweep_grid.parse_switches(text)
     if len(switches) != 1:
-        raise sweep_grid.SweepConfigError(f"--cat-fusion takes one value here (on or off), got {text!r}")
+        raise UsageError(f"--cat-fusion takes one value here (on or off), got {text!r}")
     return switches
 
 
@@ -269,8 +304,8 @@ def _inspect(args: argparse.Namespace) -> int:
     try:
         with library_warnings_silenced():
             program = read_program(args.program, args.alignment)
-    except PteError as exc:
-        _fail(str(exc), FAILURE_EXIT)
+    except PteError as exc:  # not a program we can read: the user's mistake, like an unknown model
+        _fail(str(exc), USAGE_EXIT)
     print(inspect_pte.format_program(program, tensors=not args.brief), end="")
     if args.out:
         try:
@@ -295,12 +330,14 @@ def _replan(args: argparse.Namespace) -> int:
     sweep_grid.check_time_limit(args.time_limit)
     out = Path(args.out)
     if out.resolve() == Path(args.program).resolve():
-        raise sweep_grid.SweepConfigError("--out must differ from the input program")
+        raise UsageError("--out must differ from the input program")
+    if not out.parent.is_dir():  # before minutes of re-planning, not after
+        raise UsageError(f"cannot write {args.out!r}: no folder {str(out.parent)!r}")
     try:
         with library_warnings_silenced():
             result = replan(args.program, args.solver, args.time_limit, args.alignment)
     except PteError as exc:
-        _fail(str(exc), FAILURE_EXIT)
+        _fail(str(exc), USAGE_EXIT)
     print(inspect_pte.format_replan(result), end="")
     if args.check:
         from memplan.experiments.zoo.pte_check import CheckError, check_same_outputs
@@ -314,7 +351,7 @@ def _replan(args: argparse.Namespace) -> int:
     try:
         out.write_bytes(result.data)
     except OSError as exc:
-        raise sweep_grid.SweepConfigError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
+        raise UsageError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
     print(
         f"wrote {out}" + ("" if result.changed else " (unchanged: no method could be improved)"),
         file=sys.stderr,
@@ -326,7 +363,9 @@ def _export_problem(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import one_model
 
     (fusion,) = _one_switch(args.cat_fusion)
-    written, notes = one_model.export_problems(args.model, args.out, args.alignment, fusion)
+    written, notes = one_model.export_problems(
+        args.model, args.out, args.alignment, fusion, **_lowering(args)
+    )
     for path in written:
         print(path)
     for note in notes:
@@ -337,18 +376,17 @@ def _export_problem(args: argparse.Namespace) -> int:
 def _bench_csv(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import bench_csv as bench
     from memplan.experiments.cli.tables import markdown
-    from memplan.experiments.sweep import grid as sweep_grid
 
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix.lower() not in (".csv", ".parquet"):
-        raise sweep_grid.SweepConfigError(f"--out {args.out!r} must end in .csv or .parquet")
+        raise UsageError(f"--out {args.out!r} must end in .csv or .parquet")
     if out is not None and out.suffix.lower() == ".parquet":
         from memplan.experiments.sweep.results import require_pyarrow
 
         require_pyarrow()
     df = bench.bench_csv(
         args.dir,
-        sweep_grid.parse_list(args.solvers, "solver"),
+        args.solvers,
         args.time_limit,
         capacity_from_name=args.capacity_from_name,
         progress=not args.quiet,
@@ -360,7 +398,7 @@ def _bench_csv(args: argparse.Namespace) -> int:
                 out, index=False
             )
         except OSError as exc:
-            raise sweep_grid.SweepConfigError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
+            raise UsageError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
         print(f"wrote {out}", file=sys.stderr)
     return 0
 

@@ -1,12 +1,18 @@
-"""One table style for the CLI and every script: GitHub Markdown (pandas `to_markdown`, via tabulate).
+"""One table style for the CLI and every script: GitHub Markdown.
 
+`markdown` prints a whole DataFrame with aligned columns (pandas `to_markdown`, via tabulate);
+`StreamedTable` prints the same cells a row at a time, for benchmarks whose rows take seconds or
+minutes each (a long run shows each result as it comes, and a cut-short run keeps its rows).
 Missing values print as an empty cell (never `<NA>` or `nan`); integers get thousands separators;
-`saving` columns print as signed percentages with positive = smaller than the reference (a saving).
+`saving` columns print as signed percentages with positive = smaller than the reference (a saving);
+ratios (`x_over_y`) with four decimals. Numbers align right, text left.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import sys
+from collections.abc import Mapping, Sequence
+from typing import TextIO
 
 import pandas as pd
 
@@ -19,7 +25,36 @@ def markdown(df: pd.DataFrame, formats: Mapping[str, str] | None = None) -> str:
     shown = pd.DataFrame(index=df.index)
     for column in df.columns:
         shown[column] = [_cell(v, column, formats.get(column)) for v in df[column]]
-    return shown.to_markdown(index=False, disable_numparse=True, stralign="right")
+    align = tuple("right" if _numeric(df[c]) else "left" for c in df.columns)
+    return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
+
+
+def _numeric(column: pd.Series) -> bool:
+    """Numbers align right, text (and yes/no) left."""
+    return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)
+
+
+class StreamedTable:
+    """A Markdown table printed as it is filled: the header when made, then each row, flushed."""
+
+    def __init__(
+        self, columns: Sequence[str], formats: Mapping[str, str] | None = None, file: TextIO | None = None
+    ) -> None:
+        self.columns = list(columns)
+        self.formats = dict(formats or {})
+        self.file = file
+        self._print("| " + " | ".join(self.columns) + " |")
+        self._print("|" + "---|" * len(self.columns))
+
+    def row(self, cells: Sequence[object]) -> None:
+        """Print one row; `cells` in column order, formatted as `markdown` formats them."""
+        if len(cells) != len(self.columns):
+            raise ValueError(f"{len(cells)} cells for the {len(self.columns)} columns {self.columns}")
+        shown = [_cell(v, c, self.formats.get(c)) for v, c in zip(cells, self.columns)]
+        self._print("| " + " | ".join(shown) + " |")
+
+    def _print(self, line: str) -> None:
+        print(line, file=self.file or sys.stdout, flush=True)
 
 
 def shorten(text: str, width: int) -> str:
@@ -51,5 +86,7 @@ def _cell(value: object, column: str, fmt: str | None) -> str:
         return f"{int(value):,}"  # type: ignore[call-overload]
     if pd.api.types.is_float(value):
         number = float(value)  # type: ignore[arg-type]
-        return f"{number:.3f}" if column.endswith("seconds") else f"{number:.4g}"
+        if column.endswith("seconds"):
+            return f"{number:.3f}"
+        return f"{number:.4f}" if "_over_" in column else f"{number:.4g}"  # a ratio: 1.0003, never 1
     return str(value)

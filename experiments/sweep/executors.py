@@ -21,13 +21,15 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Generic, TypeVar
 
+from memplan.errors import MemplanError
+
 T = TypeVar("T")
 R = TypeVar("R")
 
 EXECUTORS = ("local", "ray")
 
 
-class ExecutorUnavailableError(RuntimeError):
+class ExecutorUnavailableError(MemplanError, RuntimeError):
     """The requested executor cannot run here (e.g. Ray is not installed)."""
 
 

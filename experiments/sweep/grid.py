@@ -1,30 +1,26 @@
 """What a sweep may be asked for: its runs (`StockRun`, `PlanRun`), the grid of them, and the checks.
 
-A bad value raises `SweepConfigError` naming it and the valid choices, before
+A bad value raises `UsageError` naming it and the valid choices, before
 any work starts.
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from memplan.errors import SolverOptionError, UsageError
 from memplan.experiments.sweep.executors import EXECUTORS
-from memplan.solvers import DEFAULT_TIME_LIMIT_S
+from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_TIME_LIMIT_S, checked_time_limit
 
-DEFAULT_ALIGNMENTS = (16,)
+DEFAULT_ALIGNMENTS = (DEFAULT_ALIGNMENT,)
 DEFAULT_CAT_FUSION = (True,)
 
 # Settings that, with model and solver, identify a run (and so a resumable unit).
 SETTINGS = ("alignment", "cat_fusion", "time_limit_s", "reproducible")
 KEY = ("model", "solver", *SETTINGS)
-
-
-class SweepConfigError(ValueError):
-    """A sweep was asked for something that does not exist or cannot work."""
 
 
 @dataclass(frozen=True)
@@ -34,10 +30,12 @@ class StockRun:
     model: str
     alignment: int
     memory_map: str = ""  # "sram:64KiB,dram:16MiB" (planner.banks.parse_memory_map), "" for none
+    lowering: str = ""  # the user's lowering options (zoo.programs.lowering_text), "" for the model's own
 
     @property
     def key(self) -> tuple:
-        return ("stock", self.model, self.alignment) + ((self.memory_map,) if self.memory_map else ())
+        key = ("stock", self.model, self.alignment) + ((self.memory_map,) if self.memory_map else ())
+        return key + ((self.lowering,) if self.lowering else ())
 
 
 @dataclass(frozen=True)
@@ -52,6 +50,7 @@ class PlanRun:
     check: bool = False
     reproducible: bool = False  # the solver's reproducible mode (solvers.solve)
     memory_map: str = ""  # as in StockRun; part of the key only when given (older run logs stay valid)
+    lowering: str = ""  # as in StockRun; part of the key only when given
 
     @property
     def key(self) -> tuple:
@@ -64,7 +63,11 @@ class PlanRun:
             self.time_limit_s,
             self.reproducible,
         )
-        return key + ((self.memory_map,) if self.memory_map else ())
+        return (
+            key
+            + ((self.memory_map,) if self.memory_map else ())
+            + ((self.lowering,) if self.lowering else ())
+        )
 
 
 Run = StockRun | PlanRun
@@ -79,6 +82,7 @@ def grid(
     check: bool = False,
     reproducible: bool = False,
     memory_map: str = "",
+    lowering: str = "",
 ) -> list[Run]:
     """Every run of the sweep, model by model, each model's stock runs first.
 
@@ -88,9 +92,9 @@ def grid(
     """
     runs: list[Run] = []
     for model in dict.fromkeys(models):
-        runs += [StockRun(model, a, memory_map) for a in dict.fromkeys(alignments)]
+        runs += [StockRun(model, a, memory_map, lowering) for a in dict.fromkeys(alignments)]
         runs += [
-            PlanRun(model, solver, a, fuse, float(time_limit_s), check, reproducible, memory_map)
+            PlanRun(model, solver, a, fuse, float(time_limit_s), check, reproducible, memory_map, lowering)
             for a in dict.fromkeys(alignments)
             for fuse in dict.fromkeys(cat_fusion)
             for solver in dict.fromkeys(solvers)
@@ -108,40 +112,40 @@ def validate_grid(
     executor: str,
     memory_map: str = "",
 ) -> None:
-    """Raise `SweepConfigError` naming the bad value and the valid choices."""
+    """Raise `UsageError` naming the bad value and the valid choices."""
     from memplan import solvers as solver_registry
     from memplan.experiments import zoo
 
     if not models:
-        raise SweepConfigError(f"no model given; choose from: {', '.join(zoo.names())}")
+        raise UsageError(f"no model given; choose from: {', '.join(zoo.names())}")
     if not solvers:
-        raise SweepConfigError(f"no solver given; choose from: {', '.join(solver_registry.available())}")
+        raise UsageError(f"no solver given; choose from: {', '.join(solver_registry.available())}")
     for name in models:
         if not _is_file_spec(name):
             check_choice("model", name, zoo.names(), hint="; or give a .pt2 file or path/file.py:factory")
         elif not Path(name.rsplit(":", 1)[0] if ".py:" in name else name).is_file():
-            raise SweepConfigError(f"model {name!r}: no such file")
+            raise UsageError(f"model {name!r}: no such file")
     for name in solvers:
         check_choice("solver", name, solver_registry.available())
     if memory_map:
         check_memory_map(memory_map, solvers)
     if not alignments:
-        raise SweepConfigError("no alignment given; give powers of two such as 16")
+        raise UsageError("no alignment given; give powers of two such as 16")
     for alignment in alignments:
         check_alignment(alignment)
     if not cat_fusion:
-        raise SweepConfigError("cat fusion needs at least one of: on, off")
+        raise UsageError("cat fusion needs at least one of: on, off")
     check_time_limit(time_limit_s)
     if jobs < 1:
-        raise SweepConfigError(f"jobs must be at least 1, got {jobs}")
+        raise UsageError(f"jobs must be at least 1, got {jobs}")
     if executor not in EXECUTORS:
-        raise SweepConfigError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
+        raise UsageError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
 
 
 def check_choice(kind: str, value: str, valid: Sequence[str], hint: str = "") -> None:
-    """Raise SweepConfigError naming `value`, the closest valid name and the valid choices unless it is one of them."""
+    """Raise UsageError naming `value`, the closest valid name and the valid choices unless it is one of them."""
     if value not in valid:
-        raise SweepConfigError(
+        raise UsageError(
             f"unknown {kind} {value!r}{did_you_mean(value, valid)}; choose from: {', '.join(valid)}{hint}"
         )
 
@@ -153,7 +157,7 @@ def did_you_mean(value: str, choices: Sequence[str]) -> str:
 
 
 def _is_file_spec(name: str) -> bool:
-    """A `.pt2` file or `path/file.py:factory` rather than a zoo name (experiments.programs)."""
+    """A `.pt2` file or `path/file.py:factory` rather than a zoo name (experiments.zoo.programs)."""
     return name.endswith(".pt2") or ".py:" in name
 
 
@@ -167,10 +171,10 @@ def check_memory_map(memory_map: str, solvers: Sequence[str]) -> None:
     try:
         parse_memory_map(memory_map)
     except ValueError as exc:
-        raise SweepConfigError(str(exc)) from None
+        raise UsageError(str(exc)) from None
     cannot = [s for s in solvers if s not in BANK_SWEEP_SOLVERS]
     if cannot:
-        raise SweepConfigError(
+        raise UsageError(
             f"solvers {cannot} cannot plan across the banks of --memory-map; choose from"
             f" {', '.join(BANK_SWEEP_SOLVERS)} (greedy = ExecuTorch's BankedGreedy)"
         )
@@ -178,12 +182,15 @@ def check_memory_map(memory_map: str, solvers: Sequence[str]) -> None:
 
 def check_alignment(alignment: int) -> None:
     if alignment < 1 or alignment & (alignment - 1):
-        raise SweepConfigError(f"alignment must be a power of two (1, 2, 4, ..., 16, ...), got {alignment}")
+        raise UsageError(f"alignment must be a power of two (1, 2, 4, ..., 16, ...), got {alignment}")
 
 
 def check_time_limit(time_limit_s: float) -> None:
-    if not (time_limit_s > 0 and math.isfinite(time_limit_s)):
-        raise SweepConfigError(f"time limit must be a positive number of seconds, got {time_limit_s}")
+    """`solvers.checked_time_limit` (the one rule), refused as a setting: `UsageError`."""
+    try:
+        checked_time_limit("sweep", time_limit_s)
+    except SolverOptionError:
+        raise UsageError(f"time limit must be a positive number of seconds, got {time_limit_s}") from None
 
 
 def default_solvers() -> list[str]:
@@ -194,12 +201,12 @@ def default_solvers() -> list[str]:
 
 
 def parse_list(text: str, kind: str, convert=str) -> list:
-    """'a,b' -> ['a', 'b'] through `convert`; a bad item raises SweepConfigError."""
+    """'a,b' -> ['a', 'b'] through `convert`; a bad item raises UsageError."""
     items = [t.strip() for t in text.split(",") if t.strip()]
     try:
         return [convert(t) for t in items]
     except (ValueError, KeyError):
-        raise SweepConfigError(f"bad {kind} list {text!r}") from None
+        raise UsageError(f"bad {kind} list {text!r}") from None
 
 
 def parse_switches(text: str) -> list[bool]:
@@ -208,7 +215,7 @@ def parse_switches(text: str) -> list[bool]:
     items = [t.strip().lower() for t in text.split(",") if t.strip()]
     bad = [t for t in items if t not in words]
     if bad or not items:
-        raise SweepConfigError(f"cat fusion must be a list of on/off, got {text!r}")
+        raise UsageError(f"cat fusion must be a list of on/off, got {text!r}")
     return list(dict.fromkeys(words[t] for t in items))
 
 
@@ -221,7 +228,5 @@ def prepare_out(out: str | Path) -> Path:
         probe.write_text("")
         probe.unlink()
     except OSError as exc:
-        raise SweepConfigError(
-            f"cannot write to output folder {str(folder)!r}: {exc.strerror or exc}"
-        ) from None
+        raise UsageError(f"cannot write to output folder {str(folder)!r}: {exc.strerror or exc}") from None
     return folder

@@ -18,7 +18,7 @@ PLOT_FILE = "compare.png"
 
 
 def write_outputs(df: pd.DataFrame, folder: Path, fmt: str = "csv") -> list[Path]:
-    """Write the table (CSV or Parquet, experiments.results), summary and plot; return the paths.
+    """Write the table (CSV or Parquet, experiments.sweep.results), summary and plot; return the paths.
 
     The table in the other format, left by an earlier sweep, is removed so that
     `load_results` never reads a stale one.
@@ -49,7 +49,10 @@ def _plot(df: pd.DataFrame, path: Path) -> None:
     from memplan import viz
 
     fig = Figure(figsize=(max(6.0, 0.6 * df["model"].nunique() + 3), 4.5))
-    viz.compare(_succeeded(df), ax=fig.add_subplot())
+    ax = viz.compare(_succeeded(df), ax=fig.add_subplot())
+    levers = sorted(set(df["levers"].dropna())) if "levers" in df else []
+    if levers:  # the solvers' bars had these on; the stock bar never has any
+        ax.set_title(f"{ax.get_title()}\nsolvers with levers: {'; '.join(levers)}", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
 
@@ -82,8 +85,12 @@ def summary_markdown(df: pd.DataFrame) -> str:
             "",
             f"## alignment {alignment}, cat fusion {'on' if fusion else 'off'}, time limit {limit:g} s{mode}",
             "",
+            _levers_line(group),
+            "",
         ]
         lines += _settings_table(group, solvers)
+        lines += _bank_lines(group)
+    lines += _lowering_lines(df)
     if len(failed):
         lines += [
             "",
@@ -98,6 +105,62 @@ def summary_markdown(df: pd.DataFrame) -> str:
             settings = f"align {row.alignment}, fusion {'on' if row.cat_fusion else 'off'}, {row.time_limit_seconds:g} s"
             lines.append(f"| {row.model} | {row.method} | {row.solver} | {settings} | {error} |")
     return "\n".join(lines) + "\n"
+
+
+def _levers_line(group: pd.DataFrame) -> str:
+    """Which levers every solver had on, so `greedy` reads as ExecuTorch's algorithm on that program."""
+    found = sorted(set(group["levers"].dropna())) if "levers" in group else []
+    if not found:
+        return "Levers: not recorded in this table."
+    return (
+        f"Levers on in every solver's run: {'; '.join(found)}. `stock` is ExecuTorch's own planner on the"
+        " program as lowered, without them; `greedy` is ExecuTorch's algorithm on the program the levers"
+        " gave it."
+    )
+
+
+def _bank_lines(group: pd.DataFrame) -> list[str]:
+    """Under a memory map: the map, and per row the bytes and traffic share of each bank and of the
+    arenas outside the map (state shared across methods), since the solvers then minimise traffic and
+    may trade a larger arena for it."""
+    maps = sorted(set(group["memory_map"].dropna())) if "memory_map" in group else []
+    banks = [c.removesuffix("_traffic_share") for c in group.columns if c.endswith("_traffic_share")]
+    if not maps or not banks:
+        return []
+    lines = [
+        "",
+        f"Memory map {'; '.join(maps)}: the solvers minimise the traffic-weighted cost (most-read bytes in"
+        " the fastest bank), so an arena may be larger than the smallest possible, traded for traffic."
+        " Traffic outside the map's banks is the state shared across methods (an arena of its own).",
+        "",
+        "| model | solver | arena | "
+        + " | ".join(f"{b} bytes | {b} traffic" for b in banks)
+        + " | outside the map: bytes | traffic |",
+        "|---|---|---:|" + "---:|---:|" * len(banks) + "---:|---:|",
+    ]
+    for row in group[group["arena_bytes"].notna()].itertuples():
+        label = row.model if row.method in ("", "forward") else f"{row.model}/{row.method}"
+        shares = [getattr(row, f"{b}_traffic_share") for b in banks]
+        inside = sum(
+            int(getattr(row, f"{b}_bytes")) for b in banks if not pd.isna(getattr(row, f"{b}_bytes"))
+        )
+        cells = [label, row.solver, _int(row.arena_bytes)]
+        for b, share in zip(banks, shares):
+            cells += [_int(getattr(row, f"{b}_bytes")), "" if pd.isna(share) else f"{share:.3f}"]
+        outside_share = 1 - sum(0 if pd.isna(x) else float(x) for x in shares)
+        cells += [_int(int(row.arena_bytes) - inside), f"{max(outside_share, 0.0):.3f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _lowering_lines(df: pd.DataFrame) -> list[str]:
+    """How each model was lowered (its recipe, or the program as given)."""
+    if "lowering" not in df or df["lowering"].isna().all():
+        return []
+    lines = ["", "## How each model was lowered", "", "| model | lowering |", "|---|---|"]
+    for model, ways in df.dropna(subset=["lowering"]).groupby("model")["lowering"]:
+        lines.append(f"| {model} | {'; '.join(sorted(set(ways)))} |")
+    return lines
 
 
 def _solver_order(names: pd.Series) -> list[str]:

@@ -13,26 +13,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from memplan.experiments.sweep.grid import SweepConfigError
+from memplan.errors import UsageError
 from memplan.experiments.sweep.table import COLUMNS, DTYPES, RENAMED
 
 CSV_FILE = "results.csv"
 PARQUET_FILE = "results.parquet"
 FORMATS = ("csv", "parquet")
-STRING_COLUMNS = ("model", "method", "solver", "plan_solver", "error")
+STRING_COLUMNS = ("model", "method", "solver", "plan_solver", "levers", "lowering", "error")
 
 
 def require_pyarrow() -> None:
-    """Raise SweepConfigError saying how to get pyarrow unless it is importable."""
+    """Raise UsageError saying how to get pyarrow unless it is importable."""
     if importlib.util.find_spec("pyarrow") is None:
-        raise SweepConfigError(
-            "the parquet format needs pyarrow: pip install 'memplan[parquet]' (or pyarrow)"
-        )
+        raise UsageError("the parquet format needs pyarrow: pip install 'memplan[parquet]' (or pyarrow)")
 
 
 def check_format(fmt: str) -> str:
     if fmt not in FORMATS:
-        raise SweepConfigError(f"unknown format {fmt!r}; choose from: {', '.join(FORMATS)}")
+        raise UsageError(f"unknown format {fmt!r}; choose from: {', '.join(FORMATS)}")
     if fmt == "parquet":
         require_pyarrow()
     return fmt
@@ -84,7 +82,7 @@ def load_results(folder: str | Path) -> pd.DataFrame:
 
     if (folder / RUNS_FILE).is_file():
         return typed(table(RunLog(folder)))
-    raise SweepConfigError(
+    raise UsageError(
         f"{str(folder)!r} holds no sweep results ({CSV_FILE}, {PARQUET_FILE} or {RUNS_FILE}); run memplan sweep --out {folder}"
     )
 

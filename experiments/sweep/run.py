@@ -16,6 +16,7 @@ its error; it never stops the sweep.
 from __future__ import annotations
 
 import functools
+import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,6 +33,7 @@ from memplan.experiments.sweep.grid import (
     PlanRun,
     Run,
     StockRun,
+    check_choice,
     default_solvers,
     grid,
     prepare_out,
@@ -61,6 +63,9 @@ def sweep(
     reproducible: bool = False,
     fmt: str = "csv",
     memory_map: str = "",
+    partitioner: str | None = None,
+    convert_linear: bool | None = None,
+    const_prop: bool | None = None,
 ) -> pd.DataFrame:
     """Run every missing unit of the grid and write the folder's table, summary and plot.
 
@@ -74,11 +79,17 @@ def sweep(
     error row; the `memplan sweep` command always isolates. `reproducible`
     runs every solver in its reproducible mode (solvers.solve): the same grid
     gives the same plans on any load; milp has none, so its runs are error rows.
+    `partitioner`, `convert_linear` and `const_prop` lower every model that way (plan_model's options);
+    by default a user's program is lowered as given and a zoo model with its recipe.
     """
     from memplan.experiments import zoo
     from memplan.experiments.sweep import report, results
+    from memplan.experiments.zoo.programs import PARTITIONERS, lowering_text
 
     results.check_format(fmt)
+    if partitioner is not None:
+        check_choice("partitioner", partitioner, PARTITIONERS)
+    lowering = lowering_text(partitioner, convert_linear, const_prop)
     models = list(zoo.names() if models is None else models)
     if solvers is None:
         solvers = list(BANK_SWEEP_SOLVERS) if memory_map else default_solvers()
@@ -90,7 +101,7 @@ def sweep(
     todo = [
         run
         for run in grid(
-            models, solvers, alignments, cat_fusion, time_limit_s, check, reproducible, memory_map
+            models, solvers, alignments, cat_fusion, time_limit_s, check, reproducible, memory_map, lowering
         )
         if not log.is_done(run, retry_errors)
     ]
@@ -105,13 +116,21 @@ def _run(
 ) -> None:
     from tqdm import tqdm
 
+    lines = progress and not sys.stderr.isatty()  # tqdm draws nothing there (CI logs, nohup)
     with tqdm(total=len(todo), desc="sweep", unit="run", disable=not progress or None) as bar:
-        for run, result in run_all(
-            execute, todo, executor, jobs, address, affinity=_model_of, crashed=_crashed, isolate=isolate
+        for done, (run, result) in enumerate(
+            run_all(
+                execute, todo, executor, jobs, address, affinity=_model_of, crashed=_crashed, isolate=isolate
+            ),
+            start=1,
         ):
             log.add(run, result)
-            bar.set_postfix_str(f"{run.model} {getattr(run, 'solver', 'stock')}", refresh=False)
+            what = f"{run.model} {getattr(run, 'solver', 'stock')}"
+            bar.set_postfix_str(what, refresh=False)
             bar.update()
+            if lines:
+                status = "error" if result.get("error") else "done"
+                print(f"sweep: {done}/{len(todo)} {what}: {status}", file=sys.stderr, flush=True)
 
 
 def _model_of(run: Run) -> str:
@@ -123,7 +142,7 @@ def _crashed(run: Run, exc: BaseException) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=4)
-def _exported(name: str):
+def _exported(name: str, lowering: str = ""):
     """The model (zoo name or program spec) with its edge program built once per worker process.
 
     `runtime.lower` deep-copies the edge program it caches on the model, so
@@ -132,7 +151,7 @@ def _exported(name: str):
     """
     from memplan.experiments.zoo import programs, runtime
 
-    model = programs.load(name)
+    model = programs.with_lowering(programs.load(name), **programs.lowering_options(lowering))
     runtime.edge_program(model)
     return model
 
@@ -149,19 +168,30 @@ def execute(run: Run) -> dict[str, Any]:
 
 
 def _describe(exc: BaseException) -> str:
+    """Every error of the chain on one line, the innermost (the cause) first, each `Type: message [where]`."""
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and all(link is not seen for seen in chain):
+        chain.append(link)
+        link = link.__cause__ or (None if link.__suppress_context__ else link.__context__)
+    return " -> ".join(_one_error(e) for e in reversed(chain))[:2000]
+
+
+def _one_error(exc: BaseException) -> str:
     """`Type: message` on one line, plus where it was raised."""
     frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
     where = f" [{Path(frame.filename).name}:{frame.lineno}]" if frame else ""
     message = " | ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-    return f"{type(exc).__name__}: {message}{where}"[:2000]
+    return f"{type(exc).__name__}: {message}{where}"
 
 
 def _stock(run: StockRun) -> dict[str, Any]:
-    return {"error": None, "arena_bytes": stock_arenas(_exported(run.model), run.alignment, run.memory_map)}
+    model = _exported(run.model, run.lowering)
+    return {"error": None, "arena_bytes": stock_arenas(model, run.alignment, run.memory_map)}
 
 
 def _plan(run: PlanRun) -> dict[str, Any]:
-    model = _exported(run.model)
+    model = _exported(run.model, run.lowering)
     lowered = lower_planned(
         model,
         run.solver,
@@ -172,7 +202,7 @@ def _plan(run: PlanRun) -> dict[str, Any]:
         memory_map=run.memory_map,
     )
     verdict = _check(model, lowered.program) if run.check else {}
-    return {"error": None, "rows": [{**row, **verdict} for row in lowered.rows()]}
+    return {"error": None, "rows": [{**row, "lowering": model.lowering, **verdict} for row in lowered.rows()]}
 
 
 def _check(model, program) -> dict[str, Any]:

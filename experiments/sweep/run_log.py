@@ -8,7 +8,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from memplan.experiments.sweep.grid import PlanRun, Run, StockRun, SweepConfigError
+from memplan.errors import UsageError
+from memplan.experiments.sweep.grid import PlanRun, Run, StockRun
 
 RUNS_FILE = "runs.jsonl"
 
@@ -53,14 +54,14 @@ class RunLog:
                 foreign = True
                 break
             if torn:
-                raise SweepConfigError(
+                raise UsageError(
                     f"{self.path}:{torn[0][0]}: not a sweep record ({torn[0][1]}); use another --out folder"
                 )
             entry["run"] = asdict(run)  # records from before a setting existed get its default
             self.entries[run.key] = entry
             kept = line_end
         if foreign or cut > 1:
-            raise SweepConfigError(
+            raise UsageError(
                 f"{self.path}:{torn[0][0]}: not a sweep record ({torn[0][1]}); use another --out folder"
             )
         if torn:

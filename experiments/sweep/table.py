@@ -31,6 +31,8 @@ COLUMNS = (
     "saving_vs_stock",
     "proven_optimal",
     "plan_solver",
+    "levers",
+    "lowering",
     "solve_seconds",
     "export_seconds",
     "cats_fused",
@@ -67,13 +69,12 @@ DTYPES = {
 
 def table(log: RunLog) -> pd.DataFrame:
     """One row per (model, method, solver, settings), sorted by those columns."""
-    stock: dict[tuple[str, int, str], dict[str, int]] = {}
+    stock: dict[tuple[str, int, str, str], dict[str, int]] = {}
     for entry in log.entries.values():
         if entry["kind"] == "stock" and entry["result"]["error"] is None:
             run = entry["run"]
-            stock[(run["model"], run["alignment"], run.get("memory_map", ""))] = entry["result"][
-                "arena_bytes"
-            ]
+            where = (run["model"], run["alignment"], run.get("memory_map", ""), run.get("lowering", ""))
+            stock[where] = entry["result"]["arena_bytes"]
     records = []
     for entry in log.entries.values():
         if entry["kind"] != "plan":
@@ -83,7 +84,8 @@ def table(log: RunLog) -> pd.DataFrame:
         if result["error"] is not None:
             records.append({**base, "method": "", "error": result["error"]})
             continue
-        arenas = stock.get((run["model"], run["alignment"], run.get("memory_map", "")), {})
+        where = (run["model"], run["alignment"], run.get("memory_map", ""), run.get("lowering", ""))
+        arenas = stock.get(where, {})
         for row in result["rows"]:
             records.append({**base, "stock_arena_bytes": arenas.get(row["method"]), **row})
     records = [{RENAMED.get(k, k): v for k, v in r.items()} for r in records]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from memplan.errors import UsageError
 from memplan.experiments.zoo.models.common import ZooModel
 from memplan.experiments.zoo.models.concat import concat_model
 from memplan.experiments.zoo.models.hybrid import lfm2_hybrid, qwen35_hybrid
@@ -56,7 +57,9 @@ def names() -> list[str]:
     return list(_REGISTRY)
 
 
-class UnknownModelError(KeyError):
+class UnknownModelError(UsageError, KeyError):
+    """`name` is not a zoo model (a KeyError too: the zoo is looked up like a mapping)."""
+
     def __str__(self) -> str:  # KeyError's default str() repr-quotes the message
         return str(self.args[0])
 

@@ -74,6 +74,7 @@ class Lowered:
                     "export_seconds": self.export_seconds,
                     "cats_fused": fused,
                     "copy_bytes_removed": removed,
+                    "levers": levers(self.planner_pass),
                     "state_copies_removed": 0 if state is None else len(state.removed),
                     "state_copy_removed_bytes": 0 if state is None else state.copy_bytes_removed,
                     **_bank_columns(result),
@@ -109,6 +110,21 @@ def lower_planned(
     began = time.perf_counter()
     program = runtime.lower(model, memory_planning_pass=planner_pass)
     return Lowered(program, planner_pass, time.perf_counter() - began)
+
+
+def levers(planner_pass: Any) -> str:
+    """Which of memplan's levers the pass had on, e.g. "cat fusion + state in place" ("none": the
+    solver alone, so `greedy` is ExecuTorch's algorithm on the program it was given)."""
+    on = [
+        name
+        for name, flag in (
+            ("cat fusion", planner_pass.cat_fusion),
+            ("state in place", planner_pass.state_in_place),
+            ("banks", planner_pass.memory_map is not None),
+        )
+        if flag
+    ]
+    return " + ".join(on) or "none"
 
 
 def _bank_columns(result: Any) -> dict[str, Any]:

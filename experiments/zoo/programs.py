@@ -15,6 +15,7 @@ A spec is a plain string, so sweep workers in other processes (or on Ray) load t
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.util
 import sys
@@ -27,16 +28,16 @@ import pandas as pd
 import torch
 from torch import nn
 
-from memplan.experiments.sweep.grid import SweepConfigError, check_choice, did_you_mean
+from memplan.errors import UsageError
+from memplan.experiments.sweep.grid import check_choice, did_you_mean
 from memplan.experiments.zoo import ZooModel
+from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S
 
 PT2_SUFFIX = ".pt2"
-DEFAULT_SOLVER = "cpsat"
-DEFAULT_TIME_LIMIT_S = 5.0
-DEFAULT_ALIGNMENT = 16
+PARTITIONERS = ("xnnpack",)
 
 
-class ProgramSpecError(SweepConfigError):
+class ProgramSpecError(UsageError):
     """A program spec names nothing that can be loaded; the message says what was tried."""
 
 
@@ -60,6 +61,49 @@ def load(spec: str | ZooModel) -> ZooModel:
     return zoo.get(spec)
 
 
+def with_lowering(
+    model: ZooModel,
+    partitioner: str | None = None,
+    convert_linear: bool | None = None,
+    const_prop: bool | None = None,
+) -> ZooModel:
+    """`model`, lowered as asked: each option given (not None) replaces what the model says."""
+    from memplan.experiments.zoo.models.common import CONST_PROP
+
+    changes: dict[str, Any] = {}
+    if partitioner is not None:
+        check_choice("partitioner", partitioner, PARTITIONERS)
+        changes["partitioner"] = partitioner
+    if convert_linear is not None:
+        changes["convert_to_linear"] = convert_linear
+    if const_prop is not None:
+        config = {k: v for k, v in model.backend_config.items() if k != CONST_PROP}
+        changes["backend_config"] = {**config, CONST_PROP: True} if const_prop else config
+    return dataclasses.replace(model, **changes) if changes else model
+
+
+def lowering_text(
+    partitioner: str | None = None, convert_linear: bool | None = None, const_prop: bool | None = None
+) -> str:
+    """The options of `with_lowering` as one string (a sweep run carries it): "" when none is given."""
+    parts = [] if partitioner is None else [f"partitioner={partitioner}"]
+    parts += [
+        f"{name}={int(flag)}"
+        for name, flag in (("convert_linear", convert_linear), ("const_prop", const_prop))
+        if flag is not None
+    ]
+    return ",".join(parts)
+
+
+def lowering_options(text: str) -> dict[str, Any]:
+    """`lowering_text`'s string back to `with_lowering`'s keyword arguments."""
+    options: dict[str, Any] = {}
+    for part in filter(None, text.split(",")):
+        name, value = part.split("=", 1)
+        options[name] = value if name == "partitioner" else bool(int(value))
+    return options
+
+
 def from_module(
     methods: nn.Module | Mapping[str, tuple[nn.Module, tuple]],
     example_inputs: tuple | None = None,
@@ -69,7 +113,8 @@ def from_module(
     """A ZooModel for one module and its example inputs, or a dict of methods.
 
     Each method is called once, with its example inputs, in the check. `options` are ZooModel fields
-    (partitioner="xnnpack", atol, rtol, backend_config, ...).
+    (partitioner="xnnpack", atol, rtol, backend_config, ...); without them the program is lowered
+    exactly as given (plain `to_edge`, no extra pass).
     """
     if isinstance(methods, nn.Module):
         if example_inputs is None:
@@ -82,7 +127,6 @@ def from_module(
         table[method] = (_eval(entry[0]), tuple(entry[1]))
     calls = [(method, inputs) for method, (_, inputs) in table.items()]
     if len(table) > 1:
-        options.setdefault("backend_config", {})  # no const prop: it folds reads of shared state
         options.setdefault("memory_planning_config", {"share_mutable_buffers": True})
     kinds = "multi_method" if len(table) > 1 else "own"
     return ZooModel(name, f"{name} ({len(table)} method(s))", table, calls, tags=(kinds,), **options)
@@ -119,8 +163,11 @@ def from_factory(path: str | Path, factory: str) -> ZooModel:
     if not callable(fn):
         found = [n for n in vars(module) if callable(getattr(module, n)) and not n.startswith("_")]
         raise ProgramSpecError(f"{str(path)!r} has no function {factory!r}{did_you_mean(factory, found)}")
-    made = fn()
     name = f"{path.stem}:{factory}"
+    try:
+        made = fn()
+    except Exception as exc:
+        raise ProgramSpecError(f"{name}() failed: {type(exc).__name__}: {exc}") from exc
     if isinstance(made, ZooModel):
         return made
     if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], nn.Module):
@@ -201,60 +248,96 @@ def call_order(model: ZooModel) -> list[str]:
     return order + [m for m in model.methods if m not in order]
 
 
+SUMMARY_COLUMNS = (
+    "method",
+    "buffers",
+    "lower_bound_bytes",
+    "arena_bytes",
+    "stock_arena_bytes",
+    "saving_vs_stock",
+    "proven_optimal",
+    "plan_solver",
+    "solve_seconds",
+    "cats_fused",
+    "state_copies_removed",
+)
+
+
 def plan_model(
     source: str | ZooModel | nn.Module | Mapping[str, tuple[nn.Module, tuple]],
     solver: str = DEFAULT_SOLVER,
     *,
     example_inputs: tuple | None = None,
+    method: str | None = None,
     time_limit_s: float = DEFAULT_TIME_LIMIT_S,
     alignment: int = DEFAULT_ALIGNMENT,
     cat_fusion: bool = True,
+    state_in_place: bool = True,
     stock: bool = True,
     check: bool = False,
     partitioner: str | None = None,
+    convert_linear: bool | None = None,
+    const_prop: bool | None = None,
 ) -> PlannedModel:
     """Export -> edge -> ExecuTorch with `PlannerPass(solver)`; the stock pass too; optionally run it.
 
     `source` is a zoo name, a `.pt2` path, `file.py:factory`, a ZooModel, an `nn.Module` (with
-    `example_inputs`) or a dict of methods. `check=True` runs the program in `executorch.runtime` and
-    compares with eager PyTorch (an AssertionError names the call and output that differ).
+    `example_inputs`) or a dict of methods. Your own program is lowered exactly as given: plain
+    `to_edge`, or `to_edge_transform_and_lower` with `partitioner="xnnpack"`; `convert_linear` (XNNPACK's
+    ConvertToLinearPass) and `const_prop` (constant folding) only when asked. A zoo model keeps its
+    recipe unless an option says otherwise; `summary.attrs["lowering"]` says how it was lowered,
+    `summary.attrs["levers"]` which of memplan's levers were on.
+    `check=True` runs the program in `executorch.runtime` and compares with eager PyTorch (an
+    AssertionError names the call and output that differ). `memplan plan` is this function.
     Pass the same ZooModel again to plan it with another solver without exporting again.
     """
-    from memplan.bounds import lower_bound
+    from memplan import solvers
+    from memplan.experiments.sweep.grid import check_alignment, check_time_limit
+    from memplan.experiments.sweep.table import RENAMED
     from memplan.experiments.zoo import runtime
-    from memplan.experiments.zoo.lowering import library_warnings_silenced, lower_planned, stock_arenas
+    from memplan.experiments.zoo.lowering import (
+        levers,
+        library_warnings_silenced,
+        lower_planned,
+        stock_arenas,
+    )
 
+    check_choice("solver", solver, solvers.available())
+    check_alignment(alignment)
+    check_time_limit(time_limit_s)
     if isinstance(source, (nn.Module, Mapping)):
-        model = from_module(source, example_inputs, partitioner=partitioner)
+        model = from_module(source, example_inputs)
     else:
         model = load(source)
+    model = with_lowering(model, partitioner, convert_linear, const_prop)
+    methods = call_order(model)
+    if method is not None:
+        check_choice(f"method of {model.name}", method, methods)
+        methods = [method]
     with library_warnings_silenced():
-        lowered = lower_planned(model, solver, alignment, cat_fusion, time_limit_s)
+        lowered = lower_planned(
+            model, solver, alignment, cat_fusion, time_limit_s, state_in_place=state_in_place
+        )
         arenas = stock_arenas(model, alignment) if stock else {}
         verdict = None
         if check:
             runtime.check_outputs(model, lowered.program.buffer)
             verdict = True
-    methods = [m for m in call_order(model) if m in lowered.planner_pass.results]
-    emitted = runtime.stock_arena_bytes(lowered.program)
-    rows = []
-    for method in methods:
-        result = lowered.planner_pass.results[method]
-        arena = sum(emitted[method])
-        rows.append(
-            {
-                "method": method,
-                "buffers": len(result.problem.buffers),
-                "lower_bound_bytes": lower_bound(result.problem),
-                "arena_bytes": arena,
-                "stock_arena_bytes": arenas.get(method),
-                "saving_vs_stock": (1 - arena / arenas[method]) if arenas.get(method) else None,
-                "proven_optimal": bool(result.plan.proven_optimal),
-                "plan_solver": result.plan.solver,
-                "solve_seconds": result.plan.seconds,
-            }
-        )
-    summary = pd.DataFrame(rows)
+    methods = [m for m in methods if m in lowered.planner_pass.results]
+    rows = {r["method"]: r for r in lowered.rows()}
+    summary = pd.DataFrame.from_records([rows[m] for m in methods]).rename(columns=RENAMED)
+    summary["stock_arena_bytes"] = pd.array([arenas.get(m) for m in methods], dtype="Int64")
+    summary["saving_vs_stock"] = 1 - summary["arena_bytes"] / summary["stock_arena_bytes"].astype("float64")
+    summary = summary[list(SUMMARY_COLUMNS)]
+    summary.attrs["lowering"] = model.lowering
+    summary.attrs["levers"] = levers(lowered.planner_pass)
     return PlannedModel(
-        model, solver, lowered.program, lowered.planner_pass.results, methods, arenas, summary, verdict
+        model,
+        solver,
+        lowered.program,
+        lowered.planner_pass.results,
+        methods,
+        {m: arenas[m] for m in methods if m in arenas},
+        summary,
+        verdict,
     )

@@ -2,7 +2,7 @@
 
 Used by `memplan replan --check`: a re-planned program must give bit-identical outputs to the file it
 came from. Every method is loaded before the first call (as a deployment would, so host methods share
-arenas and state), then the methods run in file order, twice, so state written by one call is read by
+arenas and state), then the methods run in file order, four times, so state written by one call is read by
 the next. Integer inputs are 0 or 1 (valid token ids and positions for any model), floats are normal.
 """
 
@@ -14,6 +14,7 @@ import torch
 from executorch.exir import schema
 from executorch.exir.scalar_type import ScalarType
 
+from memplan.errors import MemplanError
 from memplan.planner.compat import deserialize_pte_binary
 
 TORCH_DTYPES = {
@@ -28,10 +29,10 @@ TORCH_DTYPES = {
     ScalarType.BOOL: torch.bool,
     ScalarType.BFLOAT16: torch.bfloat16,
 }
-ROUNDS = 2
+ROUNDS = 4  # every method four times: state written by one call is read by the next
 
 
-class CheckError(AssertionError):
+class CheckError(MemplanError, AssertionError):
     """The two programs disagree, or one of them cannot run; the message names the call and output."""
 
 
@@ -86,9 +87,9 @@ def _tensor(x) -> torch.Tensor:
     return x.detach().clone() if isinstance(x, torch.Tensor) else torch.tensor(x)
 
 
-def check_same_outputs(before: bytes, after: bytes, seed: int = 0) -> int:
+def check_same_outputs(before: bytes, after: bytes, seed: int = 0, rounds: int = ROUNDS) -> int:
     """Raise CheckError unless both programs give bit-identical outputs; return the calls compared."""
-    calls = random_calls(before, seed)
+    calls = random_calls(before, seed, rounds)
     try:
         want = run(before, calls)
     except Exception as exc:  # noqa: BLE001 - say which side failed

@@ -23,6 +23,7 @@ Modules, in the order a graph goes through them:
   regions    where placed tensors sit inside their root region, and their nesting tree
   grouping   decisions -> groups, widened/shortened lifetimes, clone slots
   analysis   `analyze`: fuse biggest first, then alias; builds a `CatFusion`
+  state_reads  cats whose pieces would overwrite a state before its old value's last read
   policy     `plan_with_cat_fusion`: solve with and without, undo fusions that grow the arena
   report     `CatReport`: what fusion bought, for reports and sweeps
   rewrite    `fuse_cats`: after planning, delete the cat instructions from the graph

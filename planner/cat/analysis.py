@@ -9,7 +9,7 @@ fused region over them. The result is turned into planning constraints by
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import torch
 from torch.export.exported_program import ExportGraphSignature
@@ -29,6 +29,7 @@ from memplan.planner.cat.regions import (
     value_key,
     value_locations,
 )
+from memplan.planner.cat.state_reads import held_cats
 from memplan.planner.extract import Extraction
 
 
@@ -49,7 +50,20 @@ def analyze(
     they could otherwise go (see `memplan.planner.cat.policy`).
     """
     facts = GraphFacts(graph_module, graph_signature, extraction, relax_alignment)
-    decider = _Decider(facts, partial, frozenset(blocked))
+    held: dict[str, str] = {}
+    while True:  # each round refuses at least one more cat, so this ends
+        fusion, decider, cats = _decide(facts, partial, frozenset(blocked), held)
+        late = held_cats(facts, fusion, cats, decider.member_of, decider.copies)
+        if not late:
+            return fusion
+        held.update(late)
+
+
+def _decide(
+    facts: GraphFacts, partial: bool, blocked: frozenset[str], held: Mapping[str, str]
+) -> tuple[CatFusion, _Decider, list[CatFacts]]:
+    """One round of decisions with the cats in `blocked` and `held` refused."""
+    decider = _Decider(facts, partial, blocked, held)
     cats = [inspect_cat(facts, node) for node in facts.nodes if is_cat(node)]
     for cat in sorted(cats, key=lambda c: (-c.nbytes, c.index)):
         decider.try_fuse(cat)
@@ -63,23 +77,27 @@ def analyze(
     parent_of = laminar_parents(intervals)
     slots = copy_slots(facts, cats, decider.status, decider.copies, roots, intervals, parent_of)
     shrink = copy_source_ends(facts, decider.status, decider.copies, slots)
-    return CatFusion(
+    fusion = CatFusion(
         decisions=[decider.decision(cat) for cat in cats],
         problem=grouped_problem(facts.problem, parent_of, shrink),
         problem_without=facts.problem,
         parent_of={k: v for k, v in parent_of.items() if not k.startswith("copy:")},
         copies=slots,
-        relax_alignment=relax_alignment,
+        relax_alignment=facts.relax_alignment,
     )
+    return fusion, decider, cats
 
 
 class _Decider:
     """The decisions under construction: status per cat, placement and refusal per input, members."""
 
-    def __init__(self, facts: GraphFacts, allow_partial: bool, blocked: frozenset[str]) -> None:
+    def __init__(
+        self, facts: GraphFacts, allow_partial: bool, blocked: frozenset[str], held: Mapping[str, str]
+    ) -> None:
         self.facts = facts
         self.allow_partial = allow_partial
         self.blocked = blocked
+        self.held = held
         self.status: dict[str, CatStatus] = {}
         self.placement: dict[tuple[str, int], str] = {}  # (cat, input position) -> placement
         self.input_reason: dict[tuple[str, int], tuple[CatRefusal, str]] = {}
@@ -136,7 +154,11 @@ class _Decider:
             self.copies.append((cat, inp))
 
     def _blocked(self, cat: CatFacts) -> bool:
-        """True (and the cat refused with ARENA_GREW) if the cat could go but fusing it grew the arena."""
+        """True (and the cat refused) if the cat could go but fusing it would overwrite a state's old
+        value before its last read (STATE_READ_LATER) or grew the arena (ARENA_GREW)."""
+        if cat.node.name in self.held:
+            cat.reasons.append((CatRefusal.STATE_READ_LATER, self.held[cat.node.name]))
+            return True
         if cat.node.name not in self.blocked:
             return False
         cat.reasons.append((CatRefusal.ARENA_GREW, "removable, but fusing it made the arena larger"))

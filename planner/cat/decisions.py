@@ -44,6 +44,7 @@ class CatRefusal(str, Enum):
     POOL_MISMATCH = "pool_mismatch"  # input and output were assigned different mem_ids
     ALIAS_NOT_NESTED = "alias_not_nested"  # the region over the inputs straddles another placed tensor
     ARENA_GREW = "arena_grew"  # fusing it made the arena larger (the region lives longer than its parts)
+    STATE_READ_LATER = "state_read_later"  # a piece would overwrite a state before its old value's last read
 
 
 # Input reasons a PARTIAL fusion works around by cloning that input into its slice. Not

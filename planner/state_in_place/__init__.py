@@ -1,4 +1,5 @@
-"""Mutable state updated where it lives: write-back `copy_` removal (see `writeback`)."""
+"""Mutable state updated where it lives: write-back `copy_` removal (see `writeback`), and the
+write window every lever that places a tensor inside another must respect (see `window`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from torch.export.exported_program import ExportGraphSignature
 from memplan.planner.state_in_place.kernels import ALIAS_SAFE_ARGS, alias_safe_args
 from memplan.planner.state_in_place.report import StateReport
 from memplan.planner.state_in_place.rewrite import StateRewriteError, rewrite
+from memplan.planner.state_in_place.window import ExtraWrite, LateRead, late_reads
 from memplan.planner.state_in_place.writeback import (
     StateRefusal,
     StateStatus,
@@ -34,6 +36,8 @@ def update_state_in_place(
 
 __all__ = [
     "ALIAS_SAFE_ARGS",
+    "ExtraWrite",
+    "LateRead",
     "StateRefusal",
     "StateReport",
     "StateRewriteError",
@@ -42,6 +46,7 @@ __all__ = [
     "alias_safe_args",
     "analyze",
     "is_write_back",
+    "late_reads",
     "rewrite",
     "update_state_in_place",
 ]

@@ -1,4 +1,4 @@
-"""experiments.bench_bounds: the best plan known is a validated one, and the table is printed."""
+"""experiments.bench.bounds: the best plan known is a validated one, and the table is printed."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import shutil
 from minimalloc_files import minimalloc_dir
 
 from memplan.experiments.bench import bounds as bench_bounds
-from memplan.experiments.bench.scale import minimalloc_problem
+from memplan.experiments.bench.minimalloc import minimalloc_problem
 
 
 def test_a_saved_solution_below_the_readme_counts(tmp_path) -> None:
@@ -43,3 +43,10 @@ def test_generated_rows_report_both_runs(capsys) -> None:
     bench_bounds.bench_generated([6], 2, 5.0, 1.0)
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| 6 |")]
     assert len(rows) == 2 and all(line.count("|") == 13 for line in rows)
+
+
+def test_the_script_runs_on_its_own(capsys) -> None:
+    bench_bounds.main(["--instances", "A", "--sizes", "6", "--seeds", "1", "--time-limit", "2"])
+    out = capsys.readouterr().out
+    assert "| A | 154 | 1,048,576 | 1,048,576 |" in out
+    assert [line.count("|") for line in out.splitlines() if line.startswith("| 6 |")] == [13]

@@ -1,4 +1,4 @@
-"""experiments.bench_llm: case selection, tables from recorded cases, and bench_scale's `pass` section."""
+"""experiments.bench.llm: case selection and tables from recorded cases."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ import json
 import pytest
 
 from memplan.experiments.bench import llm as bench_llm
-from memplan.experiments.bench import scale as bench_scale
 
 
 def _case(shape: str, layers: int, mode: str, stock_s: float, memplan_s: float) -> dict:
@@ -58,10 +57,3 @@ def test_unknown_models_and_modes_are_refused(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit):
         bench_llm.main(argv)
     assert "unknown" in capsys.readouterr().err
-
-
-def test_bench_scale_pass_section_forwards_its_arguments(monkeypatch) -> None:
-    seen: list[list[str]] = []
-    monkeypatch.setattr(bench_llm, "main", lambda argv: seen.append(list(argv)))
-    bench_scale.main(["--sections", "pass", "--pass-args", "--models smollm2-135m --repeat 2"])
-    assert seen == [["--models", "smollm2-135m", "--repeat", "2"]]

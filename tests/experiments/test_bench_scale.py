@@ -6,6 +6,7 @@ import pytest
 from minimalloc_files import minimalloc_dir
 
 from memplan.experiments.bench import scale as bench_scale
+from memplan.experiments.bench.minimalloc import minimalloc_problem
 from memplan.io import save_json
 from memplan.problem import Buffer, Problem
 
@@ -25,7 +26,7 @@ def test_a_capacity_too_small_is_a_row_not_an_error() -> None:
 
 
 def test_minimalloc_problems_are_read_by_instance_name() -> None:
-    assert bench_scale.minimalloc_problem("A", minimalloc_dir()).name.startswith("A")
+    assert minimalloc_problem("A", minimalloc_dir()).name.startswith("A")
 
 
 def test_llama_problem_is_read_from_json(tmp_path) -> None:
@@ -47,6 +48,14 @@ def test_unknown_names_are_refused(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit):
         bench_scale.main(argv)
     assert "unknown" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("section,script", [("pass", "bench.llm"), ("bounds", "bench.bounds")])
+def test_a_section_that_became_a_script_names_it(section: str, script: str, capsys) -> None:
+    with pytest.raises(SystemExit):
+        bench_scale.main(["--sections", section])
+    err = capsys.readouterr().err
+    assert f"unknown section {section!r}" in err and f"memplan.experiments.{script}" in err
 
 
 def _fake_minimalloc(tmp_path, body: str):

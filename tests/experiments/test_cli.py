@@ -136,7 +136,10 @@ def test_plan_prints_one_line_per_method_and_writes_the_gantt(capsys, tmp_path):
     code, out, _ = _run(["plan", "multi_method_cache", "--solver", "bestfit", "--plot", str(figure)], capsys)
     assert code == 0
     lines = out.splitlines()
-    assert lines[0] == "multi_method_cache: solver bestfit"
+    assert lines[0] == (
+        "multi_method_cache: solver bestfit; lowered with to_edge + ConvertToLinearPass;"
+        " levers: cat fusion + state in place"
+    )
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[1:]]
     assert cells[0] == [
         "method",
@@ -146,8 +149,10 @@ def test_plan_prints_one_line_per_method_and_writes_the_gantt(capsys, tmp_path):
         "stock_arena_bytes",
         "saving_vs_stock",
         "proven_optimal",
+        "plan_solver",
         "solve_seconds",
         "cats_fused",
+        "state_copies_removed",
     ]
     assert set(cells[1][0]) <= {"-", ":"}  # the Markdown rule under the header
     assert [row[0] for row in cells[2:]] == ["set_cache", "get_cache", "attend"]  # call order
@@ -208,3 +213,15 @@ def test_bench_csv_solves_each_file_with_each_solver_and_reports_bad_files(capsy
 def test_bench_csv_on_a_folder_without_csv_files_exits_2(capsys, tmp_path):
     code, _, err = _run(["bench-csv", str(tmp_path), "--solvers", "bestfit"], capsys)
     assert code == 2 and err == f"memplan: error: no .csv files in {str(tmp_path)!r}\n"
+
+
+def test_any_memplan_error_ends_in_one_line_and_exit_2(capsys, monkeypatch):
+    from memplan.experiments.sweep.executors import ExecutorUnavailableError
+
+    def unavailable(args):
+        raise ExecutorUnavailableError("the ray executor needs Ray: pip install 'memplan[ray]'")
+
+    monkeypatch.setitem(cli._COMMANDS, "models", unavailable)
+    code, out, err = _run(["models"], capsys)
+    assert code == 2 and out == ""
+    assert err == "memplan: error: the ray executor needs Ray: pip install 'memplan[ray]'\n"

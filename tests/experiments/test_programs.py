@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 import torch
+from et_helpers import LINEAR_WIDTHS, LinearChain, stock_pte
 
 import memplan
 from memplan.experiments.cli import main as cli
 from memplan.experiments.sweep import run_log
 from memplan.experiments.sweep import table as sweep_table
 from memplan.experiments.zoo import programs
+from memplan.experiments.zoo.models.common import zoo_recipe
 
 MODEL_SOURCE = textwrap.dedent(
     """
@@ -146,12 +148,12 @@ def test_the_public_helper_plans_a_module_and_writes_a_pte_that_runs(tmp_path):
 
 def test_inspect_and_replan_on_the_command_line(tmp_path, capsys):
     torch.manual_seed(0)
-    from test_pte import WIDTHS, Chain, _stock_pte
-
     from memplan.planner.pte import read_program
 
     src = tmp_path / "stock.pte"
-    src.write_bytes(_stock_pte(programs.from_module(Chain(WIDTHS), (torch.randn(2, 16),))))
+    src.write_bytes(
+        stock_pte(programs.from_module(LinearChain(LINEAR_WIDTHS), (torch.randn(2, 16),), **zoo_recipe()))
+    )
     code, out, err = _run(["inspect", str(src), "--out", str(tmp_path / "i.png")], capsys)
     assert code == 0, err
     assert "lower bound for this instruction order" in out and "written_by" in out
@@ -163,6 +165,6 @@ def test_inspect_and_replan_on_the_command_line(tmp_path, capsys):
     before, after = (read_program(p).methods["forward"] for p in (src, dst))
     assert after.planned_bytes == before.lower_bound < before.planned_bytes
     code, _, err = _run(["inspect", str(tmp_path / "nope.pte")], capsys)
-    assert code == 1 and "cannot read" in err
+    assert code == 2 and "cannot read" in err
     code, _, err = _run(["replan", str(src), "--out", str(src)], capsys)
     assert code == 2 and "--out must differ" in err

@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 
 import memplan
+from memplan.errors import UsageError
 from memplan.experiments.cli import main as cli
 from memplan.experiments.sweep import report, results
-from memplan.experiments.sweep.grid import PlanRun, StockRun, SweepConfigError
+from memplan.experiments.sweep.grid import PlanRun, StockRun
 from memplan.experiments.sweep.run_log import RunLog
 from memplan.experiments.sweep.table import table
 
@@ -89,7 +90,7 @@ def test_parquet_without_pyarrow_is_a_clear_error(monkeypatch, tmp_path, capsys)
     monkeypatch.setattr(
         results.importlib.util, "find_spec", lambda name, *a: None if name == "pyarrow" else real(name, *a)
     )
-    with pytest.raises(SweepConfigError, match=r"pip install 'memplan\[parquet\]'"):
+    with pytest.raises(UsageError, match=r"pip install 'memplan\[parquet\]'"):
         results.check_format("parquet")
     try:
         code = cli.main(
@@ -102,8 +103,8 @@ def test_parquet_without_pyarrow_is_a_clear_error(monkeypatch, tmp_path, capsys)
 
 
 def test_a_folder_without_results_says_so(tmp_path):
-    with pytest.raises(SweepConfigError, match="holds no sweep results"):
+    with pytest.raises(UsageError, match="holds no sweep results"):
         memplan.load_results(tmp_path)
     (tmp_path / "runs.jsonl").write_text(json.dumps({"kind": "plan"}) + "\n")
-    with pytest.raises(SweepConfigError, match="not a sweep record"):
+    with pytest.raises(UsageError, match="not a sweep record"):
         memplan.load_results(tmp_path)

@@ -7,6 +7,7 @@ import json
 import pandas as pd
 import pytest
 
+from memplan.errors import UsageError
 from memplan.experiments import zoo
 from memplan.experiments.sweep import grid as sweep_grid
 from memplan.experiments.sweep import report, run_log
@@ -120,7 +121,7 @@ def _broken():
 
 
 def test_a_failing_model_becomes_an_error_row(tmp_path, monkeypatch):
-    monkeypatch.setitem(zoo._REGISTRY, "broken", _broken)
+    monkeypatch.setitem(zoo.catalog._REGISTRY, "broken", _broken)
     df = sweep.sweep(out=tmp_path, models=["broken", "cat_seed"], solvers=["greedy"], jobs=1, progress=False)
     broken = df[df["model"] == "broken"]
     assert len(broken) == 1
@@ -165,14 +166,14 @@ def test_bad_settings_are_refused_before_any_work(tmp_path):
     ]
     for kwargs, message in cases:
         args = dict(out=tmp_path, models=["cat_seed"], solvers=["greedy"], progress=False) | kwargs
-        with pytest.raises(sweep_grid.SweepConfigError, match=message.replace("(", r"\(")):
+        with pytest.raises(UsageError, match=message.replace("(", r"\(")):
             sweep.sweep(**args)
     assert not (tmp_path / run_log.RUNS_FILE).exists()
 
 
 def test_a_foreign_runs_file_is_refused_with_its_line(tmp_path):
     (tmp_path / run_log.RUNS_FILE).write_text(json.dumps({"hello": 1}) + "\n")
-    with pytest.raises(sweep_grid.SweepConfigError, match=r"runs.jsonl:1: not a sweep record"):
+    with pytest.raises(UsageError, match=r"runs.jsonl:1: not a sweep record"):
         sweep.sweep(out=tmp_path, models=["cat_seed"], solvers=["greedy"], jobs=1, progress=False)
 
 

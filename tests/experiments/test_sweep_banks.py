@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from memplan.errors import UsageError
 from memplan.experiments.sweep import grid as sweep_grid
 from memplan.experiments.sweep import run as sweep
 from memplan.planner.banks import parse_memory_map
@@ -24,9 +25,9 @@ def test_a_memory_map_parses_in_preference_order_with_units_and_alignment() -> N
 
 
 def test_bad_maps_and_bankless_solvers_are_refused_before_any_work(tmp_path) -> None:
-    with pytest.raises(sweep_grid.SweepConfigError, match=r"\['milp'\] cannot plan across the banks"):
+    with pytest.raises(UsageError, match=r"\['milp'\] cannot plan across the banks"):
         sweep.sweep(out=tmp_path, models=["cat_seed"], solvers=["milp"], memory_map=MAP, progress=False)
-    with pytest.raises(sweep_grid.SweepConfigError, match="size '12XB'"):
+    with pytest.raises(UsageError, match="size '12XB'"):
         sweep.sweep(out=tmp_path, models=["cat_seed"], memory_map="sram:12XB", progress=False)
 
 

@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from memplan.errors import UsageError
 from memplan.experiments.cli import main as cli
 from memplan.experiments.sweep import run as sweep
 from memplan.experiments.sweep import run_log
 from memplan.experiments.sweep.executors import run_all
-from memplan.experiments.sweep.grid import PlanRun, SweepConfigError
+from memplan.experiments.sweep.grid import PlanRun
 
 
 def _runs(n: int) -> list[PlanRun]:
@@ -84,7 +85,7 @@ def test_a_last_record_without_its_newline_is_kept_and_the_next_one_starts_a_new
 def test_damage_that_is_not_a_torn_end_is_still_refused(tmp_path: Path, corrupt) -> None:
     path = _logged(tmp_path, 3)
     path.write_bytes(b"\n".join(corrupt(path.read_bytes().splitlines())) + b"\n")
-    with pytest.raises(SweepConfigError, match=r"runs\.jsonl:\d+: not a sweep record"):
+    with pytest.raises(UsageError, match=r"runs\.jsonl:\d+: not a sweep record"):
         run_log.RunLog(tmp_path)
 
 

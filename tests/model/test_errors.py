@@ -14,6 +14,7 @@ from memplan.errors import (
     SolverFailure,
     SolverOptionError,
     UnknownSolverError,
+    UsageError,
 )
 from memplan.io import load_json, save_json
 from memplan.plan import Outcome, Plan
@@ -29,6 +30,26 @@ def test_every_error_is_a_memplan_error_and_keeps_its_builtin_base() -> None:
         assert issubclass(error, MemplanError) and issubclass(error, ValueError)
     assert issubclass(SolverFailure, MemplanError) and issubclass(SolverFailure, RuntimeError)
     assert not issubclass(SolverOptionError, ProblemError)  # a bad option is not a bad problem
+    assert issubclass(UsageError, MemplanError) and issubclass(UsageError, ValueError)
+    assert not issubclass(UsageError, ProblemError)  # asking for what does not exist is not a bad problem
+
+
+def test_the_experiments_errors_are_memplan_errors_too() -> None:
+    """Raised above the model (zoo, sweep, replan check), caught by the command line as MemplanError."""
+    from memplan.experiments.sweep.executors import ExecutorUnavailableError
+    from memplan.experiments.zoo import UnknownModelError, get
+    from memplan.experiments.zoo.programs import ProgramSpecError
+    from memplan.experiments.zoo.pte_check import CheckError
+
+    assert issubclass(UnknownModelError, UsageError) and issubclass(UnknownModelError, KeyError)
+    assert issubclass(ProgramSpecError, UsageError)
+    assert issubclass(ExecutorUnavailableError, MemplanError) and issubclass(
+        ExecutorUnavailableError, RuntimeError
+    )
+    assert issubclass(CheckError, MemplanError) and issubclass(CheckError, AssertionError)
+    with pytest.raises(UnknownModelError) as err:
+        get("nope")
+    assert str(err.value).startswith("unknown zoo model 'nope'; valid names: ")  # not KeyError's quoting
 
 
 def test_an_infeasibility_proof_says_so_and_a_failed_heuristic_does_not() -> None:

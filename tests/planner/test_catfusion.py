@@ -12,6 +12,7 @@ from memplan.errors import InfeasibleError
 from memplan.experiments import zoo
 from memplan.experiments.bench.catfusion_report import main as report_main
 from memplan.experiments.zoo import ZooModel, runtime
+from memplan.experiments.zoo.models.common import zoo_recipe
 from memplan.experiments.zoo.models.concat import DenseBlock, DenseNetStem
 from memplan.planner.cat.decisions import CatRefusal, CatStatus
 from memplan.planner.pass_ import PlannerPass
@@ -20,6 +21,7 @@ from memplan.validate import validate
 
 def make(name: str, module: nn.Module, *inputs: torch.Tensor, **kw) -> ZooModel:
     kw.setdefault("convert_to_linear", False)
+    kw.setdefault("backend_config", zoo_recipe()["backend_config"])  # constant subgraphs folded
     return ZooModel(name, name, {"forward": (module.eval(), inputs)}, [("forward", inputs)], **kw)
 
 

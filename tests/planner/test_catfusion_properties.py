@@ -13,6 +13,7 @@ from torch import nn
 
 from memplan import solvers
 from memplan.experiments.zoo import ZooModel, runtime
+from memplan.experiments.zoo.models.common import zoo_recipe
 from memplan.planner.cat.decisions import CatStatus
 from memplan.planner.pass_ import PlannerPass
 from memplan.validate import validate
@@ -73,7 +74,9 @@ def check_all_solvers(program: tuple, partial: bool, relax: bool) -> None:
     width, rows, ops, outputs = program
     x = torch.randn(rows, width)
     methods = {"forward": (Program(ops, outputs), (x,))}
-    model = ZooModel("random", "random cat chain", methods, [("forward", (x,))], convert_to_linear=False)
+    model = ZooModel(
+        "random", "random cat chain", methods, [("forward", (x,))], **zoo_recipe(convert_linear=False)
+    )
     for solver in solvers.available():
         planner = PlannerPass(
             solver=solver, time_limit_s=2.0, cat_fusion_partial=partial, cat_fusion_relax_alignment=relax

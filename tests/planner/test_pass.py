@@ -20,6 +20,7 @@ from memplan.plan import Outcome
 from memplan.planner.apply import shared_slots
 from memplan.planner.extract import buffer_names
 from memplan.problem import Buffer, BufferKind, Problem
+from memplan.solvers.contract import SolverEntry
 from memplan.solvers.units import make_plan, units_of
 
 _MODELS: dict[str, object] = {}
@@ -106,11 +107,14 @@ def _everything_at_zero(problem, params=None, *, time_limit_s=None):
     return make_plan(problem, units_of(problem), [0] * len(units_of(problem)), "cpsat", 0.0)
 
 
+def _run_instead(monkeypatch, name: str, function) -> None:
+    """The registered solver `name` runs `function` wherever it is loaded (`solve`, fallbacks)."""
+    real = SolverEntry.load
+    monkeypatch.setattr(SolverEntry, "load", lambda entry: function if entry.name == name else real(entry))
+
+
 def test_time_out_never_returns_worse_than_bestfit(monkeypatch):
-    real = solvers.get_solver
-    monkeypatch.setattr(
-        solvers, "get_solver", lambda name: _stack_everything if name == "cpsat" else real(name)
-    )
+    _run_instead(monkeypatch, "cpsat", _stack_everything)
     pass_ = PlannerPass(solver="cpsat", time_limit_s=1)
     et = runtime.lower(model("chain"), memory_planning_pass=pass_)
     result = pass_.results["forward"]
@@ -122,10 +126,7 @@ def test_time_out_never_returns_worse_than_bestfit(monkeypatch):
 
 
 def test_a_plan_the_validator_rejects_fails_the_export_naming_nodes(monkeypatch):
-    real = solvers.get_solver
-    monkeypatch.setattr(
-        solvers, "get_solver", lambda name: _everything_at_zero if name == "cpsat" else real(name)
-    )
+    _run_instead(monkeypatch, "cpsat", _everything_at_zero)
     with pytest.raises(InvalidPlanError) as err:
         runtime.lower(model("chain"), memory_planning_pass=PlannerPass(solver="cpsat"))
     message = "\n".join([str(err.value), *err.value.__notes__])
@@ -203,10 +204,7 @@ def test_mem_ids_set_by_an_earlier_pass_become_separate_pools():
 
 
 def test_bestfit_falls_back_to_executorch_greedy_when_that_packs_better(monkeypatch):
-    real = solvers.get_solver
-    monkeypatch.setattr(
-        solvers, "get_solver", lambda name: _stack_everything if name == "bestfit" else real(name)
-    )
+    _run_instead(monkeypatch, "bestfit", _stack_everything)
     problem = Problem((Buffer("a", 0, 2, 32), Buffer("b", 2, 4, 32), Buffer("c", 0, 4, 16)))
     plan = solvers.solve(problem, "bestfit", fallback=True)
     assert plan.solver == "greedy" and plan.arena_size == 48

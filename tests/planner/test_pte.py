@@ -7,36 +7,20 @@ sharing state, and a `torch.cond` program whose lifetimes cannot be derived.
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
+from et_helpers import LINEAR_WIDTHS, LinearChain, stock_pte
 from executorch.exir import schema
 from torch import nn
 
 from memplan.bounds import lower_bound
-from memplan.experiments.zoo import programs, runtime
-from memplan.experiments.zoo.pte_check import CheckError, check_same_outputs
+from memplan.experiments.zoo import programs
+from memplan.experiments.zoo.models.common import zoo_recipe
+from memplan.experiments.zoo.pte_check import ROUNDS, CheckError, check_same_outputs
 from memplan.planner.compat import deserialize_pte_binary
 from memplan.planner.pte import PteError, read_program
 from memplan.planner.replan import replan
 from memplan.validate import validate
-
-
-class Chain(nn.Module):
-    """Linears of changing widths; every other one followed by cumsum (a host op under XNNPACK)."""
-
-    def __init__(self, widths: list[int]) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in zip(widths, widths[1:]))
-
-    def forward(self, x):
-        first = None
-        for i, layer in enumerate(self.layers):
-            x = layer(x)
-            x = torch.cumsum(x, 1) if i % 2 == 0 else torch.relu(x)
-            first = x if first is None else first
-        return x + first.sum()
 
 
 class Store(nn.Module):
@@ -69,26 +53,21 @@ class Branch(nn.Module):
         return torch.cond(x.sum() > 0, lambda x: x.sin() * 2, lambda x: x.cos() + 1, (x,))
 
 
-WIDTHS = [16, 48, 96, 96, 96]
-
-
-def _stock_pte(model) -> bytes:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return runtime.lower(model).buffer
-
-
 @pytest.fixture(scope="module")
 def ptes() -> dict[str, bytes]:
     torch.manual_seed(0)
     store = Store()
     multi = {"write": (Write(store), (torch.randn(4, 8),)), "read": (Read(store), (torch.randn(8, 3),))}
     return {
-        "plain": _stock_pte(programs.from_module(Chain(WIDTHS), (torch.randn(2, 16),))),
-        "xnnpack": _stock_pte(
-            programs.from_module(Chain(WIDTHS), (torch.randn(2, 16),), partitioner="xnnpack")
+        "plain": stock_pte(
+            programs.from_module(LinearChain(LINEAR_WIDTHS), (torch.randn(2, 16),), **zoo_recipe())
         ),
-        "multi": _stock_pte(programs.from_module(multi, name="multi")),
+        "xnnpack": stock_pte(
+            programs.from_module(
+                LinearChain(LINEAR_WIDTHS), (torch.randn(2, 16),), partitioner="xnnpack", **zoo_recipe()
+            )
+        ),
+        "multi": stock_pte(programs.from_module(multi, name="multi", **zoo_recipe(const_prop=False))),
     }
 
 
@@ -130,7 +109,7 @@ def test_replan_shrinks_a_stock_plan_and_runs_identically(ptes):
     assert sum(method.after) == before.lower_bound < sum(method.before)
     after = read_program(result.data).methods["forward"]
     assert after.planned_bytes == before.lower_bound
-    assert check_same_outputs(ptes["plain"], result.data) == 2
+    assert check_same_outputs(ptes["plain"], result.data) == ROUNDS
 
 
 @pytest.mark.parametrize("name", ["xnnpack", "multi"])
@@ -141,7 +120,7 @@ def test_replan_moves_tensors_of_delegated_and_multi_method_programs_and_runs_id
     assert moved, "the re-planned layout must differ for the check to prove anything"
     for m in result.methods:
         assert sum(m.after) <= sum(m.before)
-    assert check_same_outputs(ptes[name], result.data) == 2 * len(result.methods)
+    assert check_same_outputs(ptes[name], result.data) == ROUNDS * len(result.methods)
 
 
 def test_the_check_catches_a_layout_that_overlaps_live_tensors(ptes):
@@ -159,7 +138,7 @@ def test_the_check_catches_a_layout_that_overlaps_live_tensors(ptes):
 
 
 def test_control_flow_is_refused_with_the_reason():
-    data = _stock_pte(programs.from_module(Branch(), (torch.randn(4, 8),)))
+    data = stock_pte(programs.from_module(Branch(), (torch.randn(4, 8),)))
     method = read_program(data).methods["forward"]
     assert method.problem is None
     assert "control flow (JumpFalseCall" in method.cannot[0]
@@ -181,7 +160,7 @@ def test_a_zero_byte_tensor_stays_inside_the_smaller_arena():
     """densenet_block: batch norm's zero-byte saved statistics sit above the arena a re-plan needs."""
     from memplan.experiments import zoo
 
-    data = _stock_pte(zoo.get("densenet_block"))
+    data = stock_pte(zoo.get("densenet_block"))
     before = read_program(data).methods["forward"]
     program = deserialize_pte_binary(data).program.execution_plan[0]
     result = replan(data, "cpsat", time_limit_s=5)
@@ -193,4 +172,4 @@ def test_a_zero_byte_tensor_stays_inside_the_smaller_arena():
     after = deserialize_pte_binary(result.data).program.execution_plan[0]
     for value in before.zero_size:
         assert after.values[value].val.allocation_info.memory_offset_low < sum(after.non_const_buffer_sizes)
-    assert check_same_outputs(data, result.data) == 2
+    assert check_same_outputs(data, result.data) == ROUNDS

@@ -4,6 +4,7 @@ program still computes what eager PyTorch computes over consecutive calls in exe
 from __future__ import annotations
 
 import copy
+import functools
 
 import pytest
 import torch
@@ -11,11 +12,12 @@ from et_helpers import assert_shared
 from torch import nn
 
 from memplan.bounds import lower_bound
+from memplan.experiments.bench.state_report import FILLING_ROUNDS, program_arena, state_copies
 from memplan.experiments.bench.state_report import main as report_main
-from memplan.experiments.bench.state_report import multi_method_cache, program_arena, state_copies
 from memplan.experiments.zoo import ZooModel, runtime
 from memplan.experiments.zoo.lowering import Lowered
 from memplan.experiments.zoo.models import hybrid
+from memplan.experiments.zoo.models.stateful import multi_method_cache
 from memplan.planner.pass_ import PlannerPass
 from memplan.planner.state_in_place import StateRefusal, StateStatus, analyze, is_write_back
 
@@ -352,7 +354,13 @@ def test_shared_state_one_method_updates_in_place_the_other_out_of_place(form):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "build", [hybrid.llama_kv, hybrid.qwen35_hybrid, hybrid.lfm2_hybrid, multi_method_cache]
+    "build",
+    [
+        hybrid.llama_kv,
+        hybrid.qwen35_hybrid,
+        hybrid.lfm2_hybrid,
+        functools.partial(multi_method_cache, FILLING_ROUNDS),
+    ],
 )
 def test_benchmark_programs_match_eager_over_consecutive_calls_with_every_copy_removed(build):
     model = build()
@@ -367,7 +375,7 @@ def test_benchmark_programs_match_eager_over_consecutive_calls_with_every_copy_r
 
 @pytest.mark.slow
 def test_report_script_prints_one_row_per_program(capsys):
-    assert report_main(["--solver", "bestfit", "--no-1b"]) == 0
+    assert report_main(["--solvers", "bestfit", "--no-1b"]) == 0
     out = capsys.readouterr().out
     for name in ("llama_kv", "qwen35_hybrid", "lfm2_hybrid", "multi_method_cache"):
         assert f"| {name} |" in out

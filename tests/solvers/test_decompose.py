@@ -134,7 +134,9 @@ def test_an_infeasible_part_names_the_part() -> None:
         Buffer(f"wall{j}", 10, 12, 1, offset=5 + 6 * j) for j in range(2)
     ]
     problem = Problem(two_blocks().buffers + tuple(walls), capacity=17)
-    with pytest.raises(InfeasibleError, match=r"(?s)capacity 17.*independent part of 6 buffers, 3 parts"):
+    with pytest.raises(
+        InfeasibleError, match=r"(?s)independent part of 6 buffers \(3 parts in all\).*capacity 17"
+    ):
         solve_in_parts(problem, counting_solver([]), time_limit_s=10, solver="test")
 
 
@@ -188,3 +190,21 @@ def test_peeled_sizes_must_keep_the_rest_aligned() -> None:
     assert split(eights).peeled == {}
     assert split(eights, peel="padded").exact is False
     assert split(sixteens).base == {0: 48} and split(sixteens).exact
+
+
+def test_an_infeasible_part_is_reported_against_the_capacity_given() -> None:
+    # MiniMalloc D: "no plan fits the capacity 985,088" when 1,048,576 was given (the rest held long-lived buffers).
+    rows = [
+        ("b0", 1, 3, 7, 2),
+        ("b1", 1, 2, 2, 4),
+        ("b2", 4, 7, 3, 2),
+        ("b3", 1, 3, 4, 1),
+        ("b4", 4, 7, 5, 4),
+    ]
+    rows += [("b5", 1, 2, 5, 4), ("b6", 3, 6, 7, 4), ("w", 9, 10, 2, 1), ("L", 0, 11, 8, 1)]
+    problem = Problem(tuple(Buffer(i, s, e, size, alignment=a) for i, s, e, size, a in rows))
+    with pytest.raises(
+        InfeasibleError, match=r"^cpsat, capacity 27: .* 19 bytes of it left above 8 bytes"
+    ) as caught:
+        solve(problem, "cpsat", capacity=27, time_limit_s=5)
+    assert caught.value.proven

@@ -25,7 +25,14 @@ import torch
 from torch import nn
 
 SEED = 0
-DEFAULT_BACKEND_CONFIG = {"do_quant_fusion_and_const_prop": True}
+CONST_PROP = "do_quant_fusion_and_const_prop"  # the ExecutorchBackendConfig flag that folds constants
+
+
+def zoo_recipe(convert_linear: bool = True, const_prop: bool = True) -> dict:
+    """The ZooModel fields of the zoo's lowering recipe, export_llama's: linears back to `aten.linear`
+    (ConvertToLinearPass) and constant subgraphs folded. Every zoo builder passes it explicitly; a
+    ZooModel's own defaults lower the program exactly as given (plain `to_edge`, no extra pass)."""
+    return {"convert_to_linear": convert_linear, "backend_config": {CONST_PROP: True} if const_prop else {}}
 
 
 @dataclass
@@ -38,12 +45,13 @@ class ZooModel:
     calls: list[tuple[str, tuple]]
     partitioner: str | None = None  # None or "xnnpack"
     dynamic_shapes: dict[str, object] | None = None  # per method, optional
-    # ExecutorchBackendConfig kwargs for the baseline (merged under any kwargs
-    # given to runtime.lower). Default: fold constant subgraphs (e.g. weight
-    # transposes) like export_llama does. Models whose methods share mutable
-    # buffers must NOT const-prop: in a method that only reads a shared buffer
-    # the buffer looks constant and ExecuTorch folds the read (wrong results).
-    backend_config: dict = field(default_factory=lambda: dict(DEFAULT_BACKEND_CONFIG))
+    # ExecutorchBackendConfig kwargs (merged under any kwargs given to
+    # runtime.lower). Default: none. The zoo's recipe (zoo_recipe) folds constant
+    # subgraphs (e.g. weight transposes) like export_llama does. Models whose
+    # methods share mutable buffers must NOT const-prop: in a method that only
+    # reads a shared buffer the buffer looks constant and ExecuTorch folds the
+    # read (wrong results).
+    backend_config: dict = field(default_factory=dict)
     # kwargs for the stock MemoryPlanningPass (lower(..., memory_planning_pass=None)).
     # Stateful multi-method programs need share_mutable_buffers=True: without it
     # every method places the mutable buffers in its own arena-1 plan, and as
@@ -55,11 +63,25 @@ class ZooModel:
     atol: float = 1e-4
     rtol: float = 1e-4
     # Run ExecuTorch's ConvertToLinearPass on the edge program (as export_llama
-    # does) so linears are aten.linear.out instead of permute_copy(weight)+addmm,
-    # which would put every transposed weight into the activation arena.
-    convert_to_linear: bool = True
+    # does, and the zoo's recipe) so linears are aten.linear.out instead of
+    # permute_copy(weight)+addmm, which would put every transposed weight into
+    # the activation arena. Default: off, the program as given.
+    convert_to_linear: bool = False
     # Free-form tags: "mlperf_tiny", "llm", "stateful", "multi_method", "xnnpack", ...
     tags: tuple[str, ...] = ()
+
+    @property
+    def lowering(self) -> str:
+        """How the program is lowered, in one line (every summary shows it)."""
+        steps = [
+            "to_edge" if self.partitioner is None else f"to_edge_transform_and_lower({self.partitioner})"
+        ]
+        if self.convert_to_linear:
+            steps.append("ConvertToLinearPass")
+        if self.backend_config.get(CONST_PROP):
+            steps.append("const prop")
+        steps += sorted(k for k in self.backend_config if k != CONST_PROP)
+        return " + ".join(steps)
 
 
 @contextlib.contextmanager

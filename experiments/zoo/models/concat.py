@@ -5,7 +5,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from memplan.experiments.zoo.models.common import ZooModel, randomize_batchnorm, seeded, single_method
+from memplan.experiments.zoo.models.common import (
+    ZooModel,
+    randomize_batchnorm,
+    seeded,
+    single_method,
+    zoo_recipe,
+)
 
 
 class CatSeed(nn.Module):
@@ -97,6 +103,7 @@ def concat_model(name: str) -> ZooModel:
                 "sigmoid(cat([cos(x), sin(x)]))",
                 CatSeed(),
                 lambda: (torch.randn(4, 16),),
+                **zoo_recipe(),
             )
         if name == "unet":
             return single_method(
@@ -105,6 +112,7 @@ def concat_model(name: str) -> ZooModel:
                 UNet(),
                 lambda: (torch.randn(1, 3, 32, 32),),
                 tags=("concat",),
+                **zoo_recipe(),
             )
         if name == "densenet_block":
             return single_method(
@@ -114,5 +122,6 @@ def concat_model(name: str) -> ZooModel:
                 randomize_batchnorm(DenseNetStem().eval()),
                 lambda: (torch.randn(1, 3, 16, 16),),
                 tags=("concat",),
+                **zoo_recipe(),
             )
     raise KeyError(name)

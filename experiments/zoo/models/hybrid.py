@@ -19,7 +19,7 @@ import dataclasses
 
 import torch
 
-from memplan.experiments.zoo.models.common import ZooModel, seeded
+from memplan.experiments.zoo.models.common import ZooModel, seeded, zoo_recipe
 from memplan.experiments.zoo.models.llama import build_transformer, llama_args
 
 VOCAB = 128
@@ -58,6 +58,7 @@ def decode_model(
         atol=1e-3,
         rtol=1e-3,
         tags=("llm", "stateful"),
+        **zoo_recipe(),
     )
 
 

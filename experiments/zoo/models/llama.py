@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from memplan.experiments.zoo.models.common import ZooModel, seeded
+from memplan.experiments.zoo.models.common import ZooModel, seeded, zoo_recipe
 
 
 def llama_args(
@@ -129,4 +129,5 @@ def llama(
         atol=1e-3,
         rtol=1e-3,
         tags=tags,
+        **zoo_recipe(),
     )

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import torch
 
-from memplan.experiments.zoo.models.common import ZooModel, randomize_batchnorm, seeded, single_method
+from memplan.experiments.zoo.models.common import (
+    ZooModel,
+    randomize_batchnorm,
+    seeded,
+    single_method,
+    zoo_recipe,
+)
 
 
 def mlperf(kind: str, partitioner: str | None = None) -> ZooModel:
@@ -38,6 +44,7 @@ def mlperf(kind: str, partitioner: str | None = None) -> ZooModel:
             module,
             make,
             partitioner=partitioner,
+            **zoo_recipe(),
             atol=1e-3 if partitioner else 1e-4,
             rtol=1e-3 if partitioner else 1e-4,
             tags=tags,

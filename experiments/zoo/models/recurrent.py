@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from memplan.experiments.zoo.models.common import ZooModel, seeded, single_method
+from memplan.experiments.zoo.models.common import ZooModel, seeded, single_method, zoo_recipe
 
 
 class LSTMCell(nn.Module):
@@ -56,5 +56,7 @@ def lstm() -> ZooModel:
             UnrolledLSTM(),
             lambda: (torch.randn(4, 8, 32),),
             tags=("recurrent",),
-            convert_to_linear=False,  # a cell reused every step: ConvertToLinearPass expects one use
+            **zoo_recipe(
+                convert_linear=False
+            ),  # a cell reused every step: ConvertToLinearPass expects one use
         )

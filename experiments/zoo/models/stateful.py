@@ -7,7 +7,8 @@ import math
 import torch
 from torch import nn
 
-from memplan.experiments.zoo.models.common import ZooModel, seeded
+from memplan.errors import UsageError
+from memplan.experiments.zoo.models.common import ZooModel, seeded, zoo_recipe
 
 
 class CacheStore(nn.Module):
@@ -62,11 +63,15 @@ class Attend(nn.Module):
         return s.out_proj(a)
 
 
-def multi_method_cache() -> ZooModel:
+def multi_method_cache(rounds: int = 2) -> ZooModel:
+    """Calls in `rounds` rounds: set_cache writes the next 4 positions, then get_cache and attend read
+    (in turn first), so each read follows a write and the other read; 4 rounds fill the cache."""
     with seeded():
         store = CacheStore()
         H, D = store.n_heads, store.head_dim
         T = 4
+        if not 1 <= rounds <= store.max_len // T:
+            raise UsageError(f"rounds must be 1 to {store.max_len // T} (the cache holds {store.max_len})")
 
         def kv():
             return (torch.randn(1, H, T, D), torch.randn(1, H, T, D))
@@ -77,21 +82,18 @@ def multi_method_cache() -> ZooModel:
             "get_cache": (GetCache(store).eval(), ()),
             "attend": (Attend(store).eval(), (torch.randn(1, H, 2, D),)),
         }
-        calls = [
-            ("set_cache", set_ex),
-            ("get_cache", ()),
-            ("attend", (torch.randn(1, H, 2, D),)),
-            ("set_cache", kv() + (torch.arange(T, 2 * T),)),
-            ("attend", (torch.randn(1, H, 2, D),)),
-            ("get_cache", ()),
-        ]
+        calls: list[tuple[str, tuple]] = []
+        for r in range(rounds):
+            write = set_ex if r == 0 else kv() + (torch.arange(r * T, (r + 1) * T),)
+            reads = [("get_cache", ()), ("attend", (torch.randn(1, H, 2, D),))]
+            calls += [("set_cache", write), *(reads if r % 2 == 0 else reads[::-1])]
     return ZooModel(
         "multi_method_cache",
         "Stateful 3-method program (set_cache / get_cache / attend) sharing k_cache/v_cache buffers by FQN",
         methods,
         calls,
         memory_planning_config={"share_mutable_buffers": True},
-        backend_config={},  # no const prop: it would fold the read-only buffer reads
+        **zoo_recipe(const_prop=False),  # no const prop: it would fold the read-only buffer reads
         shared_state=True,
         tags=("stateful", "multi_method"),
     )
@@ -166,7 +168,7 @@ def encoder_decoder_cache() -> ZooModel:
         methods,
         calls,
         memory_planning_config={"share_mutable_buffers": True},
-        backend_config={},  # no const prop: it would fold the read-only buffer reads
+        **zoo_recipe(const_prop=False),  # no const prop: it would fold the read-only buffer reads
         shared_state=True,
         tags=("stateful", "multi_method"),
     )

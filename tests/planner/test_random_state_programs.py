@@ -1,0 +1,67 @@
+"""Random stateful programs (tests/planner/random_programs.py) with every lever on and off, run in
+executorch.runtime over six calls and compared with eager PyTorch: a few by default, many under
+`-m slow`. Also checks that the generator writes the patterns it is meant to cover."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from random_programs import LEVERS, N_CALLS, SOLVERS, Levers, check, generate
+
+from memplan.solvers import DEFAULT_SOLVER
+
+# Two programs that found issue 20 before the fix (7, 12), one with two methods (5), one other.
+DEFAULT_SEEDS = (4, 5, 7, 12)
+SLOW_SEEDS = [seed for seed in range(150) if seed not in DEFAULT_SEEDS]
+
+
+def assert_matches_eager(seed: int) -> None:
+    found = check(generate(seed))
+    assert not found.stock, (
+        "the generator wrote a program stock ExecuTorch runs differently:\n" + found.report()
+    )
+    assert not found.mismatches, found.report()
+
+
+@pytest.mark.parametrize("seed", DEFAULT_SEEDS)
+def test_random_program_matches_eager_with_every_lever(seed):
+    assert_matches_eager(seed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", SLOW_SEEDS)
+def test_many_random_programs_match_eager_with_every_lever(seed):
+    assert_matches_eager(seed)
+
+
+def test_every_lever_combination_is_tried_with_the_default_solver_and_another():
+    assert DEFAULT_SOLVER in SOLVERS and len(SOLVERS) >= 2
+    assert {lv for lv in LEVERS if not lv.cat_fusion_partial} == {
+        Levers(c, s, solver) for c in (True, False) for s in (True, False) for solver in SOLVERS
+    }
+    assert any(lv.cat_fusion_partial and lv.state_in_place for lv in LEVERS) and N_CALLS >= 5
+
+
+def test_the_generator_writes_every_pattern_it_is_meant_to_cover():
+    programs = [generate(seed) for seed in range(40)]
+    sources = "\n".join(p.source for p in programs)
+    patterns = {
+        "ring rotation": r"(st\.s\d)\.copy_\(torch\.cat\(\[\1\[(\d+):\], \1\[:\2\]\]\)\)",
+        "shift in new rows": r"(st\.s\d)\.copy_\(torch\.cat\(\[\1\[\d+:\], [^s]",
+        "cat of pieces into a state": r"\.copy_\(torch\.cat\(\[",
+        "nested cat": r"torch\.cat\(\[torch\.cat\(",
+        "stack": r"torch\.stack\(\[",
+        "counter": r"\.add_\(1\)",
+        "counter read": r"\* st\.s\d\)",
+        "dtype change written back": r"\.to\(torch\.float16\)\)$",
+        "dtype round trip": r"\.to\(torch\.float16\)\.to\(torch\.float32\)\)",
+        "rows written in place": r"st\.s\d\[\d+:\d+\] = ",
+        "elementwise update": r"\.mul_\(0\.5\)\.add_\(",
+        "state read after its update": r"(st\.s\d)\.copy_.*\n(.*\n)*.*v\d = .*\1\[",
+    }
+    missing = [name for name, pattern in patterns.items() if not re.search(pattern, sources, re.MULTILINE)]
+    assert not missing, missing
+    assert any(len(p.methods) > 1 for p in programs) and any(len(p.states) == 3 for p in programs)
+    assert generate(7).source == generate(7).source, "a seed names one program"
+    assert all(p.calls[: len(p.methods)] == p.methods and len(p.calls) == N_CALLS for p in programs)
