@@ -260,14 +260,15 @@ class PlannerPass(MemoryPlanningPass):
         result.stock = functools.partial(self._with_shared_state_arena, stock or result.stock, share)
         self.results[method] = result
         checked = frozen(graph_signature)  # after cat fusion renamed outputs
-        verify_storage_reuse(
-            graph_module,
-            checked,
-            alloc_graph_input=self.alloc_graph_input,
-            alloc_graph_output=self.alloc_graph_output,
-            alloc_mutable_buffers=alloc_mutable,
-            allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap,
-        )
+        if not isinstance(self.translation, Untranslated):  # an algorithm run as given keeps its mem_obj_ids
+            verify_storage_reuse(
+                graph_module,
+                checked,
+                alloc_graph_input=self.alloc_graph_input,
+                alloc_graph_output=self.alloc_graph_output,
+                alloc_mutable_buffers=alloc_mutable,
+                allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap,
+            )
         Verifier(
             graph_module, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable, checked
         ).verify_graph_input_output()
