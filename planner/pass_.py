@@ -69,6 +69,9 @@ from memplan.planner.extract import (
 )
 from memplan.planner.given import GivenPlan, placed_by
 from memplan.planner.signature import frozen
+from memplan.planner.slice_noop.analysis import analyze_slices
+from memplan.planner.slice_noop.decisions import SliceNoops
+from memplan.planner.slice_noop.rewrite import remove_noop_slices
 from memplan.planner.state_in_place import StateReport, StateStatus, analyze, rewrite
 from memplan.planner.translate import Translation, Untranslated, translate
 from memplan.planner.verify import verify_storage_reuse
@@ -104,6 +107,7 @@ class MethodResult:
     algorithm: str = ""  # the algorithm given to the pass (memplan.planner.translate.algorithm_name)
     note: str = ""  # how it was honoured: translated (and whose plan was kept) or run as given
     arenas: DeviceArenas = field(default_factory=DeviceArenas)  # the device of each non-host arena
+    slice_noops: SliceNoops | None = None  # set when slice_noop is on (memplan.planner.slice_noop)
 
     @cached_property
     def stock_sizes(self) -> list[int]:
@@ -164,6 +168,10 @@ class PlannerPass(MemoryPlanningPass):
     it where the buffer lives and removes ExecuTorch's write-back `copy_`
     where that is legal; a copy that stays is moved up to right after the
     last reader of the old value (memplan.planner.state_in_place).
+    `slice_noop` places a slice/select/split output that is a contiguous run of
+    its input inside the input and removes the copy where the graph shows the
+    input's bytes stay put while the output is read (memplan.planner.slice_noop);
+    off by default (docs/slice_noop.md).
     """
 
     def __init__(
@@ -186,6 +194,7 @@ class PlannerPass(MemoryPlanningPass):
         cat_fusion_allow_growth: bool = False,
         memory_map: TargetMemoryMap | None = None,
         state_in_place: bool = True,
+        slice_noop: bool = False,
     ) -> None:
         solvers.entry(solver).make_params(dict(solver_options or {}))  # bad names fail here, not mid-export
         if share_mutable_buffers and not alloc_mutable_buffers:
@@ -229,6 +238,7 @@ class PlannerPass(MemoryPlanningPass):
         self.cat_fusion_allow_growth = cat_fusion_allow_growth
         self.memory_map = memory_map
         self.state_in_place = state_in_place
+        self.slice_noop = slice_noop
         self.results: dict[str, MethodResult] = {}
         self.shared_state: SharedLayout | None = None
 
@@ -348,7 +358,10 @@ class PlannerPass(MemoryPlanningPass):
             reserved[pool] = size
         graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]  # what ExecuTorch's greedy reads
         stock = self._stock(ex, graph_module, signature)
-
+        noops = None
+        if self.slice_noop:  # before cat fusion: cats then leave the grouped slices alone
+            noops = analyze_slices(graph_module, signature, ex)
+            ex = dataclasses.replace(ex, problem=noops.problem)
         choice = self._choose(ex, graph_module, signature, where, arenas)
         planned, plan, fusion, note = choice.planned, choice.plan, choice.fusion, choice.note
         sizes = apply_plan(planned, plan)
@@ -371,6 +384,8 @@ class PlannerPass(MemoryPlanningPass):
             report = CatReport.of(
                 fusion, plan, choice.without, fuse_cats(graph_module, fusion, ex.spec_of, graph_signature)
             )
+        if noops is not None:
+            remove_noop_slices(graph_module, noops, ex.spec_of)
         graph_module.meta["non_const_buffer_sizes"] = sizes
         return MethodResult(
             planned.problem,
@@ -384,6 +399,7 @@ class PlannerPass(MemoryPlanningPass):
             algorithm=self.translation.name,
             note=note,
             arenas=arenas,
+            slice_noops=noops,
         )
 
     def _choose(

@@ -60,6 +60,7 @@ class Levers:
     state_in_place: bool
     solver: str
     cat_fusion_partial: bool = False  # inputs that cannot move are cloned into their slot
+    slice_noop: bool = False  # slices/selects/splits placed inside their input, the copy removed
 
     def planner(self) -> PlannerPass:
         return PlannerPass(
@@ -67,17 +68,20 @@ class Levers:
             cat_fusion=self.cat_fusion,
             state_in_place=self.state_in_place,
             cat_fusion_partial=self.cat_fusion_partial,
+            slice_noop=self.slice_noop,
         )
 
     def __str__(self) -> str:
         partial = ", partial" if self.cat_fusion_partial else ""
-        return f"{self.solver}, cat_fusion={self.cat_fusion}{partial}, state_in_place={self.state_in_place}"
+        noop = ", slice_noop" if self.slice_noop else ""
+        return f"{self.solver}, cat_fusion={self.cat_fusion}{partial}, state_in_place={self.state_in_place}{noop}"
 
 
-# Every cat_fusion x state_in_place combination under each solver, and PARTIAL fusion (clones into
-# the state's slots) with the state in place.
+# Every cat_fusion x state_in_place combination under each solver, PARTIAL fusion (clones into the
+# state's slots) with the state in place, and every lever on at once (slice no-ops too).
 LEVERS = tuple(Levers(c, s, solver) for solver, c, s in product(SOLVERS, (True, False), (True, False))) + (
     Levers(True, True, SOLVERS[1], cat_fusion_partial=True),
+    Levers(True, True, SOLVERS[0], slice_noop=True),
 )
 
 

@@ -1,0 +1,2 @@
+"""Slice, select and split as no-ops: an output that is a contiguous run of its input is placed inside
+the input and its copy removed (`analysis` decides, `rewrite` removes, `decisions` reports)."""

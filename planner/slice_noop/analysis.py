@@ -1,0 +1,323 @@
+"""Decide which slice/select/split outputs can live inside their input, and build that problem.
+
+An output is a no-op when its bytes are one contiguous run of the input's
+bytes that nothing changes while the output is read. Legality is read off the
+graph (planner.cat.legality's facts): the run is contiguous when every dim
+before the sliced one has size 1, the step is 1 and both tensors are in the
+default dim order; the input's bytes stay put when its producer is an
+ordinary out-variant op (not a graph input, constant, mutable buffer, delegate
+or control flow), no op mutates it in place or writes it through a second
+`out=`, and it sits at no fixed or shared offset. The input's lifetime is
+widened to cover the output, so nothing else is placed on those bytes
+meanwhile. A split goes only when all its outputs do; an output that would
+raise the problem's lower bound is refused (ARENA_GREW).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Any, cast
+
+import torch
+from executorch.exir import memory
+from executorch.exir.operator.convert import get_out_args_from_opoverload, unwrap_op_overload
+from executorch.exir.schema import TensorShapeDynamism
+from executorch.exir.tensor import TensorSpec, num_bytes_from_shape_and_dtype
+from torch.export.exported_program import ExportGraphSignature
+
+from memplan.bounds import lower_bound
+from memplan.planner.cat.legality import GraphFacts, producer_refusal, view_base
+from memplan.planner.compat import is_out_var_node
+from memplan.planner.extract import Extraction
+from memplan.planner.slice_noop.decisions import SliceDecision, SliceNoops, SliceRefusal
+from memplan.problem import ContiguousGroup, Problem
+
+_OPS = {
+    torch.ops.aten.slice_copy.Tensor_out: "slice",
+    torch.ops.aten.select_copy.int_out: "select",
+    torch.ops.aten.split_with_sizes_copy.out: "split",
+    torch.ops.aten.split_copy.Tensor_out: "split",
+}
+
+
+def slice_kind(node: torch.fx.Node) -> str:
+    """ "slice", "select" or "split" for those out-variant copies, "" for any other node."""
+    if node.op != "call_function":
+        return ""
+    try:
+        return _OPS.get(unwrap_op_overload(node.target), "")
+    except TypeError:
+        return ""
+
+
+def analyze_slices(
+    graph_module: torch.fx.GraphModule,
+    graph_signature: ExportGraphSignature | None,
+    extraction: Extraction,
+) -> SliceNoops:
+    """Every slice/select/split output's decision and the problem with the no-ops as groups."""
+    facts = GraphFacts(graph_module, graph_signature, extraction, relax_alignment=False)
+    writers = _out_writers(facts.nodes)
+    outputs = {id(s) for s in _graph_output_specs(graph_module)}
+    per_node = [_inspect(facts, writers, outputs, node) for node in facts.nodes if slice_kind(node)]
+    base = lower_bound(extraction.problem)
+    problem = extraction.problem
+    decisions: list[SliceDecision] = []
+    for node_decisions in sorted(per_node, key=lambda ds: -sum(d.nbytes for d in ds)):
+        if not node_decisions:
+            continue
+        node_decisions = [_nested(problem, d) if d.removed else d for d in node_decisions]
+        if all(d.removed for d in node_decisions):
+            grown = _grouped(problem, node_decisions)
+            if lower_bound(grown) <= base:
+                problem = grown
+                decisions += node_decisions
+                continue
+            node_decisions = [
+                _refused(d, SliceRefusal.ARENA_GREW, "the input lives longer") for d in node_decisions
+            ]
+        elif any(d.removed for d in node_decisions):  # a split keeps its instruction: every output does
+            node_decisions = [
+                d
+                if not d.removed
+                else _refused(
+                    d,
+                    d.reasons[0] if d.reasons else SliceRefusal.ARENA_GREW,
+                    "another output of the split is refused",
+                )
+                for d in node_decisions
+            ]
+        decisions += node_decisions
+    order = {n.name: i for i, n in enumerate(facts.nodes)}
+    decisions.sort(key=lambda d: (order[d.node], d.offset))
+    return SliceNoops(decisions, problem, extraction.problem)
+
+
+def _nested(problem: Problem, d: SliceDecision) -> SliceDecision:
+    """`d` placed inside the smallest no-op output of the same input that holds its bytes (so
+    overlapping tensors form a storage-base chain, as ExecuTorch's Verifier requires); refused if
+    it overlaps one without being inside it."""
+    size = problem.buffer(d.output).size
+    holders = []
+    for member, rel in _members(problem, d.input):
+        other = problem.buffer(member).size
+        if rel < d.offset + size and d.offset < rel + other:
+            if not (rel <= d.offset and d.offset + size <= rel + other):
+                return _refused(d, SliceRefusal.OVERLAPS_SLICE, f"overlaps the no-op output {member}")
+            holders.append((other, member, rel))
+    if not holders:
+        return d
+    _, member, rel = min(holders)
+    return _nested(problem, dataclasses.replace(d, input=member, offset=d.offset - rel))
+
+
+def _members(problem: Problem, parent: str) -> list[tuple[str, int]]:
+    return [m for g in problem.groups if g.parent == parent for m in g.members]
+
+
+def _refused(d: SliceDecision, reason: SliceRefusal, detail: str) -> SliceDecision:
+    return dataclasses.replace(d, removed=False, reasons=(*d.reasons, reason), detail=d.detail or detail)
+
+
+def _grouped(problem: Problem, decisions: Sequence[SliceDecision]) -> Problem:
+    """`problem` with the outputs as members of their inputs, each input living as long as its members."""
+    widened: dict[str, int] = {}
+    for d in decisions:
+        end = problem.buffer(d.output).end
+        holder: str | None = d.input
+        while holder is not None:  # the input and every tensor it sits in (a slice of a slice)
+            widened[holder] = max(widened.get(holder, problem.buffer(holder).end), end)
+            link = problem.parent_of(holder)
+            holder = link[0] if link else None
+    buffers = tuple(
+        dataclasses.replace(b, end=widened[b.id]) if b.id in widened and widened[b.id] > b.end else b
+        for b in problem.buffers
+    )
+    groups = [*problem.groups, *(ContiguousGroup(d.input, ((d.output, d.offset),)) for d in decisions)]
+    return dataclasses.replace(problem, buffers=buffers, groups=tuple(groups))
+
+
+def _inspect(
+    facts: GraphFacts, writers: dict[int, list[str]], graph_outputs: set[int], node: torch.fx.Node
+) -> list[SliceDecision]:
+    """One decision per output of the op (one for slice/select, one per piece for split)."""
+    kind = slice_kind(node)
+    source = cast(torch.fx.Node, node.args[0])
+    in_spec = source.meta["spec"]
+    storage = view_base(source)
+    sspec = storage.meta["spec"]
+    ndim = len(in_spec.shape)
+    dim = int(_arg(node, 2 if kind == "split" else 1, "dim", 0))
+    dim = dim + ndim if dim < 0 else dim
+    inner = math.prod(in_spec.shape[dim + 1 :]) * torch._utils._element_size(in_spec.dtype)
+    out_specs = node.meta["spec"] if kind == "split" else [node.meta["spec"]]
+    starts = _starts(node, kind, in_spec, dim, out_specs)
+    input_bid = facts.bid_of.get(id(sspec), "")
+    common = _input_reasons(facts, writers, node, kind, source, storage, in_spec, sspec, dim, input_bid)
+    decisions = []
+    for spec, start in zip(out_specs, starts):
+        reasons = list(common)
+        bid = facts.bid_of.get(id(spec), "")
+        offset = start * inner
+        nbytes = num_bytes_from_shape_and_dtype(torch.Size(spec.shape), spec.dtype)
+        reasons += _output_reasons(facts, graph_outputs, spec, bid, in_spec, offset, input_bid)
+        decisions.append(
+            SliceDecision(
+                node.name,
+                kind,
+                bid,
+                input_bid,
+                offset,
+                nbytes,
+                removed=not reasons,
+                reasons=tuple(r for r, _ in reasons),
+                detail="; ".join(d for _, d in reasons if d),
+            )
+        )
+    return decisions
+
+
+def _input_reasons(
+    facts: GraphFacts,
+    writers: dict[int, list[str]],
+    node: torch.fx.Node,
+    kind: str,
+    source: torch.fx.Node,
+    storage: torch.fx.Node,
+    in_spec: TensorSpec,
+    sspec: TensorSpec,
+    dim: int,
+    input_bid: str,
+) -> list[tuple[SliceRefusal, str]]:
+    reasons: list[tuple[SliceRefusal, str]] = []
+    if any(s != 1 for s in in_spec.shape[:dim]):
+        reasons.append((SliceRefusal.INNER_DIM, f"dim {dim} of shape {list(in_spec.shape)}"))
+    if kind == "slice" and int(_arg(node, 4, "step", 1)) != 1:
+        reasons.append((SliceRefusal.STEP, f"step {_arg(node, 4, 'step', 1)}"))
+    if (
+        in_spec.shape_dynamism != TensorShapeDynamism.STATIC
+        or sspec.shape_dynamism != TensorShapeDynamism.STATIC
+    ):
+        reasons.append((SliceRefusal.DYNAMIC_SHAPE, "input shape is dynamic"))
+    if not _default_dim_order(in_spec) or not _default_dim_order(sspec):
+        reasons.append((SliceRefusal.NOT_CONTIGUOUS, f"input dim order {tuple(in_spec.dim_order)}"))
+    producer = producer_refusal(storage, facts.signature)
+    if producer is not None:
+        reasons.append((SliceRefusal.INPUT_SOURCE, f"{producer[0].value}: {producer[1]}"))
+    elif storage is not source and _nbytes(sspec) != _nbytes(in_spec):
+        reasons.append((SliceRefusal.INPUT_SOURCE, f"a view of {storage.name}, of another size"))
+    if id(sspec) in facts.written:
+        reasons.append(
+            (SliceRefusal.INPUT_WRITTEN_IN_PLACE, f"{facts.written[id(sspec)]} writes it in place")
+        )
+    if len(writers.get(id(sspec), [])) > 1:
+        reasons.append((SliceRefusal.INPUT_WRITTEN_IN_PLACE, f"written by {', '.join(writers[id(sspec)])}"))
+    if not input_bid:
+        reasons.append((SliceRefusal.INPUT_NOT_PLANNED, "the input has no planned buffer"))
+    else:
+        why = facts.pinned(input_bid, sspec)
+        if why:
+            reasons.append((SliceRefusal.INPUT_PINNED, why))
+    return reasons
+
+
+def _output_reasons(
+    facts: GraphFacts,
+    graph_outputs: set[int],
+    spec: TensorSpec,
+    bid: str,
+    in_spec: TensorSpec,
+    offset: int,
+    input_bid: str,
+) -> list[tuple[SliceRefusal, str]]:
+    reasons: list[tuple[SliceRefusal, str]] = []
+    if spec.dtype != in_spec.dtype:
+        reasons.append((SliceRefusal.DTYPE_MISMATCH, f"{in_spec.dtype} to {spec.dtype}"))
+    if spec.shape_dynamism != TensorShapeDynamism.STATIC:
+        reasons.append((SliceRefusal.DYNAMIC_SHAPE, "output shape is dynamic"))
+    if not _default_dim_order(spec):
+        reasons.append((SliceRefusal.NOT_CONTIGUOUS, f"output dim order {tuple(spec.dim_order)}"))
+    if id(spec) in graph_outputs:
+        reasons.append((SliceRefusal.GRAPH_OUTPUT, "a graph output"))
+    if id(spec) in facts.written:
+        reasons.append(
+            (SliceRefusal.OUTPUT_WRITTEN_IN_PLACE, f"{facts.written[id(spec)]} writes it in place")
+        )
+    if not bid:
+        reasons.append((SliceRefusal.OUTPUT_NOT_PLANNED, "the output has no planned buffer"))
+        return reasons
+    why = facts.pinned(bid, spec)
+    if why:
+        reasons.append((SliceRefusal.OUTPUT_PINNED, why))
+    if input_bid:
+        member, parent = facts.problem.buffer(bid), facts.problem.buffer(input_bid)
+        if (member.pool, member.banks) != (parent.pool, parent.banks):
+            reasons.append((SliceRefusal.OUTPUT_PINNED, f"mem_id {member.pool} vs the input's {parent.pool}"))
+        if offset % member.alignment or offset + member.size > parent.size:
+            reasons.append(
+                (SliceRefusal.MISALIGNED, f"offset {offset} (alignment {member.alignment}, {member.size} B)")
+            )
+    return reasons
+
+
+def _starts(
+    node: torch.fx.Node, kind: str, in_spec: TensorSpec, dim: int, out_specs: Sequence[TensorSpec]
+) -> list[int]:
+    """Index along `dim` where each output begins."""
+    size = int(in_spec.shape[dim]) if in_spec.shape else 0
+    if kind == "select":
+        index = int(_arg(node, 2, "index", 0))
+        return [index + size if index < 0 else index]
+    if kind == "slice":
+        start = _arg(node, 2, "start", None)
+        begin = 0 if start is None else int(start)
+        begin = begin + size if begin < 0 else begin
+        return [min(max(begin, 0), size)]
+    starts, at = [], 0
+    for spec in out_specs:
+        starts.append(at)
+        at += int(spec.shape[dim])
+    return starts
+
+
+def _arg(node: torch.fx.Node, index: int, name: str, default: object) -> Any:
+    if index < len(node.args):
+        return node.args[index]
+    return node.kwargs.get(name, default)
+
+
+def _out_writers(nodes: Sequence[torch.fx.Node]) -> dict[int, list[str]]:
+    """id(storage spec) -> the ops writing it through an `out=` argument."""
+    found: dict[int, list[str]] = {}
+    for node in nodes:
+        if (
+            node.op != "call_function"
+            or node.target in (memory.alloc, memory.view)
+            or not is_out_var_node(node)
+        ):
+            continue
+        op = unwrap_op_overload(node.target)
+        for name in get_out_args_from_opoverload(op):
+            for target in torch.utils._pytree.tree_flatten(node.kwargs.get(name))[0]:
+                if isinstance(target, torch.fx.Node) and isinstance(target.meta.get("spec"), TensorSpec):
+                    found.setdefault(id(view_base(target).meta["spec"]), []).append(node.name)
+    return found
+
+
+def _graph_output_specs(graph_module: torch.fx.GraphModule) -> list[TensorSpec]:
+    out = next(n for n in reversed(graph_module.graph.nodes) if n.op == "output")
+    specs = []
+    for arg in torch.utils._pytree.tree_flatten(out.args)[0]:
+        if isinstance(arg, torch.fx.Node) and isinstance(arg.meta.get("spec"), TensorSpec):
+            specs.append(arg.meta["spec"])
+    return specs
+
+
+def _nbytes(spec: TensorSpec) -> int:
+    return num_bytes_from_shape_and_dtype(torch.Size(spec.shape), spec.dtype)
+
+
+def _default_dim_order(spec: TensorSpec) -> bool:
+    return tuple(int(d) for d in spec.dim_order) == tuple(range(len(spec.shape)))

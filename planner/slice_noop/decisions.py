@@ -1,0 +1,94 @@
+"""What slice no-ops decided: the refusal vocabulary, the per-op records and the report.
+
+The mirror of cat fusion (planner.cat): a slice, select or split output that
+is one contiguous run of its input's bytes is placed inside the input and the
+copy disappears. Nothing here looks at a graph.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from enum import Enum
+
+from memplan.problem import Problem
+
+
+class SliceRefusal(str, Enum):
+    """Why a slice/select/split output keeps its own bytes (and its copy)."""
+
+    INNER_DIM = "inner_dim"  # sliced over a dim with a leading dim > 1: the run is not contiguous
+    STEP = "step"  # a step other than 1 skips bytes
+    NOT_CONTIGUOUS = "not_contiguous"  # input or output not in the default dim order
+    DTYPE_MISMATCH = "dtype_mismatch"  # output dtype differs from the input's
+    DYNAMIC_SHAPE = "dynamic_shape"  # sizes known only at run time
+    OUTPUT_NOT_PLANNED = "output_not_planned"  # the output has no planned buffer
+    GRAPH_OUTPUT = "graph_output"  # the caller reads the output's own buffer
+    OUTPUT_PINNED = "output_pinned"  # fixed offset, same-offset set, already inside another tensor
+    OUTPUT_WRITTEN_IN_PLACE = "output_written_in_place"  # an op mutates the output: it would change the input
+    INPUT_SOURCE = "input_source"  # input is a graph input, constant, mutable buffer, delegate output ...
+    INPUT_NOT_PLANNED = "input_not_planned"  # the input has no planned buffer
+    INPUT_WRITTEN_IN_PLACE = "input_written_in_place"  # an op mutates the input while the output lives
+    INPUT_PINNED = "input_pinned"  # the input sits at a fixed offset or shares its offset
+    MISALIGNED = "misaligned"  # the output's offset inside the input breaks its alignment
+    OVERLAPS_SLICE = "overlaps_slice"  # overlaps another no-op output of the input without nesting in it
+    ARENA_GREW = "arena_grew"  # keeping the input alive longer raised the lower bound
+
+
+@dataclass(frozen=True)
+class SliceDecision:
+    """One output of a slice/select/split op: placed inside its input (no-op) or refused, and why."""
+
+    node: str  # the op's node name
+    op: str  # "slice", "select" or "split"
+    output: str  # buffer id of the output ("" if not planned)
+    input: str  # buffer id holding the input's bytes ("" if none)
+    offset: int  # byte offset of the output inside the input
+    nbytes: int
+    removed: bool
+    reasons: tuple[SliceRefusal, ...] = ()
+    detail: str = ""
+
+
+@dataclass
+class SliceNoops:
+    """Every decision plus the problem that makes the no-ops real (outputs as members of their inputs,
+    each input's lifetime widened to its members'); `problem_without` is the problem given."""
+
+    decisions: list[SliceDecision]
+    problem: Problem
+    problem_without: Problem
+
+    @property
+    def removed(self) -> list[SliceDecision]:
+        return [d for d in self.decisions if d.removed]
+
+    @property
+    def nodes_removed(self) -> list[str]:
+        """Ops every output of which is a no-op: their instruction goes."""
+        by_node: dict[str, list[bool]] = {}
+        for d in self.decisions:
+            by_node.setdefault(d.node, []).append(d.removed)
+        return [node for node, done in by_node.items() if all(done)]
+
+    @property
+    def copy_bytes_removed(self) -> int:
+        gone = set(self.nodes_removed)
+        return sum(d.nbytes for d in self.decisions if d.node in gone)
+
+    def refusals(self) -> dict[SliceRefusal, int]:
+        """How many refused outputs name each reason."""
+        return dict(Counter(r for d in self.decisions if not d.removed for r in d.reasons))
+
+    def summary(self) -> str:
+        """One line per output, then the totals."""
+        lines = []
+        for d in self.decisions:
+            status = "no-op" if d.node in self.nodes_removed else "refused" if not d.removed else "kept"
+            why = f"  [{', '.join(r.value for r in d.reasons)}] {d.detail}" if d.reasons else ""
+            lines.append(f"{d.node:32s} {d.op:7s} {status:8s} {d.nbytes:>9d} B at +{d.offset}{why}")
+        lines.append(
+            f"{len(self.nodes_removed)} of {len({d.node for d in self.decisions})} ops removed,"
+            f" {self.copy_bytes_removed} B of copies per call"
+        )
+        return "\n".join(lines)

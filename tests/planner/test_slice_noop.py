@@ -1,0 +1,168 @@
+"""Slice, select and split as no-ops on the portable runtime (memplan.planner.slice_noop).
+
+Each program is planned by `PlannerPass(slice_noop=True)` with the other levers
+on (cat fusion, state in place), run in `executorch.runtime` over several calls
+and compared with eager PyTorch; the report says which ops went and why the
+others stayed. One program writes the sliced tensor in place while the slice is
+still read: that no-op must be refused.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from et_helpers import _model
+from torch import nn
+
+from memplan import PlannerPass
+from memplan.experiments.zoo import runtime
+from memplan.planner.slice_noop.analysis import slice_kind
+from memplan.planner.slice_noop.decisions import SliceRefusal
+from memplan.validate import check_plan
+
+
+class Rows(nn.Module):
+    """Slices and a select along the outermost dim of an activation, read late."""
+
+    def forward(self, x):
+        a = torch.relu(x) + 1  # (6, 8)
+        top, bottom, row = a[0:2], a[2:6], a[3]
+        return (torch.sin(top).sum(0) + torch.cos(bottom).sum(0)) * row
+
+
+class Pieces(nn.Module):
+    """A split along the outermost dim, every piece used, and a slice with a leading 1."""
+
+    def forward(self, x):
+        a = x * 2 + 1  # (1, 8, 4)
+        first, second = torch.split(a[0], [2, 6])
+        b = torch.tanh(a)[:, 4:]  # leading dim 1: still one contiguous run
+        return first.sum(0) + second.sum(0) + b.sum(1)[0]
+
+
+class Columns(nn.Module):
+    """A slice along an inner dim interleaves rows: it keeps its copy (INNER_DIM)."""
+
+    def forward(self, x):
+        a = x + 1  # (4, 8)
+        return torch.sin(a[:, 2:6]) * 2
+
+
+class WrittenWhileRead(nn.Module):
+    """The sliced activation is written in place (index_put_ under the reinplace pass) while the
+    slice is still read: placing the slice inside it would read the new values."""
+
+    def forward(self, x, idx, v):
+        a = x * 2  # (4, 8)
+        head = a[0:2]
+        b = a.index_put((idx,), v)  # becomes index_put_ on a's bytes
+        return torch.sin(b).sum(0) + torch.cos(head).sum(0) * 3
+
+
+class StateSlice(nn.Module):
+    """A mutable buffer sliced before its update (state in place on): the state keeps its place."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("state", torch.zeros(4, 8))
+
+    def forward(self, x):
+        y = torch.relu(x) + 1
+        old = self.state[1:3] * 1.0
+        self.state.add_(y)
+        return torch.cat([old, self.state[0:2]]).sum(0)
+
+
+MODELS = {
+    "rows": lambda: _model("rows", Rows(), lambda: (torch.randn(6, 8),), n_calls=3),
+    "pieces": lambda: _model("pieces", Pieces(), lambda: (torch.randn(1, 8, 4),), n_calls=3),
+    "columns": lambda: _model("columns", Columns(), lambda: (torch.randn(4, 8),), n_calls=3),
+    "written_while_read": lambda: _model(
+        "written_while_read",
+        WrittenWhileRead(),
+        lambda: (torch.randn(4, 8), torch.tensor([0, 1]), torch.randn(2, 8)),
+        n_calls=3,
+        backend_config={"run_reinplace_pass": True},
+    ),
+    "state_slice": lambda: _model("state_slice", StateSlice(), lambda: (torch.randn(4, 8),), n_calls=4),
+}
+
+
+def planned(name: str):
+    model = MODELS[name]()
+    pass_ = PlannerPass(solver="bestfit", slice_noop=True, cat_fusion=True, state_in_place=True)
+    program = runtime.lower(model, memory_planning_pass=pass_)
+    runtime.check_outputs(model, program.buffer)  # runtime == eager over every call
+    result = pass_.results["forward"]
+    check_plan(result.problem, result.plan)
+    assert result.slice_noops is not None
+    return program, result.slice_noops
+
+
+def remaining_slices(program) -> int:
+    graph = program.exported_program().graph_module.graph
+    return sum(1 for n in graph.nodes if slice_kind(n))
+
+
+def test_outermost_slices_and_select_become_no_ops():
+    program, noops = planned("rows")
+    assert {d.op for d in noops.removed} == {"slice", "select"} and len(noops.nodes_removed) == 3
+    assert remaining_slices(program) == 0
+    assert noops.copy_bytes_removed == (2 + 4 + 1) * 8 * 4
+
+
+def test_split_pieces_and_a_leading_one_slice_become_no_ops():
+    program, noops = planned("pieces")
+    kinds = {d.op for d in noops.removed}
+    assert "split" in kinds and "slice" in kinds
+    assert remaining_slices(program) == 0
+    split = [d for d in noops.decisions if d.op == "split"]
+    assert [d.offset for d in split] == [0, 2 * 4 * 4] and all(d.removed for d in split)
+
+
+def test_inner_dim_slice_keeps_its_copy():
+    program, noops = planned("columns")
+    (decision,) = noops.decisions
+    assert not decision.removed and SliceRefusal.INNER_DIM in decision.reasons
+    assert remaining_slices(program) == 1
+
+
+def test_slice_of_a_tensor_written_while_read_is_refused():
+    program, noops = planned("written_while_read")
+    (decision,) = [d for d in noops.decisions if d.op == "slice"]
+    assert not decision.removed and SliceRefusal.INPUT_WRITTEN_IN_PLACE in decision.reasons
+    assert remaining_slices(program) >= 1
+
+
+def test_slices_of_state_are_refused_and_state_stays_correct():
+    _, noops = planned("state_slice")
+    state_slices = [d for d in noops.decisions if "state" in d.detail or "mutable" in d.detail]
+    assert state_slices and not any(d.removed for d in state_slices)
+    assert all(SliceRefusal.INPUT_SOURCE in d.reasons for d in state_slices)
+
+
+@pytest.mark.parametrize("name", ["rows", "pieces"])
+def test_slice_noop_off_keeps_every_copy(name):
+    model = MODELS[name]()
+    pass_ = PlannerPass(solver="bestfit")
+    program = runtime.lower(model, memory_planning_pass=pass_)
+    runtime.check_outputs(model, program.buffer)
+    assert pass_.results["forward"].slice_noops is None and remaining_slices(program) > 0
+
+
+def test_forcing_the_refused_no_op_gives_wrong_outputs(monkeypatch):
+    """The refusal matters: with the in-place write ignored, the program reads the new values."""
+    import memplan.planner.slice_noop.analysis as analysis
+
+    original = analysis._input_reasons
+
+    def ignoring_writes(*args):
+        return [r for r in original(*args) if r[0] is not SliceRefusal.INPUT_WRITTEN_IN_PLACE]
+
+    monkeypatch.setattr(analysis, "_input_reasons", ignoring_writes)
+    model = MODELS["written_while_read"]()
+    pass_ = PlannerPass(solver="bestfit", slice_noop=True)
+    program = runtime.lower(model, memory_planning_pass=pass_)
+    assert pass_.results["forward"].slice_noops.nodes_removed  # type: ignore[union-attr]
+    with pytest.raises(AssertionError, match="mismatch"):
+        runtime.check_outputs(model, program.buffer)
