@@ -1,7 +1,8 @@
 """memplan: memory planning for ExecuTorch programs.
 
 The front door: the problem types, `solve`, `PlannerPass` (the drop-in
-`MemoryPlanningPass`), and for notebooks and scripts `plan_model` (any model:
+`MemoryPlanningPass`), `MemplanAlgorithm` (memplan's solvers as an ExecuTorch
+memory-planning algorithm, for the stock pass), and for notebooks and scripts `plan_model` (any model:
 export, plan, compare with the stock planner, run), `load_program` (a zoo name,
 `.pt2` or `file.py:factory`), `read_program` (a built `.pte`) and
 `sweep` and `load_results` (a sweep folder as a typed DataFrame). Those are loaded on first
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
     from memplan.experiments.sweep.run import sweep
     from memplan.experiments.zoo.programs import load as load_program
     from memplan.experiments.zoo.programs import plan_model
+    from memplan.planner.as_algorithm import MemplanAlgorithm
     from memplan.planner.pass_ import PlannerPass
     from memplan.planner.pte import read_program
     from memplan.solvers import available, solve
@@ -38,6 +40,7 @@ __all__ = [
     "BufferKind",
     "ContiguousGroup",
     "InfeasibleError",
+    "MemplanAlgorithm",
     "Plan",
     "PlannerPass",
     "Problem",
@@ -60,6 +63,7 @@ _LAZY = {  # upper floors, imported on first use: the ground floor imports none 
     "available": ("memplan.solvers", "available"),
     "solve": ("memplan.solvers", "solve"),
     "PlannerPass": ("memplan.planner.pass_", "PlannerPass"),
+    "MemplanAlgorithm": ("memplan.planner.as_algorithm", "MemplanAlgorithm"),
     "plan_model": ("memplan.experiments.zoo.programs", "plan_model"),
     "load_program": ("memplan.experiments.zoo.programs", "load"),
     "read_program": ("memplan.planner.pte", "read_program"),

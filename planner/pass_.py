@@ -25,22 +25,25 @@ import torch
 import torch.utils._pytree as pytree
 from executorch.exir.banked_memory_planning import TargetMemoryMap
 from executorch.exir.memory_planning import (
+    MemoryPlanningAlgorithmSuite,
     Verifier,
     insert_calls_to_free,
 )
 from executorch.exir.pass_base import PassResult
 from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass
-from executorch.exir.schema import DeviceType
 from executorch.exir.tensor import ALIGNMENT, TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
+from memplan.banks import traffic_cost
 from memplan.errors import PlanningError, ProblemError, UnsupportedProblemError
 from memplan.plan import Outcome, Plan
 from memplan.planner.apply import apply_plan
+from memplan.planner.as_algorithm import MemplanAlgorithm
 from memplan.planner.banks import bank_buffer_sizes, with_memory_map
 from memplan.planner.banks import state_pool as banked_state_pool
 from memplan.planner.banks import stock_sizes as banked_stock_sizes
+from memplan.planner.cat.decisions import CatFusion
 from memplan.planner.cat.policy import plan_with_cat_fusion
 from memplan.planner.cat.report import CatReport
 from memplan.planner.cat.rewrite import fuse_cats
@@ -56,6 +59,7 @@ from memplan.planner.cross_method_state import (
     reject_foreign_planners,
     with_state,
 )
+from memplan.planner.devices import DeviceArenas, place_zero_size, split_by_device, with_device_arenas
 from memplan.planner.extract import (
     Extraction,
     ExtractionError,
@@ -63,11 +67,13 @@ from memplan.planner.extract import (
     extract,
     state_buffers,
 )
+from memplan.planner.given import GivenPlan, placed_by
 from memplan.planner.signature import frozen
 from memplan.planner.slice_noop.analysis import analyze_slices
 from memplan.planner.slice_noop.decisions import SliceNoops
 from memplan.planner.slice_noop.rewrite import remove_noop_slices
 from memplan.planner.state_in_place import StateReport, StateStatus, analyze, rewrite
+from memplan.planner.translate import Translation, Untranslated, translate
 from memplan.planner.verify import verify_storage_reuse
 from memplan.problem import Problem
 
@@ -98,6 +104,9 @@ class MethodResult:
     specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
     padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
     state_report: StateReport | None = None  # set when state_in_place is on (memplan.planner.state_in_place)
+    algorithm: str = ""  # the algorithm given to the pass (memplan.planner.translate.algorithm_name)
+    note: str = ""  # how it was honoured: translated (and whose plan was kept) or run as given
+    arenas: DeviceArenas = field(default_factory=DeviceArenas)  # the device of each non-host arena
     slice_noops: SliceNoops | None = None  # set when slice_noop is on (memplan.planner.slice_noop)
 
     @cached_property
@@ -105,9 +114,36 @@ class MethodResult:
         return self.stock()
 
 
-class PlannerPass(MemoryPlanningPass):
-    """Memory planning by a memplan solver; same flags as `MemoryPlanningPass`.
+@dataclass
+class _Choice:
+    """The plan chosen for one graph (`PlannerPass._choose`) and how it was chosen."""
 
+    planned: Extraction  # the extraction the plan is for (cat fusion's problem when cats are fused)
+    plan: Plan
+    note: str
+    fusion: CatFusion | None = None
+    without: Plan | None = None  # the plan without cat fusion
+    as_given: GivenPlan | None = None  # set when the given algorithm ran as given
+
+
+class PlannerPass(MemoryPlanningPass):
+    """Memory planning by a memplan solver; `MemoryPlanningPass`'s signature, same meanings.
+
+    `memory_planning_algo` (positional, first, as in stock) is honoured
+    (memplan.planner.translate): a suite of ExecuTorch's algorithms
+    (`greedy`, `naive`, `BankedGreedy(target)`, `MemplanAlgorithm(solver)`)
+    is translated into memplan's problem (a `BankedGreedy`'s memory map
+    included) and planned by memplan's solver; the given algorithm also plans
+    the same tensors and its plan is kept when better (both validated). One
+    memplan cannot translate is run as given and its plan validated. The given
+    algorithm's plan is replaced only by a better one (less bank traffic, fewer
+    bytes, or as small with cats fused), so its exact offsets stay on a tie. Either
+    way `results[method].note` says what happened. Left out, it is a suite
+    of memplan's own algorithm, and `memory_planning_algo.algo_list[0]` reads
+    work as in stock. `allow_lifetime_and_storage_overlap` relaxes the
+    storage-reuse check, as in stock. With `enable_non_cpu_memory_planning`
+    (set by `to_executorch`), each device gets its own arenas, numbered as
+    stock numbers them (memplan.planner.devices).
     `PlannerPass()` runs CP-SAT for at most 5 s per method, starting from the
     best-fit plan, and never returns a plan larger than best-fit's or than
     ExecuTorch's own greedy (solvers.fallback).
@@ -140,15 +176,17 @@ class PlannerPass(MemoryPlanningPass):
 
     def __init__(
         self,
-        solver: str = solvers.DEFAULT_SOLVER,
-        time_limit_s: float | None = solvers.DEFAULT_TIME_LIMIT_S,
-        solver_options: dict[str, Any] | None = None,
-        *,
+        memory_planning_algo: Callable[..., Any] | None = None,
+        allow_lifetime_and_storage_overlap: bool = False,
         alloc_graph_input: bool = True,
         alloc_graph_output: bool = True,
         alloc_mutable_buffers: bool = True,
         share_mutable_buffers: bool | None = None,
         alignment: int = ALIGNMENT,
+        *,
+        solver: str = solvers.DEFAULT_SOLVER,
+        time_limit_s: float | None = solvers.DEFAULT_TIME_LIMIT_S,
+        solver_options: dict[str, Any] | None = None,
         capacity: int | None = None,
         cat_fusion: bool = True,
         cat_fusion_relax_alignment: bool = False,
@@ -159,12 +197,30 @@ class PlannerPass(MemoryPlanningPass):
         slice_noop: bool = False,
     ) -> None:
         solvers.entry(solver).make_params(dict(solver_options or {}))  # bad names fail here, not mid-export
+        if share_mutable_buffers and not alloc_mutable_buffers:
+            raise PlanningError("share_mutable_buffers is only meaningful when alloc_mutable_buffers is True")
+        if memory_planning_algo is None:
+            memory_planning_algo = MemoryPlanningAlgorithmSuite(
+                algo_list=[MemplanAlgorithm(solver, time_limit_s, solver_options)]
+            )
+        self.translation = translate(memory_planning_algo)
+        if isinstance(self.translation, Translation) and self.translation.solver is not None:
+            solver, time_limit_s = self.translation.solver, self.translation.time_limit_s
+            solver_options = dict(self.translation.solver_options)
+        if isinstance(self.translation, Translation) and self.translation.memory_map is not None:
+            if memory_map is not None and memory_map is not self.translation.memory_map:
+                raise PlanningError(
+                    f"memory_map was given twice: as an argument and by {self.translation.name}; give one"
+                )
+            memory_map = self.translation.memory_map
         if memory_map is not None:
             try:
                 solvers.for_memory_map(solver)
             except UnsupportedProblemError as e:
                 raise PlanningError(str(e)) from None
         super().__init__(
+            memory_planning_algo,
+            allow_lifetime_and_storage_overlap=allow_lifetime_and_storage_overlap,
             alloc_graph_input=alloc_graph_input,
             alloc_graph_output=alloc_graph_output,
             alloc_mutable_buffers=alloc_mutable_buffers,
@@ -214,14 +270,15 @@ class PlannerPass(MemoryPlanningPass):
         result.stock = functools.partial(self._with_shared_state_arena, stock or result.stock, share)
         self.results[method] = result
         checked = frozen(graph_signature)  # after cat fusion renamed outputs
-        verify_storage_reuse(
-            graph_module,
-            checked,
-            alloc_graph_input=self.alloc_graph_input,
-            alloc_graph_output=self.alloc_graph_output,
-            alloc_mutable_buffers=alloc_mutable,
-            allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap,
-        )
+        if not isinstance(self.translation, Untranslated):  # an algorithm run as given keeps its mem_obj_ids
+            verify_storage_reuse(
+                graph_module,
+                checked,
+                alloc_graph_input=self.alloc_graph_input,
+                alloc_graph_output=self.alloc_graph_output,
+                alloc_mutable_buffers=alloc_mutable,
+                allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap,
+            )
         Verifier(
             graph_module, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable, checked
         ).verify_graph_input_output()
@@ -291,12 +348,11 @@ class PlannerPass(MemoryPlanningPass):
         )
         if self.memory_map is not None:
             ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment, where)
+        if isinstance(self.translation, Translation) and self.translation.constrain is not None:
+            ex = self.translation.constrain(ex, graph_module, where)
+        arenas = DeviceArenas()
         if self.enable_non_cpu_memory_planning:
-            off_host = [bid for bid, s in ex.spec_of.items() if s.device != DeviceType.CPU]
-            if off_host:
-                raise PlanningError(
-                    f"{where}: tensors on non-CPU devices are not supported: {', '.join(off_host[:10])}"
-                )
+            ex, arenas = split_by_device(ex, where)
         reserved = [0] * (max(ex.reserved, default=0) + 1)
         for pool, size in ex.reserved.items():
             reserved[pool] = size
@@ -306,28 +362,27 @@ class PlannerPass(MemoryPlanningPass):
         if self.slice_noop:  # before cat fusion: cats then leave the grouped slices alone
             noops = analyze_slices(graph_module, signature, ex)
             ex = dataclasses.replace(ex, problem=noops.problem)
-        fusion, planned = None, ex
-        if self.cat_fusion:
-            fusion, plan, without = plan_with_cat_fusion(
-                graph_module,
-                signature,
-                ex,
-                lambda problem: self._solve(problem, where),
-                relax_alignment=self.cat_fusion_relax_alignment,
-                partial=self.cat_fusion_partial,
-                allow_growth=self.cat_fusion_allow_growth or self.memory_map is not None,
-            )
-            planned = dataclasses.replace(ex, problem=fusion.problem)
-        else:
-            plan = self._solve(ex.problem, where)
+        choice = self._choose(ex, graph_module, signature, where, arenas)
+        planned, plan, fusion, note = choice.planned, choice.plan, choice.fusion, choice.note
         sizes = apply_plan(planned, plan)
+        if choice.as_given is not None:
+            sizes = merge_bufsizes(sizes, choice.as_given.buffer_sizes)  # it may reserve more than it places
+            # Its mem_obj_ids may mean more than shared bytes (Vulkan reads them as allocations).
+            for spec, obj in choice.as_given.objects:
+                spec.mem_obj_id = obj
+        if arenas.devices:
+            note += "; device arenas: " + ", ".join(arenas.label(pool) for pool in sorted(arenas.devices))
+            place_zero_size(planned, arenas)
+            sizes = with_device_arenas(sizes, arenas)
+            if (devices := arenas.buffer_devices(len(sizes))) is not None:
+                graph_module.meta["non_const_buffer_device"] = devices
         if self.memory_map is not None:
             sizes = bank_buffer_sizes(sizes, self.memory_map, dict(plan.arena_sizes))
         insert_calls_to_free(graph_module, set(ex.specs))
         report = None
         if fusion is not None:
             report = CatReport.of(
-                fusion, plan, without, fuse_cats(graph_module, fusion, ex.spec_of, graph_signature)
+                fusion, plan, choice.without, fuse_cats(graph_module, fusion, ex.spec_of, graph_signature)
             )
         if noops is not None:
             remove_noop_slices(graph_module, noops, ex.spec_of)
@@ -341,8 +396,81 @@ class PlannerPass(MemoryPlanningPass):
             report,
             dict(planned.spec_of),
             ex.extra_padding,
+            algorithm=self.translation.name,
+            note=note,
+            arenas=arenas,
             slice_noops=noops,
         )
+
+    def _choose(
+        self,
+        ex: Extraction,
+        graph_module: torch.fx.GraphModule,
+        signature: ExportGraphSignature | None,
+        where: str,
+        arenas: DeviceArenas,
+    ) -> _Choice:
+        """The plan of one graph: the given algorithm's run as given, or memplan's unless the algorithm's is better."""
+        translation = self.translation
+
+        def given(keep: bool) -> GivenPlan:
+            return placed_by(
+                self.memory_planning_algo,
+                translation.name,
+                ex,
+                graph_module,
+                signature,
+                self.alignment,
+                arenas,
+                keep=keep,
+            )
+
+        if isinstance(translation, Untranslated):
+            own = given(True)
+            note = f"{translation.name} run as given ({translation.reason}); its plan passed validation"
+            return _Choice(dataclasses.replace(ex, problem=own.problem), own.plan, note, as_given=own)
+        reference = self._reference(given) if translation.reference else None
+        fusion, without = None, None
+        if self.cat_fusion:
+            fusion, plan, without = plan_with_cat_fusion(
+                graph_module,
+                signature,
+                ex,
+                lambda problem: self._solve(problem, where),
+                relax_alignment=self.cat_fusion_relax_alignment,
+                partial=self.cat_fusion_partial,
+                allow_growth=self.cat_fusion_allow_growth or self.memory_map is not None,
+            )
+            planned = dataclasses.replace(ex, problem=fusion.problem)
+        else:
+            plan, planned = self._solve(ex.problem, where), ex
+        note = f"{translation.name}: planned by memplan {self.solver}"
+        choice = _Choice(planned, plan, note, fusion, without)
+        if isinstance(reference, str):
+            choice.note = f"{translation.name} translated; its own plan was not kept: {reference}"
+        elif reference is not None:
+            mine, theirs = (
+                _cost(choice.planned.problem, choice.plan),
+                _cost(reference.problem, reference.plan),
+            )
+            choice.note = (
+                f"{translation.name} translated; memplan {self.solver}: {mine[-1]:,} B, the algorithm's own"
+                f" plan: {theirs[-1]:,} B"
+            )
+            fused = choice.fusion is not None and bool(choice.fusion.removed)
+            if theirs < mine or (theirs == mine and not fused):  # memplan's replaces it only when better
+                planned = dataclasses.replace(ex, problem=reference.problem)
+                return _Choice(planned, reference.plan, choice.note + ", the algorithm's kept")
+        return choice
+
+    def _reference(self, given: Callable[[bool], GivenPlan]) -> GivenPlan | str:
+        """The given algorithm's own plan, or why there is none (it failed, or its plan is invalid)."""
+        try:
+            return given(False)
+        except ProblemError as e:
+            return f"{type(e).__name__}: {str(e).splitlines()[0]}"
+        except Exception as e:  # the algorithm's own failure: memplan's plan stands
+            return f"it raised {type(e).__name__}: {e}"
 
     def _stock(
         self, ex: Extraction, graph_module: torch.fx.GraphModule, signature: ExportGraphSignature | None
@@ -444,6 +572,11 @@ class PlannerPass(MemoryPlanningPass):
                 else banked_state_pool(self.memory_map, self.results[method].problem)
             ),
         )
+
+
+def _cost(problem: Problem, plan: Plan) -> tuple[float, int]:
+    """What "better" means between two valid plans: less bank traffic cost (under a memory map), then fewer bytes."""
+    return (traffic_cost(problem, plan.pools) if problem.banks else 0.0), plan.arena_size
 
 
 def _forget_lifetimes(graph_module: torch.fx.GraphModule) -> None:

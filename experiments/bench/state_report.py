@@ -115,7 +115,8 @@ def row(
     """The table row of one program planned by `solver` without and with state in place (`stock`: the
     stock pass's lowering), and the three lowerings."""
     off, on = (
-        lower_and_check(model, PlannerPass(solver, time_limit_s, state_in_place=s)) for s in (False, True)
+        lower_and_check(model, PlannerPass(solver=solver, time_limit_s=time_limit_s, state_in_place=s))
+        for s in (False, True)
     )
     cells: list[object] = [
         solver,

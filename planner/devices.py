@@ -1,0 +1,113 @@
+"""One arena per device, numbered as ExecuTorch's `apply_algo` numbers them.
+
+With `enable_non_cpu_memory_planning` (set by `to_executorch` from the
+backend config), ExecuTorch 1.5.1 plans the tensors of each (device type,
+device index) on their own: CPU:0 first, then the other devices sorted by
+(type value, index), each device's arenas appended after the previous ones;
+`graph_module.meta["non_const_buffer_device"]` then names the device of every
+arena not on CPU:0, and the runtime allocates those arenas on that device.
+Here every device becomes a pool of its own in the `Problem`, so no solver
+ever mixes host and device bytes, and the pools get the numbers stock gives.
+Control-flow reservations stay on CPU:0, as in stock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from executorch.exir.schema import DeviceType, NonConstBufferDevice
+from executorch.exir.tensor import TensorSpec
+
+from memplan.errors import PlanningError
+from memplan.planner.extract import DEFAULT_POOL, Extraction
+from memplan.problem import BufferKind, Problem
+
+Device = tuple[DeviceType, int]
+CPU: Device = (DeviceType.CPU, 0)
+
+
+def device_of(spec: TensorSpec) -> Device:
+    return (spec.device, spec.device_index)
+
+
+@dataclass(frozen=True)
+class DeviceArenas:
+    """The device of every arena (mem_id) not on CPU:0."""
+
+    devices: dict[int, Device] = dataclasses.field(default_factory=dict)
+
+    def buffer_devices(self, num_buffers: int) -> list[NonConstBufferDevice] | None:
+        """`non_const_buffer_device` for `num_buffers` arenas; None when all are host arenas, as in stock."""
+        if not any(dt != DeviceType.CPU for dt, _ in self.devices.values()):
+            return None
+        return [
+            NonConstBufferDevice(buffer_idx=mem_id, device_type=dt, device_index=di)
+            for mem_id, (dt, di) in sorted(self.devices.items())
+            if mem_id < num_buffers
+        ]
+
+    def label(self, pool: int) -> str:
+        """How plots and reports name the arena: "mem_id 2 (CUDA:0)", "mem_id 1" on the host."""
+        if pool not in self.devices:
+            return f"mem_id {pool}"
+        dt, di = self.devices[pool]
+        return f"mem_id {pool} ({dt.name}:{di})"
+
+
+def split_by_device(extraction: Extraction, where: str) -> tuple[Extraction, DeviceArenas]:
+    """The extraction with each device's tensors in its own pool, and the device of each such pool.
+
+    A tensor aliasing another (storage_base) follows its base. Unchanged when every tensor is on CPU:0.
+    """
+    problem = extraction.problem
+    specs = {**extraction.spec_of, **extraction.zero_size}
+    keys = {bid: device_of(spec) for bid, spec in specs.items()}
+    others = sorted({k for k in keys.values() if k != CPU}, key=lambda k: (k[0].value, k[1]))
+    if not others:
+        return extraction, DeviceArenas()
+    pinned = sorted(bid for bid, spec in specs.items() if spec.mem_id is not None)
+    if pinned:
+        raise PlanningError(
+            f"{where}: tensors on non-CPU devices cannot be planned together with tensors a custom pool pass"
+            f" pinned to a mem_id ({', '.join(pinned[:10])}); ExecuTorch refuses this too (its device arenas"
+            " would collide with the custom pools). Drop the pins or enable_non_cpu_memory_planning."
+        )
+    on_host = any(k == CPU for k in keys.values())
+    first = DEFAULT_POOL + 1 if on_host else DEFAULT_POOL
+    pool_of = {device: first + i for i, device in enumerate(others)}
+    reserved = [b.id for b in problem.buffers if b.kind is BufferKind.SUBMODULE]
+    if reserved and not on_host:
+        raise PlanningError(
+            f"{where}: control-flow submodules reserve host memory ({', '.join(reserved)}) but no tensor of"
+            " this graph is on the host; ExecuTorch would give that arena to a device"
+        )
+    buffers = []
+    for buf in problem.buffers:
+        root = problem.root_of(buf.id)[0]
+        device = keys.get(root, CPU)
+        buffers.append(buf if device == CPU else dataclasses.replace(buf, pool=pool_of[device]))
+    split = Problem(
+        tuple(buffers),
+        problem.groups,
+        problem.same_offsets,
+        capacity=problem.capacity,
+        name=problem.name,
+        banks=problem.banks,
+    )
+    arenas = DeviceArenas({pool: device for device, pool in pool_of.items()})
+    return dataclasses.replace(extraction, problem=split), arenas
+
+
+def place_zero_size(extraction: Extraction, arenas: DeviceArenas) -> None:
+    """Give zero-byte tensors on a device that device's arena (`apply_plan` puts them in the host pool)."""
+    pool_of = {device: pool for pool, device in arenas.devices.items()}
+    for spec in extraction.zero_size.values():
+        if spec.storage_base is None and device_of(spec) in pool_of:
+            spec.mem_id = pool_of[device_of(spec)]
+
+
+def with_device_arenas(sizes: list[int], arenas: DeviceArenas) -> list[int]:
+    """`non_const_buffer_sizes` with an entry for every device arena (0 when empty)."""
+    width = max(arenas.devices, default=0) + 1
+    return list(sizes) + [0] * max(0, width - len(sizes))

@@ -1,0 +1,167 @@
+"""An ExecuTorch memory-planning algorithm, read as a memplan problem.
+
+`MemoryPlanningPass(memory_planning_algo)` takes a callable that places the
+specs itself, normally a `MemoryPlanningAlgorithmSuite` of algorithms
+(`greedy`, `naive`, `BankedGreedy(target)`, ...) whose smallest plan wins.
+`PlannerPass` takes the same callable. A translator recognises one algorithm
+and says what problem it plans (`Translation`): the memory map it plans
+across, the extra constraints it honours (`constrain`, e.g. several memories,
+blocked mem_ids, placement constraints) and the memplan solver it asks for.
+memplan then plans that problem with its own solver; the given algorithm
+also runs on the same tensors (`reference`) and its plan is kept if it is the
+better one. An algorithm no translator recognises is run as given
+(`Untranslated`, with the reason).
+
+A backend adds its algorithms with `register_translator`: a function taking
+the algorithm object and returning a `Translation`, or None when it does not
+recognise it. Translators registered later are asked first.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from executorch.exir.banked_memory_planning import BankedGreedy, TargetMemoryMap
+from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, greedy, naive
+
+from memplan.planner.as_algorithm import MemplanAlgorithm
+from memplan.planner.extract import Extraction
+
+Constrain = Callable[[Extraction, torch.fx.GraphModule, str], Extraction]
+"""Adds an algorithm's own constraints to a graph's extraction (the graph, its name for errors)."""
+
+
+@dataclass(frozen=True)
+class Translation:
+    """What a given algorithm plans, in memplan's terms.
+
+    `solver` (with its options and time limit) is the memplan solver the
+    algorithm asks for; None means the pass's own. `reference` runs the given
+    algorithm too, so the pass never returns a worse plan than it would.
+    """
+
+    name: str
+    memory_map: TargetMemoryMap | None = None
+    constrain: Constrain | None = None
+    solver: str | None = None
+    solver_options: tuple[tuple[str, Any], ...] = ()
+    time_limit_s: float | None = None
+    reference: bool = True
+
+
+@dataclass(frozen=True)
+class Untranslated:
+    """A given algorithm memplan cannot translate: it is run as given, and `reason` says why."""
+
+    name: str
+    reason: str
+
+
+Translator = Callable[[Any], Translation | None]
+_TRANSLATORS: list[Translator] = []
+
+
+def register_translator(translator: Translator) -> Translator:
+    """Add a translator (asked before those registered earlier); usable as a decorator."""
+    _TRANSLATORS.insert(0, translator)
+    return translator
+
+
+def algorithm_name(algorithm: Any) -> str:
+    """The name ExecuTorch's suite reports for an algorithm ("greedy", "banked_greedy", ...)."""
+    if isinstance(algorithm, functools.partial):
+        keywords = ", ".join(f"{k}={v!r}" for k, v in algorithm.keywords.items())
+        return f"{algorithm_name(algorithm.func)}({keywords})" if keywords else algorithm_name(algorithm.func)
+    if isinstance(algorithm, MemoryPlanningAlgorithmSuite):
+        return f"MemoryPlanningAlgorithmSuite[{', '.join(algorithm_name(a) for a in algorithm.algo_list)}]"
+    return str(getattr(algorithm, "__name__", type(algorithm).__name__))
+
+
+def translate(memory_planning_algo: Any) -> Translation | Untranslated:
+    """The problem `memory_planning_algo` (a suite or one algorithm) plans, or why memplan cannot say.
+
+    A suite translates when every algorithm in it does and they plan the same
+    problem (same memory map, same constraints).
+    """
+    name = algorithm_name(memory_planning_algo)
+    items: Sequence[Any] = (
+        memory_planning_algo.algo_list
+        if isinstance(memory_planning_algo, MemoryPlanningAlgorithmSuite)
+        else [memory_planning_algo]
+    )
+    found = []
+    for item in items:
+        translation = next((t for t in map(lambda f: f(item), _TRANSLATORS) if t is not None), None)
+        if translation is None:
+            return Untranslated(name, f"{algorithm_name(item)} has no memplan translation")
+        found.append(translation)
+    if not found:
+        return Untranslated(name, "the suite lists no algorithm")
+    first = found[0]
+    for other in found[1:]:
+        if other.memory_map is not first.memory_map or other.constrain is not first.constrain:
+            return Untranslated(name, f"{first.name} and {other.name} plan different problems")
+    own = next((t for t in found if t.solver is not None), first)
+    return Translation(
+        name=name if isinstance(memory_planning_algo, MemoryPlanningAlgorithmSuite) else first.name,
+        memory_map=first.memory_map,
+        constrain=first.constrain,
+        solver=own.solver,
+        solver_options=own.solver_options,
+        time_limit_s=own.time_limit_s,
+        reference=any(t.reference for t in found),
+    )
+
+
+# -- ExecuTorch's own algorithms and memplan's --------------------------------------
+
+
+def _overlapping_allowed(keywords: dict[str, Any]) -> bool:
+    return set(keywords) <= {"allow_overlapping_allocations"} and keywords.get(
+        "allow_overlapping_allocations", True
+    )
+
+
+@register_translator
+def _stock(algorithm: Any) -> Translation | None:
+    """`greedy` and `naive` plan the one-arena problem memplan extracts (greedy's keyword only when True).
+
+    `allow_overlapping_allocations=False` asks that tensors sharing a mem_obj_id all start at
+    its base (Vulkan reads mem_obj_id as one allocation); memplan has no such constraint.
+    """
+    func, keywords = (
+        (algorithm.func, dict(algorithm.keywords))
+        if isinstance(algorithm, functools.partial)
+        else (algorithm, {})
+    )
+    if func is greedy and _overlapping_allowed(keywords):
+        return Translation("greedy")
+    if func is naive and not keywords:
+        return Translation("naive")
+    return None
+
+
+@register_translator
+def _banked(algorithm: Any) -> Translation | None:
+    """`BankedGreedy(target)` plans across `target`'s banks (memplan.planner.banks)."""
+    if isinstance(algorithm, BankedGreedy) and algorithm.allow_overlapping_allocations:
+        return Translation("banked_greedy", memory_map=algorithm.target)
+    return None
+
+
+@register_translator
+def _memplan(algorithm: Any) -> Translation | None:
+    """memplan's own solver as an algorithm: planned by that solver, nothing to compare with."""
+    if isinstance(algorithm, MemplanAlgorithm):
+        return Translation(
+            algorithm.__name__,
+            solver=algorithm.solver,
+            solver_options=tuple(sorted(algorithm.solver_options.items())),
+            time_limit_s=algorithm.time_limit_s,
+            reference=False,
+        )
+    return None

@@ -1,0 +1,125 @@
+"""Device arenas: with enable_non_cpu_memory_planning, one arena per (device, index), numbered as stock numbers them."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from et_helpers import tiny
+from executorch.exir import ExecutorchBackendConfig, to_edge
+from executorch.exir.backend.test.device_util import DeviceAwarePartitioner
+from executorch.exir.passes import MemoryPlanningPass
+from executorch.exir.schema import DeviceType
+from executorch.exir.tensor import TensorSpec
+from executorch.runtime import Runtime
+
+from memplan import PlannerPass
+from memplan.errors import PlanningError
+from memplan.experiments.zoo import runtime
+from memplan.validate import validate
+
+
+class TwoMethods(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.sin(x) + y
+
+    def offload(self, x, y):
+        return (x + y) * torch.cos(y)
+
+
+class _Method(torch.nn.Module):
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+def _lower_two_methods(planning_pass):
+    module, inputs = TwoMethods(), (torch.randn(2, 2), torch.randn(2, 2))
+    programs = {
+        name: torch.export.export(_Method(getattr(module, name)), inputs, strict=True)
+        for name in ("forward", "offload")
+    }
+    edge = to_edge(programs).to_backend({"offload": DeviceAwarePartitioner("cuda:0")})
+    config = ExecutorchBackendConfig(enable_non_cpu_memory_planning=True, memory_planning_pass=planning_pass)
+    return edge.to_executorch(config), module
+
+
+def _plans(program):
+    return {
+        p.name: (list(p.non_const_buffer_sizes), p.non_const_buffer_device)
+        for p in program.executorch_program.execution_plan
+    }
+
+
+def test_device_arenas_are_numbered_and_tagged_as_stock():
+    stock, _ = _lower_two_methods(MemoryPlanningPass())
+    pass_ = PlannerPass(solver="bestfit")
+    mine, module = _lower_two_methods(pass_)
+    assert {m: devices for m, (_, devices) in _plans(mine).items()} == {
+        m: devices for m, (_, devices) in _plans(stock).items()
+    }
+    sizes, devices = _plans(mine)["offload"]
+    assert [(d.buffer_idx, d.device_type, d.device_index) for d in devices] == [(2, DeviceType.CUDA, 0)]
+    assert len(sizes) == len(_plans(stock)["offload"][0])
+    assert {b.pool for b in pass_.results["offload"].problem.buffers} == {1, 2}
+    assert not validate(pass_.results["offload"].problem, pass_.results["offload"].plan)
+
+    # The host method loads and runs as eager, call after call; the device method asks for device
+    # memory, which a CPU-only runtime refuses (as for the stock program).
+    program = Runtime.get().load_program(mine.buffer)
+    forward = program.load_method("forward")
+    for _ in range(3):
+        x, y = torch.randn(2, 2), torch.randn(2, 2)
+        assert torch.allclose(forward.execute([x, y])[0], module.forward(x, y))
+    with pytest.raises(RuntimeError):
+        program.load_method("offload")
+
+
+def _retagging(base: type):
+    """`base` (a planning pass) that first moves every relu and cat result to host device index 1."""
+
+    class Retag(base):  # type: ignore[misc, valid-type]
+        def run(self, graph_module, graph_signature=None):
+            for node in graph_module.graph.nodes:
+                spec = node.meta.get("spec")
+                name = str(node.target)
+                if isinstance(spec, TensorSpec) and any(op in name for op in ("relu", "cat")):
+                    spec.device_index = 1
+            return super().run(graph_module, graph_signature)
+
+    return Retag
+
+
+@pytest.mark.parametrize("name", ["chain", "stateful"])
+def test_a_second_host_device_gets_its_own_arena_and_runs_as_eager(name):
+    model = tiny(name)
+    stock = runtime.lower(
+        model, memory_planning_pass=_retagging(MemoryPlanningPass)(), enable_non_cpu_memory_planning=True
+    )
+    pass_ = _retagging(PlannerPass)(solver="bestfit")
+    mine = runtime.lower(model, memory_planning_pass=pass_, enable_non_cpu_memory_planning=True)
+    runtime.check_outputs(model, mine.buffer)
+    ((stock_sizes, stock_devices),) = _plans(stock).values()
+    ((sizes, devices),) = _plans(mine).values()
+    assert devices is None and stock_devices is None  # host arenas carry no device entry, as in stock
+    assert len(sizes) == len(stock_sizes)
+    result = pass_.results["forward"]
+    assert result.arenas.devices  # the index-1 arena exists ...
+    (pool,) = result.arenas.devices
+    assert any(b.pool == pool for b in result.problem.buffers)  # ... holds tensors ...
+    assert not validate(result.problem, result.plan)  # ... and never shares bytes with the host arena
+
+
+def test_pinned_tensors_and_devices_are_refused_like_stock():
+    class Pin(PlannerPass):
+        def run(self, graph_module, graph_signature=None):
+            for node in graph_module.graph.nodes:
+                spec = node.meta.get("spec")
+                if isinstance(spec, TensorSpec) and "relu" in str(node.target):
+                    spec.device, spec.mem_id = DeviceType.CUDA, 1
+            return super().run(graph_module, graph_signature)
+
+    with pytest.raises(PlanningError, match="pinned"):
+        runtime.lower(tiny("chain"), memory_planning_pass=Pin(), enable_non_cpu_memory_planning=True)
