@@ -293,3 +293,30 @@ def stock_pte(model: ZooModel) -> bytes:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return runtime.lower(model).buffer
+
+
+class StateStore(nn.Module):
+    """A buffer two methods share: `WriteState` writes it, `ReadState` reads it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("state", torch.zeros(4, 8))
+
+
+class WriteState(nn.Module):
+    def __init__(self, store: StateStore) -> None:
+        super().__init__()
+        self.store = store
+
+    def forward(self, x):
+        self.store.state.copy_(torch.tanh(x) * 2)
+        return x.sum(dim=0)
+
+
+class ReadState(nn.Module):
+    def __init__(self, store: StateStore) -> None:
+        super().__init__()
+        self.store = store
+
+    def forward(self, y):
+        return torch.relu(self.store.state @ y) + 1

@@ -23,7 +23,6 @@ import argparse
 import dataclasses
 import random
 import traceback
-from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,7 +32,7 @@ import pandas as pd
 
 from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError, UnsupportedProblemError
-from memplan.experiments.bench.claims import honest
+from memplan.experiments.bench.claims import Report, honest
 from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli.tables import markdown
 from memplan.generate import random_problem
@@ -218,23 +217,6 @@ class Attempt:
     @property
     def fits(self) -> bool:
         return self.plan is not None and not self.faults
-
-
-@dataclass
-class Report:
-    """Counts per solver label and the failures found."""
-
-    counts: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
-    failures: list[tuple[str, str, str]] = field(default_factory=list)  # (problem, solver, what)
-    failing: dict[str, Problem] = field(default_factory=dict)
-
-    def fail(self, problem: Problem, label: str, kind: str, what: str) -> None:
-        self.counts[label][kind] += 1
-        self.failures.append((problem.name, label, f"{kind}: {what}"))
-        self.failing[problem.name] = problem
-
-    def total(self, kind: str) -> int:
-        return sum(c[kind] for c in self.counts.values())
 
 
 def run_one(

@@ -22,9 +22,9 @@ import itertools
 import math
 import random
 import traceback
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from memplan.errors import InfeasibleError, ProblemError, UnsupportedProblemError
-from memplan.experiments.bench.claims import honest
+from memplan.experiments.bench.claims import Report, honest
 from memplan.experiments.cli.tables import markdown
 from memplan.plan import Plan
 from memplan.problem import Bank, Buffer, ContiguousGroup, Problem, SameOffset
@@ -358,23 +358,6 @@ def check(problem: Problem, plan: Plan) -> list[str]:
 
 
 # -- the run -----------------------------------------------------------------------------
-
-
-@dataclass
-class Report:
-    """Counts per solver label, and the failures found."""
-
-    counts: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
-    failures: list[tuple[str, str, str]] = field(default_factory=list)
-    failing: dict[str, Problem] = field(default_factory=dict)
-
-    def fail(self, problem: Problem, label: str, kind: str, what: str) -> None:
-        self.counts[label][kind] += 1
-        self.failures.append((problem.name, label, f"{kind}: {what}"))
-        self.failing[problem.name] = problem
-
-    def total(self, kind: str) -> int:
-        return sum(c[kind] for c in self.counts.values())
 
 
 def judge(

@@ -15,6 +15,7 @@ import warnings
 
 import pytest
 import torch
+from et_helpers import ReadState, StateStore, WriteState
 from executorch.exir import ExecutorchBackendConfig, schema, to_edge
 from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 from torch import nn
@@ -172,39 +173,17 @@ def test_initial_cache_values_survive_the_move(decode_pte, tmp_path):
         torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
-class Store(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("state", torch.zeros(4, 8))
-
-
-class Write(nn.Module):
-    def __init__(self, store: Store) -> None:
-        super().__init__()
-        self.store = store
-
-    def forward(self, x):
-        self.store.state.copy_(torch.tanh(x) * 2)
-        return x.sum(dim=0)
-
-
-class Read(nn.Module):
-    def __init__(self, store: Store) -> None:
-        super().__init__()
-        self.store = store
-
-    def forward(self, y):
-        return torch.relu(self.store.state @ y) + 1
-
-
 def test_state_shared_by_two_methods_stays_where_it_is():
     """Both methods name the state's arena (shared state): moving it in one would break the other."""
     from executorch.exir.passes import MemoryPlanningPass
 
     from memplan.planner.replan import replan
 
-    store = Store()
-    methods = {"write": (Write(store), (torch.randn(4, 8),)), "read": (Read(store), (torch.randn(8, 3),))}
+    store = StateStore()
+    methods = {
+        "write": (WriteState(store), (torch.randn(4, 8),)),
+        "read": (ReadState(store), (torch.randn(8, 3),)),
+    }
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")
         edge = to_edge({name: torch.export.export(m, args) for name, (m, args) in methods.items()})

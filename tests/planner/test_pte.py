@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from et_helpers import LINEAR_WIDTHS, LinearChain, stock_pte
+from et_helpers import LINEAR_WIDTHS, LinearChain, ReadState, StateStore, WriteState, stock_pte
 from executorch.exir import schema
 from torch import nn
 
@@ -23,31 +23,6 @@ from memplan.planner.replan import replan
 from memplan.validate import validate
 
 
-class Store(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("state", torch.zeros(4, 8))
-
-
-class Write(nn.Module):
-    def __init__(self, store: Store) -> None:
-        super().__init__()
-        self.store = store
-
-    def forward(self, x):
-        self.store.state.copy_(torch.tanh(x) * 2)
-        return x.sum(dim=0)
-
-
-class Read(nn.Module):
-    def __init__(self, store: Store) -> None:
-        super().__init__()
-        self.store = store
-
-    def forward(self, y):
-        return torch.relu(self.store.state @ y) + 1
-
-
 class Branch(nn.Module):
     def forward(self, x):
         return torch.cond(x.sum() > 0, lambda x: x.sin() * 2, lambda x: x.cos() + 1, (x,))
@@ -56,8 +31,11 @@ class Branch(nn.Module):
 @pytest.fixture(scope="module")
 def ptes() -> dict[str, bytes]:
     torch.manual_seed(0)
-    store = Store()
-    multi = {"write": (Write(store), (torch.randn(4, 8),)), "read": (Read(store), (torch.randn(8, 3),))}
+    store = StateStore()
+    multi = {
+        "write": (WriteState(store), (torch.randn(4, 8),)),
+        "read": (ReadState(store), (torch.randn(8, 3),)),
+    }
     return {
         "plain": stock_pte(
             programs.from_module(LinearChain(LINEAR_WIDTHS), (torch.randn(2, 16),), **zoo_recipe())
