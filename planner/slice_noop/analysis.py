@@ -122,17 +122,25 @@ def _refused(d: SliceDecision, reason: SliceRefusal, detail: str) -> SliceDecisi
 
 
 def _grouped(problem: Problem, decisions: Sequence[SliceDecision]) -> Problem:
-    """`problem` with the outputs as members of their inputs, each input living as long as its members."""
-    widened: dict[str, int] = {}
+    """`problem` with the outputs as members of their inputs, each input living as long as its members.
+
+    Both ends widen: a holder may be a larger no-op output of the same input produced after the
+    member (`x[1:2]` read before `x[0:2]`); its bytes are the input's, already written when the
+    member starts, so it may start that early too (as cat fusion widens its parents)."""
+    widened: dict[str, tuple[int, int]] = {}
     for d in decisions:
-        end = problem.buffer(d.output).end
+        out = problem.buffer(d.output)
         holder: str | None = d.input
         while holder is not None:  # the input and every tensor it sits in (a slice of a slice)
-            widened[holder] = max(widened.get(holder, problem.buffer(holder).end), end)
+            buf = problem.buffer(holder)
+            start, end = widened.get(holder, (buf.start, buf.end))
+            widened[holder] = (min(start, out.start), max(end, out.end))
             link = problem.parent_of(holder)
             holder = link[0] if link else None
     buffers = tuple(
-        dataclasses.replace(b, end=widened[b.id]) if b.id in widened and widened[b.id] > b.end else b
+        dataclasses.replace(b, start=widened[b.id][0], end=widened[b.id][1])
+        if b.id in widened and widened[b.id] != (b.start, b.end)
+        else b
         for b in problem.buffers
     )
     groups = [*problem.groups, *(ContiguousGroup(d.input, ((d.output, d.offset),)) for d in decisions)]

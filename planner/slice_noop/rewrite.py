@@ -35,7 +35,7 @@ def remove_noop_slices(
         spec.storage_base_offset = d.offset
     before = {b.id: b for b in noops.problem_without.buffers}
     for buf in noops.problem.buffers:
-        if buf.end != before[buf.id].end:
+        if (buf.start, buf.end) != (before[buf.id].start, before[buf.id].end):
             spec_of[buf.id].lifetime = [buf.start, buf.end - 1]
     graph = graph_module.graph
     nodes = {n.name: n for n in graph.nodes}

@@ -73,6 +73,17 @@ class StateSlice(nn.Module):
         return torch.cat([old, self.state[0:2]]).sum(0)
 
 
+class InnerFirst(nn.Module):
+    """A small slice read before a larger slice of the same input that holds it (random program
+    seed 11): the small one nests in the larger, which must start living when the small one does."""
+
+    def forward(self, x):
+        v = torch.sin(x[3:6])  # (3, 4)
+        inner = v[1:2] * 2  # read first
+        outer = v[0:2]  # produced later, holds v[1:2]
+        return torch.cat([inner, outer]).sum(0) + v.sum(0)
+
+
 MODELS = {
     "rows": lambda: _model("rows", Rows(), lambda: (torch.randn(6, 8),), n_calls=3),
     "pieces": lambda: _model("pieces", Pieces(), lambda: (torch.randn(1, 8, 4),), n_calls=3),
@@ -85,6 +96,7 @@ MODELS = {
         backend_config={"run_reinplace_pass": True},
     ),
     "state_slice": lambda: _model("state_slice", StateSlice(), lambda: (torch.randn(4, 8),), n_calls=4),
+    "inner_first": lambda: _model("inner_first", InnerFirst(), lambda: (torch.randn(8, 4),), n_calls=3),
 }
 
 
@@ -139,6 +151,19 @@ def test_slices_of_state_are_refused_and_state_stays_correct():
     state_slices = [d for d in noops.decisions if "state" in d.detail or "mutable" in d.detail]
     assert state_slices and not any(d.removed for d in state_slices)
     assert all(SliceRefusal.INPUT_SOURCE in d.reasons for d in state_slices)
+
+
+def test_slice_read_before_the_larger_slice_holding_it():
+    """Regression: the holder (v[0:2]) is produced after its member (v[1:2]); the group used to
+    keep the holder's own start and the problem was rejected (member lifetime not inside the
+    parent's). The holder now starts with its member, as cat fusion widens its parents."""
+    program, noops = planned("inner_first")
+    assert len(noops.nodes_removed) == 2 and remaining_slices(program) == 1  # x[3:6]: a graph input
+    inner, outer = sorted(noops.removed, key=lambda d: d.nbytes)
+    assert (inner.input, inner.offset) == (outer.output, 4 * 4)
+    holder = noops.problem.buffer(outer.output)
+    assert holder.start <= noops.problem.buffer(inner.output).start
+    assert holder.start < noops.problem_without.buffer(outer.output).start
 
 
 @pytest.mark.parametrize("name", ["rows", "pieces"])
