@@ -35,10 +35,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import pandas as pd
 import torch
 
 from memplan.banks import traffic
-from memplan.experiments.cli.args import comma_list
+from memplan.experiments.cli import args as script_args
+from memplan.experiments.cli import tables
 from memplan.planner.cadence.compat import cadence_passes_importable
 
 # Cadence's test programs (backends/cadence/aot/tests/test_memory_passes.py) and zoo models that
@@ -230,25 +232,23 @@ def _plans(algo: Any) -> dict[str, tuple[list[int], float] | None]:
 
 
 def markdown(table: Sequence[Row]) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(row.cells()) + " |" for row in table]
-    return "\n".join(lines)
+    """The rows as one Markdown table (cells already formatted: bytes per memory, shares, '-')."""
+    return tables.markdown(pd.DataFrame([row.cells() for row in table], columns=HEADER))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "--models",
-        type=comma_list("program"),
-        default=[*CADENCE_PROGRAMS, *ZOO_MODELS],
-        help="comma list of Cadence test programs and single-method zoo models",
+    script_args.add_models(parser, default=[*CADENCE_PROGRAMS, *ZOO_MODELS])
+    script_args.add_time_limit(
+        parser,
+        default=2.0,
+        why="each program is planned 3 times per memory config, beside Cadence's own flow",
     )
-    parser.add_argument("--time-limit", type=float, default=2.0, help="seconds per memplan solver run")
     parser.add_argument("--out", help="also write the markdown table here")
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # Cadence's flow logs every op and memory table
     cadence_passes_importable()
-    table = rows(args.models, args.time_limit)
+    table = rows(script_args.models_of(args), args.time_limit)
     text = markdown(table)
     print()
     print(text)
