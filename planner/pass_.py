@@ -270,7 +270,8 @@ class PlannerPass(MemoryPlanningPass):
         result.stock = functools.partial(self._with_shared_state_arena, stock or result.stock, share)
         self.results[method] = result
         checked = frozen(graph_signature)  # after cat fusion renamed outputs
-        if not isinstance(self.translation, Untranslated):  # an algorithm run as given keeps its mem_obj_ids
+        # An algorithm run as given keeps its mem_obj_ids; a translation may waive the check.
+        if isinstance(self.translation, Translation) and self.translation.check_storage_reuse:
             verify_storage_reuse(
                 graph_module,
                 checked,

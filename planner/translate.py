@@ -14,7 +14,9 @@ better one. An algorithm no translator recognises is run as given
 
 A backend adds its algorithms with `register_translator`: a function taking
 the algorithm object and returning a `Translation`, or None when it does not
-recognise it. Translators registered later are asked first.
+recognise it. Translators registered later are asked first. Backends whose
+code may be missing register on first use, when importable (Cadence:
+planner.cadence.translate).
 """
 
 from __future__ import annotations
@@ -42,6 +44,10 @@ class Translation:
     `solver` (with its options and time limit) is the memplan solver the
     algorithm asks for; None means the pass's own. `reference` runs the given
     algorithm too, so the pass never returns a worse plan than it would.
+    `check_storage_reuse` False skips ExecuTorch's `verify_storage_reuse` on the
+    written plan, for problems whose members are placed by their exact bytes
+    (Cadence's, whose padding may reach a neighbour; stock skips the check for
+    every algorithm but greedy); memplan's validator still checks the plan.
     """
 
     name: str
@@ -51,6 +57,7 @@ class Translation:
     solver_options: tuple[tuple[str, Any], ...] = ()
     time_limit_s: float | None = None
     reference: bool = True
+    check_storage_reuse: bool = True
 
 
 @dataclass(frozen=True)
@@ -87,6 +94,7 @@ def translate(memory_planning_algo: Any) -> Translation | Untranslated:
     A suite translates when every algorithm in it does and they plan the same
     problem (same memory map, same constraints).
     """
+    _load_backend_translators()
     name = algorithm_name(memory_planning_algo)
     items: Sequence[Any] = (
         memory_planning_algo.algo_list
@@ -114,7 +122,23 @@ def translate(memory_planning_algo: Any) -> Translation | Untranslated:
         solver_options=own.solver_options,
         time_limit_s=own.time_limit_s,
         reference=any(t.reference for t in found),
+        check_storage_reuse=all(t.check_storage_reuse for t in found),
     )
+
+
+_BACKENDS_LOADED: list[bool] = []
+
+
+def _load_backend_translators() -> None:
+    """Register the translators of backends that are importable (Cadence), on first use."""
+    if _BACKENDS_LOADED:
+        return
+    _BACKENDS_LOADED.append(True)
+    try:
+        from memplan.planner.cadence.translate import register
+    except ImportError:  # Cadence's compiler is not installed: its algorithms stay untranslated
+        return
+    register()
 
 
 # -- ExecuTorch's own algorithms and memplan's --------------------------------------

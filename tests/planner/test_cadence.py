@@ -21,8 +21,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from memplan import PlannerPass
 from memplan.errors import ExtractionError, InfeasibleError, MemplanError
 from memplan.planner.cadence.compat import cadence_passes_importable
+from memplan.planner.translate import Translation
 from memplan.validate import check_plan
 
 cadence_passes_importable()
@@ -218,3 +220,42 @@ def test_memories_too_small_for_any_algorithm_raise_a_memplan_error():
     assert isinstance(caught.value, MemplanError)
     assert {c.source for c in algo.attempts[-1]} >= {"memplan", "position_greedy", "greedy_heuristic"}
     assert all(c.plan is None for c in algo.attempts[-1])
+
+
+class RecordingPlannerPass(PlannerPass):
+    """PlannerPass standing in for Cadence's MemoryPlanningPass, remembering every instance."""
+
+    made: list[PlannerPass] = []
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        RecordingPlannerPass.made.append(self)
+
+
+@pytest.mark.parametrize("mem_algo", [0, 1], ids=["position_greedy", "greedy_heuristic"])
+def test_planner_pass_given_a_cadence_algorithm_honours_its_constraints(mem_algo, monkeypatch):
+    """CadenceMemoryPlanning's MemoryPlanningPass as PlannerPass: Cadence's algorithm is translated, the
+    plan is memplan's or Cadence's (whichever is better), validated against every Cadence constraint."""
+    RecordingPlannerPass.made = []
+    monkeypatch.setattr(cadence_planning, "MemoryPlanningPass", RecordingPlannerPass)
+    program = lower("cat_slice", THREE_MEMORIES, mem_algo)
+    (pass_,) = RecordingPlannerPass.made
+    assert isinstance(pass_.translation, Translation), pass_.translation
+    result = pass_.results["forward"]
+    assert "translated" in result.note, result.note
+    problem, plan = result.problem, result.plan
+    check_plan(problem, plan)
+    assert [b.capacity for b in problem.banks] == THREE_MEMORIES.memory_sizes
+    assert problem.groups, "the cat and slice no-ops became contiguous groups"
+    alignment = dict(enumerate(THREE_MEMORIES.memory_alignments or [], start=1))
+    for buffer in problem.buffers:
+        spec = result.specs[buffer.id]
+        if problem.root_of(buffer.id)[0] == buffer.id:
+            assert spec.mem_offset % alignment[spec.mem_id] == 0
+    for group in problem.groups:
+        parent = result.specs[group.parent]
+        for member, offset in group.members:
+            spec = result.specs[member]
+            assert (spec.mem_id, spec.mem_offset) == (parent.mem_id, parent.mem_offset + offset)
+    written = program.executorch_program.execution_plan[0].non_const_buffer_sizes
+    assert all(used <= size for used, size in zip(written[1:], THREE_MEMORIES.memory_sizes))
