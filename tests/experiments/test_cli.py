@@ -8,22 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from cli_helpers import run_cli as _run
 
 from memplan import io, solvers
 from memplan.bounds import lower_bound, lower_bounds
 from memplan.experiments import zoo
 from memplan.experiments.cli import main as cli
-
-
-def _run(argv: list[str], capsys) -> tuple[int, str, str]:
-    """Exit code, stdout and stderr of `memplan argv`, run in this process."""
-    try:
-        code = cli.main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
 
 ERROR_CASES = {
     "no command": ([], "choose a command: sweep, plan"),

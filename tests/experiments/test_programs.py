@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 import torch
+from cli_helpers import run_cli as _run
 from et_helpers import LINEAR_WIDTHS, LinearChain, stock_pte
 
 import memplan
-from memplan.experiments.cli import main as cli
 from memplan.experiments.sweep import run_log
 from memplan.experiments.sweep import table as sweep_table
 from memplan.experiments.zoo import programs
@@ -52,15 +52,6 @@ def model_file(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("user") / "mymodels.py"
     path.write_text(MODEL_SOURCE)
     return path
-
-
-def _run(argv: list[str], capsys) -> tuple[int, str, str]:
-    try:
-        code = cli.main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 def test_plan_and_plot_take_a_factory_spec(model_file, tmp_path, capsys):

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from cli_helpers import run_cli
 from executorch.exir import schema
 
 from memplan.experiments import zoo
-from memplan.experiments.cli import main as cli
 from memplan.experiments.cli.inspect import format_program
 from memplan.experiments.zoo import runtime
 from memplan.experiments.zoo.pte_check import OriginalFailsError, check_same_outputs
@@ -88,11 +88,8 @@ def test_damage_inside_a_parsing_flatbuffer_is_a_pte_error_naming_method_and_val
 
 
 def _run(argv: list[str], capsys) -> tuple[int, str]:
-    try:
-        code = cli.main(argv)
-    except SystemExit as exc:
-        code = exc.code
-    return code, capsys.readouterr().err
+    code, _, err = run_cli(argv, capsys)
+    return code, err
 
 
 def _one_error_line(code: int, err: str) -> str:
