@@ -3,7 +3,8 @@
 Models defined only here, written to a factory file as a user would: an LSTM like ExecuTorch's
 `examples/models/lstm` (which ConvertToLinearPass used to crash on), through `memplan plan`, a `.pt2`
 and a sweep; a small GPT-style transformer whose `memplan plan` figures equal the user's own plain
-`to_executorch` builds byte for byte; and the small things around them.
+`to_executorch` builds byte for byte; and the small things around them. The checks that lower
+the transformer run on a small MLP by default and on the transformer under `-m slow`.
 """
 
 from __future__ import annotations
@@ -70,9 +71,18 @@ def gpt():
     return GPT().eval(), (torch.randint(0, 64, (1, 16)),)
 
 
+def mlp():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 8)).eval(), (torch.randn(2, 16),)
+
+
 def broken():
     raise ValueError("the factory's own bug")
 '''
+
+
+# The transformer's checks run under -m slow; the MLP keeps each of them in the default run.
+PROGRAMS = ["mlp", pytest.param("gpt", marks=pytest.mark.slow)]
 
 
 @pytest.fixture(scope="module")
@@ -137,24 +147,26 @@ def test_a_sweep_of_the_lstm_checks_it_and_says_how_it_was_lowered(factories, tm
     assert "sweep: 1/3 " in err and "sweep: 3/3 " in err
 
 
-def test_memplan_plan_figures_equal_the_users_own_builds_byte_for_byte(factories, capsys):
-    planned = memplan.plan_model(f"{factories}:gpt", "bestfit")
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_memplan_plan_figures_equal_the_users_own_builds_byte_for_byte(factories, capsys, name):
+    planned = memplan.plan_model(f"{factories}:{name}", "bestfit")
     spec = {}
     exec(compile(FACTORIES, str(factories), "exec"), spec)
-    module, example = spec["gpt"]()
+    module, example = spec[name]()
     stock = _own_build(module, example, MemoryPlanningPass())
     mine = _own_build(module, example, memplan.PlannerPass(solver="bestfit"))
     row = planned.summary.iloc[0]
     assert (row["stock_arena_bytes"], row["arena_bytes"]) == (sum(stock), sum(mine))
     assert planned.results["forward"].stock_sizes == stock
     assert planned.summary.attrs["lowering"] == "to_edge"
-    code, out, _ = _run(["plan", f"{factories}:gpt", "--solver", "bestfit"], capsys)
+    code, out, _ = _run(["plan", f"{factories}:{name}", "--solver", "bestfit"], capsys)
     assert code == 0 and f"{sum(stock):,}" in out and f"{sum(mine):,}" in out
 
 
-def test_lowering_options_are_the_users_choice(factories):
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_lowering_options_are_the_users_choice(factories, name):
     planned = memplan.plan_model(
-        f"{factories}:gpt",
+        f"{factories}:{name}",
         "bestfit",
         partitioner="xnnpack",
         convert_linear=True,
@@ -168,9 +180,9 @@ def test_lowering_options_are_the_users_choice(factories):
 
 
 def test_export_problem_of_a_file_spec_names_files_after_the_program(factories, tmp_path, capsys):
-    code, out, err = _run(["export-problem", f"{factories}:gpt", "--out", str(tmp_path / "p")], capsys)
+    code, out, err = _run(["export-problem", f"{factories}:mlp", "--out", str(tmp_path / "p")], capsys)
     assert code == 0, err
-    assert (tmp_path / "p" / "mymodels_gpt.forward.json").is_file()
+    assert (tmp_path / "p" / "mymodels_mlp.forward.json").is_file()
     assert all(":" not in p.name for p in (tmp_path / "p").iterdir())
 
 
@@ -324,14 +336,19 @@ def test_zoo_models_keep_their_recipe_and_a_users_module_is_lowered_as_given(cap
     )
 
 
-def test_a_sweep_lowers_a_users_program_as_asked(factories, tmp_path):
+@pytest.mark.parametrize("name", PROGRAMS)
+def test_a_sweep_lowers_a_users_program_as_asked(factories, tmp_path, name):
     from memplan.experiments.zoo.programs import lowering_options, lowering_text
 
     text = lowering_text("xnnpack", None, False)
     assert text == "partitioner=xnnpack,const_prop=0"
     assert lowering_options(text) == {"partitioner": "xnnpack", "const_prop": False}
     df = memplan.sweep(
-        out=tmp_path / "runs", models=[f"{factories}:gpt"], solvers=["bestfit"], jobs=1, partitioner="xnnpack"
+        out=tmp_path / "runs",
+        models=[f"{factories}:{name}"],
+        solvers=["bestfit"],
+        jobs=1,
+        partitioner="xnnpack",
     )
     assert df["error"].isna().all(), df["error"].tolist()
     assert list(df["lowering"]) == ["to_edge_transform_and_lower(xnnpack)"]

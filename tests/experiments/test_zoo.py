@@ -1,5 +1,6 @@
 """Model zoo + runtime harness: every zoo model exports, lowers with the stock
-planner, runs in executorch.runtime and matches eager PyTorch."""
+planner, runs in executorch.runtime and matches eager PyTorch (the costliest
+models under `-m slow`, each with a cheaper default-run test of its kind)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import torch
 
 from memplan.experiments import zoo
 from memplan.experiments.zoo import runtime
+from memplan.experiments.zoo.models import hybrid
 from memplan.experiments.zoo.models.llama import llama
 
 REQUIRED = [
@@ -28,6 +30,15 @@ REQUIRED = [
     "multi_method_cache",
     "encoder_decoder_cache",
 ]
+
+# Checked under -m slow only; the default run keeps each kind with the named test.
+SLOW_MODELS = {
+    "mobilenet_v1_025": "ds_cnn and resnet8 (the same MLPerf Tiny family)",
+    "llama_prefill": "test_llama_builder_small_config (a 4-token prefill with a KV cache)",
+    "qwen35_hybrid_decode": "test_a_small_qwen35_hybrid_decode_lowers_runs_and_matches_eager",
+    "mobilenet_v1_025_xnnpack": "ds_cnn_xnnpack",
+    "llama_decode_xnnpack": "ds_cnn_xnnpack (XNNPACK) and llama_decode (the KV-cache decode)",
+}
 
 # One ZooModel per name for the whole module: runtime caches the edge program
 # on it, so the extra tests below do not re-export.
@@ -89,7 +100,9 @@ def test_stateful_methods_share_one_module():
 # ------------------------------------------------------------------ every model
 
 
-@pytest.mark.parametrize("name", zoo.names())
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.slow if n in SLOW_MODELS else ()) for n in zoo.names()]
+)
 def test_model_lowers_runs_and_matches_eager(name):
     m = model(name)
     et = stock(name)
@@ -107,6 +120,15 @@ def test_model_lowers_runs_and_matches_eager(name):
         assert all(s["delegates"] >= 1 for s in stats.values())
     else:
         assert all(s["delegates"] == 0 for s in stats.values())
+
+
+def test_a_small_qwen35_hybrid_decode_lowers_runs_and_matches_eager():
+    """qwen35_hybrid_decode's kind at one Gated DeltaNet layer and dim 32: its state over three calls."""
+    m = hybrid.qwen35_hybrid(linear_layers=1, dim=32, n_heads=2, seq_len=8, n_calls=3)
+    et = runtime.lower(m)
+    runtime.check_outputs(m, et.buffer)
+    (sizes,) = runtime.stock_arena_bytes(et).values()
+    assert sizes[0] == 0 and sizes[1] > 0 and len(sizes) == 2
 
 
 # ------------------------------------------------------------------ state
