@@ -310,6 +310,12 @@ class Problem:
     `banks` (in preference order, fastest first) declares capacity-bounded pools
     and their cost per byte accessed; a buffer whose `banks` lists several of
     them leaves the choice to the solver (see `place_in_banks`).
+    `shared_objects` asks for the "shared objects" form ExecuTorch's
+    `greedy(allow_overlapping_allocations=False)` makes for Vulkan, which reads
+    a `mem_obj_id` as one allocation: any two group roots of one pool whose
+    byte ranges intersect start at the same offset, so the roots at one offset
+    form an object and objects lie side by side (group members stay inside
+    their root, as ExecuTorch's aliases do).
     """
 
     buffers: tuple[Buffer, ...]
@@ -318,6 +324,7 @@ class Problem:
     capacity: int | None = None
     name: str = ""
     banks: tuple[Bank, ...] = ()
+    shared_objects: bool = False
     _by_id: dict[str, Buffer] = field(init=False, repr=False, compare=False)
     _parent_of: dict[str, tuple[str, int]] = field(init=False, repr=False, compare=False)
 
@@ -341,6 +348,7 @@ class Problem:
         self._check_same_offsets()
         self._check_magnitude()
         self._check_bank_choices()
+        self._check_shared_objects()
 
     # -- views -------------------------------------------------------------
     def __repr__(self) -> str:
@@ -356,6 +364,8 @@ class Problem:
             parts.append(f"capacity {self.capacity:,} B")
         if self.banks:
             parts.append(f"{len(self.banks)} banks")
+        if self.shared_objects:
+            parts.append("shared objects")
         return f"Problem({self.name!r}, {', '.join(parts)})"
 
     def to_frame(self) -> Any:
@@ -560,6 +570,27 @@ class Problem:
                             f"same-offset set {sset.buffers}: {a.id!r} and {b.id!r} are live at the"
                             f" same time in pool {a.pool}, so they cannot share an offset"
                         )
+
+    def _check_shared_objects(self) -> None:
+        """In the shared-objects form, pinned roots of one pool whose bytes intersect share their offset."""
+        if not isinstance(self.shared_objects, bool):
+            raise ProblemError(f"shared_objects must be True or False, got {self.shared_objects!r}")
+        if not self.shared_objects:
+            return
+        pinned: dict[int, list[tuple[int, int, str]]] = {}
+        for buf in self.buffers:
+            root_id, rel = self.root_of(buf.id)
+            root = self._by_id[root_id]
+            if buf.offset is not None and not root.banks and root.size > 0:
+                pinned.setdefault(root.pool, []).append((buf.offset - rel, root.size, root_id))
+        for pool, roots in pinned.items():
+            ordered = sorted(set(roots))
+            for (at, size, rid), (other_at, _, other) in zip(ordered, ordered[1:]):
+                if at < other_at < at + size:
+                    raise ProblemError(
+                        f"shared objects: {rid!r} is pinned at {at} and {other!r} at {other_at} in pool"
+                        f" {pool}; their bytes intersect, so they would have to start at the same offset"
+                    )
 
     def _check_magnitude(self) -> None:
         """The worst arena (every buffer stacked, each padded to its alignment) must fit MAX_COORDINATE."""

@@ -89,6 +89,7 @@ def with_memory_map(
         capacity=problem.capacity,
         name=problem.name,
         banks=banks_of(memory_map, alignment, extraction.extra_padding),
+        shared_objects=problem.shared_objects,
     )
     return dataclasses.replace(extraction, problem=banked)
 
@@ -131,13 +132,15 @@ def stock_sizes(
     graph_module: torch.fx.GraphModule,
     signature,
 ) -> list[int]:
-    """What ExecuTorch's own BankedGreedy gives for these tensors ([] when it raises BankPlacementError).
+    """What ExecuTorch's own BankedGreedy gives for these tensors ([] when it raises BankPlacementError),
+    without overlapping allocations when the problem asks for shared objects.
 
     BankedGreedy realigns every spec to the bank it tries; the graph's alignment is restored after.
     """
+    overlapping = not extraction.problem.shared_objects
     try:
         return list(
-            BankedGreedy(memory_map)(
+            BankedGreedy(memory_map, allow_overlapping_allocations=overlapping)(
                 alignment, extraction.specs, graph_module, signature, extraction.extra_padding
             ).bufsizes
         )

@@ -94,6 +94,7 @@ def split_by_device(extraction: Extraction, where: str) -> tuple[Extraction, Dev
         capacity=problem.capacity,
         name=problem.name,
         banks=problem.banks,
+        shared_objects=problem.shared_objects,
     )
     arenas = DeviceArenas({pool: device for device, pool in pool_of.items()})
     return dataclasses.replace(extraction, problem=split), arenas

@@ -73,7 +73,7 @@ from memplan.planner.slice_noop.analysis import analyze_slices
 from memplan.planner.slice_noop.decisions import SliceNoops
 from memplan.planner.slice_noop.rewrite import remove_noop_slices
 from memplan.planner.state_in_place import StateReport, StateStatus, analyze, rewrite
-from memplan.planner.translate import Translation, Untranslated, translate
+from memplan.planner.translate import NO_FUSION, Translation, Untranslated, translate
 from memplan.planner.verify import verify_storage_reuse
 from memplan.problem import Problem
 
@@ -351,6 +351,7 @@ class PlannerPass(MemoryPlanningPass):
             ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment, where)
         if isinstance(self.translation, Translation) and self.translation.constrain is not None:
             ex = self.translation.constrain(ex, graph_module, where)
+        ex = self._in_form(ex)
         arenas = DeviceArenas()
         if self.enable_non_cpu_memory_planning:
             ex, arenas = split_by_device(ex, where)
@@ -360,7 +361,7 @@ class PlannerPass(MemoryPlanningPass):
         graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]  # what ExecuTorch's greedy reads
         stock = self._stock(ex, graph_module, signature)
         noops = None
-        if self.slice_noop:  # before cat fusion: cats then leave the grouped slices alone
+        if self.slice_noop and not self._shared_objects:  # before cat fusion: cats then leave the grouped slices alone
             noops = analyze_slices(graph_module, signature, ex)
             ex = dataclasses.replace(ex, problem=noops.problem)
         choice = self._choose(ex, graph_module, signature, where, arenas)
@@ -432,7 +433,7 @@ class PlannerPass(MemoryPlanningPass):
             return _Choice(dataclasses.replace(ex, problem=own.problem), own.plan, note, as_given=own)
         reference = self._reference(given) if translation.reference else None
         fusion, without = None, None
-        if self.cat_fusion:
+        if self.cat_fusion and not translation.shared_objects:
             fusion, plan, without = plan_with_cat_fusion(
                 graph_module,
                 signature,
@@ -447,8 +448,10 @@ class PlannerPass(MemoryPlanningPass):
             plan, planned = self._solve(ex.problem, where), ex
         note = f"{translation.name}: planned by memplan {self.solver}"
         choice = _Choice(planned, plan, note, fusion, without)
+        off = [name for name, on in (("cat fusion", self.cat_fusion), ("slice no-ops", self.slice_noop)) if on]
+        aside = f" ({' and '.join(off)} off: {NO_FUSION})" if translation.shared_objects and off else ""
         if isinstance(reference, str):
-            choice.note = f"{translation.name} translated; its own plan was not kept: {reference}"
+            choice.note = f"{translation.name} translated; its own plan was not kept: {reference}{aside}"
         elif reference is not None:
             mine, theirs = (
                 _cost(choice.planned.problem, choice.plan),
@@ -456,12 +459,14 @@ class PlannerPass(MemoryPlanningPass):
             )
             choice.note = (
                 f"{translation.name} translated; memplan {self.solver}: {mine[-1]:,} B, the algorithm's own"
-                f" plan: {theirs[-1]:,} B"
+                f" plan: {theirs[-1]:,} B{aside}"
             )
             fused = choice.fusion is not None and bool(choice.fusion.removed)
             if theirs < mine or (theirs == mine and not fused):  # memplan's replaces it only when better
                 planned = dataclasses.replace(ex, problem=reference.problem)
                 return _Choice(planned, reference.plan, choice.note + ", the algorithm's kept")
+        else:
+            choice.note += aside
         return choice
 
     def _reference(self, given: Callable[[bool], GivenPlan]) -> GivenPlan | str:
@@ -506,9 +511,20 @@ class PlannerPass(MemoryPlanningPass):
             )
             if self.memory_map is not None:
                 before = with_memory_map(before, graph_module, self.memory_map, self.alignment, "stock")
-            stock = self._stock(before, graph_module, signature)
+            stock = self._stock(self._in_form(before), graph_module, signature)
             _forget_lifetimes(graph_module)  # ExecuTorch's lifetime analysis only ever widens them
         return StateReport(tuple(decisions), rewrite(graph_module, decisions)), stock
+
+    @property
+    def _shared_objects(self) -> bool:
+        """True if the given algorithm plans the shared-objects form (translate.Translation.shared_objects)."""
+        return isinstance(self.translation, Translation) and self.translation.shared_objects
+
+    def _in_form(self, ex: Extraction) -> Extraction:
+        """The extraction with its problem in the form the given algorithm plans (shared objects or not)."""
+        if not self._shared_objects:
+            return ex
+        return dataclasses.replace(ex, problem=dataclasses.replace(ex.problem, shared_objects=True))
 
     def _with_shared_state_arena(self, stock: Callable[[], list[int]], share: bool) -> list[int]:
         """`stock()`, plus the arena of state shared across methods (as `share_mutable_buffers` lays it out)."""
