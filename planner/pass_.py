@@ -361,7 +361,9 @@ class PlannerPass(MemoryPlanningPass):
         graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]  # what ExecuTorch's greedy reads
         stock = self._stock(ex, graph_module, signature)
         noops = None
-        if self.slice_noop and not self._shared_objects:  # before cat fusion: cats then leave the grouped slices alone
+        if (
+            self.slice_noop and not self._shared_objects
+        ):  # before cat fusion: cats then leave the grouped slices alone
             noops = analyze_slices(graph_module, signature, ex)
             ex = dataclasses.replace(ex, problem=noops.problem)
         choice = self._choose(ex, graph_module, signature, where, arenas)
@@ -448,7 +450,9 @@ class PlannerPass(MemoryPlanningPass):
             plan, planned = self._solve(ex.problem, where), ex
         note = f"{translation.name}: planned by memplan {self.solver}"
         choice = _Choice(planned, plan, note, fusion, without)
-        off = [name for name, on in (("cat fusion", self.cat_fusion), ("slice no-ops", self.slice_noop)) if on]
+        off = [
+            name for name, on in (("cat fusion", self.cat_fusion), ("slice no-ops", self.slice_noop)) if on
+        ]
         aside = f" ({' and '.join(off)} off: {NO_FUSION})" if translation.shared_objects and off else ""
         if isinstance(reference, str):
             choice.note = f"{translation.name} translated; its own plan was not kept: {reference}{aside}"

@@ -31,8 +31,8 @@ from executorch.exir.banked_memory_planning import BankedGreedy, TargetMemoryMap
 from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, greedy, naive
 
 from memplan.planner.as_algorithm import MemplanAlgorithm
-from memplan.solvers import DEFAULT_TIME_LIMIT_S
 from memplan.planner.extract import Extraction
+from memplan.solvers import DEFAULT_TIME_LIMIT_S
 
 Constrain = Callable[[Extraction, torch.fx.GraphModule, str], Extraction]
 """Adds an algorithm's own constraints to a graph's extraction (the graph, its name for errors)."""

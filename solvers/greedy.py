@@ -81,9 +81,7 @@ def solve_greedy(
     unit_offsets = [0] * len(units)
     arena_sizes: dict[int, int] = {}
     for pool in sorted(by_pool):
-        arena_sizes[pool] = _plan_pool(
-            by_pool[pool], unit_offsets, overlapping, params.sort_alignment
-        )
+        arena_sizes[pool] = _plan_pool(by_pool[pool], unit_offsets, overlapping, params.sort_alignment)
     bounds = lower_bounds(problem)
     proven = all(arena_sizes[p] == bounds[p] for p in arena_sizes)
     return Plan(

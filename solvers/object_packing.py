@@ -19,7 +19,7 @@ and `promote` moves items to faster banks where there is room.
 from __future__ import annotations
 
 import math
-from bisect import bisect_right, insort
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -163,9 +163,9 @@ class Packer:
 
     def dissolve(self) -> None:
         """Empty objects, smallest first, into other objects of their pool that need not grow."""
-        for pool, objects in self.objects.items():
+        for objects in self.objects.values():
             for obj in sorted((o for o in objects if o.fixed is None), key=lambda o: o.size):
-                moved: list[tuple[Item, SharedObject]] = []
+                moved: list[Item] = []
                 for item in list(obj.items):
                     target = next(
                         (o for o in objects if o is not obj and o.items and o.growth(item) == 0), None
@@ -174,10 +174,10 @@ class Packer:
                         break
                     self._remove(item)
                     self._add(target, item)
-                    moved.append((item, target))
+                    moved.append(item)
                 else:
                     continue
-                for item, target in reversed(moved):  # undo: the object stays
+                for item in reversed(moved):  # undo: the object stays
                     self._remove(item)
                     self._add(obj, item)
                 if obj not in objects:

@@ -60,11 +60,16 @@ class SharedObjectsParams:
             object.__setattr__(self, name, tuple(given))
             unknown = [x for x in given if x not in known]
             if unknown or not given:
-                raise SolverOptionError(f"shared_objects: unknown {name} {unknown}; choose from {list(known)}")
+                raise SolverOptionError(
+                    f"shared_objects: unknown {name} {unknown}; choose from {list(known)}"
+                )
 
 
 def solve_shared_objects(
-    problem: Problem, params: SharedObjectsParams = SharedObjectsParams(), *, time_limit_s: float | None = None
+    problem: Problem,
+    params: SharedObjectsParams = SharedObjectsParams(),
+    *,
+    time_limit_s: float | None = None,
 ) -> Plan:
     """A plan in the shared-objects form: the best candidate packing (no new one starts after the time limit)."""
     began = time.perf_counter()
@@ -140,11 +145,14 @@ def _packings(
     ordered = sorted((i for i in occupying if i.fixed is None), key=lambda i: key(i, position[i.index]))
     for item in [i for i in ordered if len(i.choices) == 1] + [i for i in ordered if len(i.choices) > 1]:
         if not packer.place(item, rule):
-            last = problem.bank(item.choices[-1])
+            banks = [b for pool in item.choices if (b := problem.bank(pool)) is not None]
+            free = ", ".join(
+                f"{b.name!r} {b.capacity - packer.used.get(b.pool, 0)} of {b.capacity}" for b in banks
+            )
             raise BankCapacityError(
-                f"shared_objects ({order}, {rule}): no bank has room for {list(units[item.index].roots)}"
-                f" ({item.size_in[item.choices[-1]]} bytes)",
-                last.name if last is not None else "",
+                f"shared_objects ({order}, {rule}): no bank has room for a new object of"
+                f" {list(units[item.index].roots)} ({item.size_in[item.choices[-1]]} bytes); bytes free: {free}",
+                banks[-1].name if banks else "",
                 item.size_in[item.choices[-1]],
                 units[item.index].roots,
             )
