@@ -60,34 +60,34 @@ def solve_pool(
             for b in clique:
                 apart[a][b] = a == b
     model = cp_model.CpModel()
-    x = {(i, k): model.NewBoolVar(f"x{i}_{k}") for i in range(n) for k in range(i + 1) if apart[i][k]}
+    x = {(i, k): model.new_bool_var(f"x{i}_{k}") for i in range(n) for k in range(i + 1) if apart[i][k]}
     for i in range(n):
-        model.AddExactlyOne(x[i, k] for k in range(i + 1) if (i, k) in x)
+        model.add_exactly_one(x[i, k] for k in range(i + 1) if (i, k) in x)
         for k in range(i):
             if (i, k) in x:
-                model.AddImplication(x[i, k], x[k, k])
+                model.add_implication(x[i, k], x[k, k])
     for clique in cliques:
         for k in range(max(clique) + 1):
             members = [x[i, k] for i in clique if (i, k) in x]
             if len(members) > 1:
-                model.AddAtMostOne(members)
-    model.Minimize(sum(order[k].size * x[k, k] for k in range(n)))
+                model.add_at_most_one(members)
+    model.minimize(sum(order[k].size * x[k, k] for k in range(n)))
     for group in hint:
         rep = min(position[i] for i in group)
         for i in group:
             if (position[i], rep) in x:
-                model.AddHint(x[position[i], rep], 1)
+                model.add_hint(x[position[i], rep], 1)
     solver = cp_model.CpSolver()
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
     solver.parameters.max_deterministic_time = max(seconds * DETERMINISTIC_PER_SECOND, 0.001)
     solver.parameters.max_time_in_seconds = max(seconds, 0.01)
-    status = solver.Solve(model)
+    status = solver.solve(model)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     groups: dict[int, list[int]] = {}
     for (i, k), var in x.items():
-        if solver.Value(var):
+        if solver.value(var):
             groups.setdefault(k, []).append(order[i].index)
     objects = list(groups.values())
     by_index = {u.index: u for u in units}
