@@ -166,9 +166,13 @@ class PlannerPass(MemoryPlanningPass):
     `memory_map` (ExecuTorch's `TargetMemoryMap`) plans across its banks
     (planner.banks): every bank within its size, the traffic kept in the
     fastest banks; "greedy" and "bestfit" then mean banked_greedy (ExecuTorch's
-    BankedGreedy) and banked_bestfit. Cat fusion is kept wherever the fused
-    plan fits. State shared across methods goes to its own arena, one past
-    every arena the map or a pin uses.
+    BankedGreedy) and banked_bestfit. Traffic is counted as the emitted
+    program counts it (memplan.planner.traffic: every instruction's tensor
+    arguments, by bank); ExecuTorch's BankedGreedy also plans the tensors and
+    its plan is kept unless memplan's moves no more bytes through slower banks,
+    so the slow-bank traffic is never more than BankedGreedy's. Cat fusion is
+    refused (TRAFFIC_GREW) when the fused plan moves more. State shared across
+    methods goes to its own arena, one past every arena the map or a pin uses.
     `state_in_place` lets the op computing a mutable buffer's new value write
     it where the buffer lives and removes ExecuTorch's write-back `copy_`
     where that is legal; a copy that stays is moved up to right after the
