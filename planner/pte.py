@@ -139,9 +139,7 @@ class MethodLayout:
     notes: list[str] = field(default_factory=list)
     overlaps: list[LiveOverlap] = field(default_factory=list)
     state_placement: str = ""  # where the method's state may go when re-planned, in one sentence
-    devices: dict[int, str] = field(
-        default_factory=dict
-    )  # arena -> its device, "cuda:0" (host arenas absent)
+    devices: dict[int, str] = field(default_factory=dict)  # arena -> its device ("cuda:0"), off the host
 
     @property
     def lower_bound(self) -> int | None:
