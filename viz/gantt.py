@@ -1,9 +1,10 @@
 """The arena as a picture: execution step across, byte offset up, one box per buffer.
 
 Several pools are stacked bottom to top in pool order, each starting where the
-previous pool's arena ends and labelled by `Problem.pool_label` ("mem_id 2 · cuda:0"). All rectangles go into a few collections (not one
-artist per buffer), so a 2,000-buffer plan draws quickly, and only the
-largest few buffers get a text label.
+previous pool's arena ends and labelled by `Problem.pool_label` ("mem_id 2 ·
+cuda:0"). All rectangles go into a few collections (not one artist per
+buffer), so a 2,000-buffer plan draws quickly, and only the largest few
+buffers get a text label.
 """
 
 from __future__ import annotations
