@@ -121,7 +121,7 @@ def bank_report(problem: Problem, plan: Plan) -> list[BankUsage]:
         bank = problem.bank(pool)
         rows.append(
             BankUsage(
-                name=bank.name if bank else f"mem_id {pool}",
+                name=bank.name if bank else problem.pool_label(pool),
                 pool=pool,
                 capacity=bank.capacity if bank else problem.capacity,
                 bytes=plan.arena_sizes.get(pool, 0),

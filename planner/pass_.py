@@ -390,7 +390,9 @@ class PlannerPass(MemoryPlanningPass):
             for spec, obj in choice.as_given.objects:
                 spec.mem_obj_id = obj
         if arenas.devices:
-            note += "; device arenas: " + ", ".join(arenas.label(pool) for pool in sorted(arenas.devices))
+            note += "; device arenas: " + ", ".join(
+                planned.problem.pool_label(p) for p in sorted(arenas.devices)
+            )
             place_zero_size(planned, arenas)
             sizes = with_device_arenas(sizes, arenas)
             if (devices := arenas.buffer_devices(len(sizes))) is not None:
