@@ -13,8 +13,9 @@ first), with the meaning ExecuTorch gives it:
   bank; the XNNPACK padding ExecuTorch adds to every arena with tensors comes
   out of each bank's size.
 
-Every buffer also carries how often the program reads or writes it
-(`access_counts`): the traffic the solvers keep out of slow banks.
+Every buffer also carries how many times the emitted instructions name it
+(planner.traffic `argument_counts`): size x accesses is the traffic, as the
+emitted program counts it, that the solvers keep out of slow banks.
 """
 
 from __future__ import annotations
@@ -26,12 +27,10 @@ import re
 import torch
 from executorch.exir import memory
 from executorch.exir.banked_memory_planning import BankedGreedy, BankPlacementError, TargetMemoryMap
-from executorch.exir.memory_planning import get_node_tensor_specs
 from executorch.exir.schema import DeviceType
-from executorch.exir.tensor import TensorSpec
-from torch.utils._pytree import tree_flatten
 
 from memplan.planner.extract import Extraction, ExtractionError
+from memplan.planner.traffic import argument_counts
 from memplan.problem import MAX_COORDINATE, Bank, Problem
 
 # Nodes that move no bytes: allocations, views of a base, tuple projections.
@@ -68,7 +67,7 @@ def with_memory_map(
         )
     problem = extraction.problem
     declared = tuple(memory_map.mem_ids())
-    counts = access_counts(graph_module, extraction.spec_of)
+    counts = argument_counts(extraction.spec_of, graph_module.graph.nodes)
     buffers = []
     for buf in problem.buffers:
         root = problem.root_of(buf.id)[0]
@@ -79,7 +78,7 @@ def with_memory_map(
                 buf,
                 pool=declared[0] if free else buf.pool,
                 banks=declared if free else (),
-                accesses=counts.get(buf.id, buf.accesses),
+                accesses=counts.get(buf.id, 0),
             )
         )
     banked = Problem(
@@ -92,32 +91,6 @@ def with_memory_map(
         shared_objects=problem.shared_objects,
     )
     return dataclasses.replace(extraction, problem=banked)
-
-
-def access_counts(graph_module: torch.fx.GraphModule, spec_of: dict[str, TensorSpec]) -> dict[str, int]:
-    """Per buffer: the instructions that read or write it, plus the copy in or out of a graph input/output.
-
-    Read off the graph the planner receives: every call (an op, a delegate,
-    a control-flow node) touching a tensor through its arguments or results
-    counts once; allocations, views and tuple projections move no bytes.
-    """
-    of_spec = {id(spec): bid for bid, spec in spec_of.items()}
-    counts: dict[str, int] = {}
-    for node in graph_module.graph.nodes:
-        if node.op == "call_function" and node.target in _NOT_ACCESSES:
-            continue
-        if node.op not in ("call_function", "placeholder", "output"):
-            continue
-        touched = set()
-        if node.op != "output":
-            touched |= {id(s) for s in get_node_tensor_specs(node)}
-        for arg in tree_flatten((node.args, node.kwargs))[0]:
-            if isinstance(arg, torch.fx.Node):
-                touched |= {id(s) for s in get_node_tensor_specs(arg)}
-        for key in touched:
-            if key in of_spec:
-                counts[of_spec[key]] = counts.get(of_spec[key], 0) + 1
-    return counts
 
 
 def state_pool(memory_map: TargetMemoryMap, problem: Problem) -> int:

@@ -21,7 +21,7 @@ from executorch.exir.tensor import TensorSpec
 
 from memplan.errors import PlanningError
 from memplan.planner.extract import DEFAULT_POOL, Extraction
-from memplan.problem import BufferKind, Problem
+from memplan.problem import BufferKind
 
 Device = tuple[DeviceType, int]
 CPU: Device = (DeviceType.CPU, 0)
@@ -47,12 +47,15 @@ class DeviceArenas:
             if mem_id < num_buffers
         ]
 
-    def label(self, pool: int) -> str:
-        """How plots and reports name the arena: "mem_id 2 (CUDA:0)", "mem_id 1" on the host."""
-        if pool not in self.devices:
-            return f"mem_id {pool}"
-        dt, di = self.devices[pool]
-        return f"mem_id {pool} ({dt.name}:{di})"
+    def names(self) -> dict[int, str]:
+        """The `Problem.pool_names` of the device arenas: {2: "cuda:0"}."""
+        return {pool: device_name(*device) for pool, device in self.devices.items()}
+
+
+def device_name(device_type: int, index: int) -> str:
+    """A device as torch spells it ("cuda:0", "cpu:1"); a type this ExecuTorch does not know by its number."""
+    known = device_type in DeviceType._value2member_map_
+    return f"{DeviceType(device_type).name.lower() if known else f'device type {device_type}'}:{index}"
 
 
 def split_by_device(extraction: Extraction, where: str) -> tuple[Extraction, DeviceArenas]:
@@ -87,16 +90,10 @@ def split_by_device(extraction: Extraction, where: str) -> tuple[Extraction, Dev
         root = problem.root_of(buf.id)[0]
         device = keys.get(root, CPU)
         buffers.append(buf if device == CPU else dataclasses.replace(buf, pool=pool_of[device]))
-    split = Problem(
-        tuple(buffers),
-        problem.groups,
-        problem.same_offsets,
-        capacity=problem.capacity,
-        name=problem.name,
-        banks=problem.banks,
-        shared_objects=problem.shared_objects,
-    )
     arenas = DeviceArenas({pool: device for device, pool in pool_of.items()})
+    split = dataclasses.replace(
+        problem, buffers=tuple(buffers), pool_names={**problem.pool_names, **arenas.names()}
+    )
     return dataclasses.replace(extraction, problem=split), arenas
 
 

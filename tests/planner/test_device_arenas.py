@@ -1,9 +1,11 @@
-"""Device arenas: with enable_non_cpu_memory_planning, one arena per (device, index), numbered as stock numbers them."""
+"""Device arenas: with enable_non_cpu_memory_planning, one arena per (device, index), numbered as stock numbers them,
+and named by their device wherever a user sees them (plots, results, `memplan inspect`)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from cli_helpers import run_cli
 from et_helpers import tiny
 from executorch.exir import ExecutorchBackendConfig, to_edge
 from executorch.exir.backend.test.device_util import DeviceAwarePartitioner
@@ -12,10 +14,12 @@ from executorch.exir.schema import DeviceType
 from executorch.exir.tensor import TensorSpec
 from executorch.runtime import Runtime
 
-from memplan import PlannerPass
+from memplan import PlannerPass, viz
 from memplan.errors import PlanningError
 from memplan.experiments.zoo import runtime
+from memplan.planner.pte import read_program
 from memplan.validate import validate
+from memplan.viz.gantt import POOL_LABEL
 
 
 class TwoMethods(torch.nn.Module):
@@ -53,10 +57,17 @@ def _plans(program):
     }
 
 
-def test_device_arenas_are_numbered_and_tagged_as_stock():
-    stock, _ = _lower_two_methods(MemoryPlanningPass())
+@pytest.fixture(scope="module")
+def two_methods():
+    """The two-method program with `offload` on cuda:0, planned by PlannerPass: (program, pass, module)."""
     pass_ = PlannerPass(solver="bestfit")
-    mine, module = _lower_two_methods(pass_)
+    program, module = _lower_two_methods(pass_)
+    return program, pass_, module
+
+
+def test_device_arenas_are_numbered_and_tagged_as_stock(two_methods):
+    stock, _ = _lower_two_methods(MemoryPlanningPass())
+    mine, pass_, module = two_methods
     assert {m: devices for m, (_, devices) in _plans(mine).items()} == {
         m: devices for m, (_, devices) in _plans(stock).items()
     }
@@ -75,6 +86,44 @@ def test_device_arenas_are_numbered_and_tagged_as_stock():
         assert torch.allclose(forward.execute([x, y])[0], module.forward(x, y))
     with pytest.raises(RuntimeError):
         program.load_method("offload")
+
+
+def test_results_and_plots_name_the_device_of_each_arena(two_methods):
+    _, pass_, _ = two_methods
+    result = pass_.results["offload"]
+    assert result.problem.pool_names == {2: "cuda:0"}
+    assert result.note.endswith("device arenas: mem_id 2 · cuda:0")
+    assert "pools [1, 2 (cuda:0)]" in repr(result.problem)
+
+    ax = viz.gantt(result.problem, result.plan)
+    assert [t.get_text() for t in ax.texts if t.get_gid() == POOL_LABEL] == [
+        " mem_id 1",
+        " mem_id 2 · cuda:0",
+    ]
+    _, labels = viz.profile(result.problem, result.plan).get_legend_handles_labels()
+    assert "live, mem_id 2 · cuda:0" in labels
+    titles = [ax.get_title() for ax in viz.bank_profile(result.problem, result.plan).axes]
+    assert titles[0].startswith("mem_id 1: ") and titles[1].startswith("mem_id 2 · cuda:0: ")
+    host = pass_.results["forward"]  # nothing of it on a device: one pool, no label, as before
+    assert not host.problem.pool_names and "device" not in host.note
+    assert not [t for t in viz.gantt(host.problem, host.plan).texts if t.get_gid() == POOL_LABEL]
+
+
+def test_inspect_names_the_device_of_each_arena(two_methods, tmp_path, capsys):
+    program, pass_, _ = two_methods
+    pte = tmp_path / "two.pte"
+    pte.write_bytes(program.buffer)
+    code, out, err = run_cli(["inspect", str(pte), "--brief", "--out", str(tmp_path / "two.png")], capsys)
+    assert code == 0, err
+    sizes = pass_.results["offload"].buffer_sizes
+    assert f"| {sizes[1]:,} + {sizes[2]:,} (cuda:0) " in out
+    assert f"device arenas: mem_id 2 on cuda:0 ({sizes[2]:,} bytes)" in out
+    assert out.count("cuda:0") == 2  # the host method names no device
+    assert (tmp_path / "two.png").stat().st_size > 0
+    layout = read_program(program.buffer).methods
+    assert layout["offload"].devices == {2: "cuda:0"} and not layout["forward"].devices
+    derived = layout["offload"].problem
+    assert derived is not None and derived.pool_label(2) == "mem_id 2 · cuda:0"
 
 
 def _retagging(base: type):
@@ -108,6 +157,7 @@ def test_a_second_host_device_gets_its_own_arena_and_runs_as_eager(name):
     result = pass_.results["forward"]
     assert result.arenas.devices  # the index-1 arena exists ...
     (pool,) = result.arenas.devices
+    assert result.problem.pool_label(pool) == f"mem_id {pool} · cpu:1"  # plots and reports say which
     assert any(b.pool == pool for b in result.problem.buffers)  # ... holds tensors ...
     assert not validate(result.problem, result.plan)  # ... and never shares bytes with the host arena
 
