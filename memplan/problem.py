@@ -601,17 +601,27 @@ class Problem:
                         )
 
     def _check_shared_objects(self) -> None:
-        """In the shared-objects form, pinned roots of one pool whose bytes intersect share their offset."""
+        """In the shared-objects form, pinned roots of one pool whose bytes intersect share their offset
+        (a root in a same-offset set with a pinned one is pinned too)."""
         if not isinstance(self.shared_objects, bool):
             raise ProblemError(f"shared_objects must be True or False, got {self.shared_objects!r}")
         if not self.shared_objects:
             return
-        pinned: dict[int, list[tuple[int, int, str]]] = {}
+        at: dict[str, int] = {}  # pinned roots: by a fixed buffer inside, or through a same-offset set
         for buf in self.buffers:
-            root_id, rel = self.root_of(buf.id)
+            if buf.offset is not None:
+                root_id, rel = self.root_of(buf.id)
+                at[root_id] = buf.offset - rel
+        for _ in self.same_offsets:  # a set may pin another through a shared member: at most once each
+            for sset in self.same_offsets:
+                found = next((at[b] for b in sset.buffers if b in at), None)
+                if found is not None:
+                    at.update({b: found for b in sset.buffers})
+        pinned: dict[int, list[tuple[int, int, str]]] = {}
+        for root_id, offset in at.items():
             root = self._by_id[root_id]
-            if buf.offset is not None and not root.banks and root.size > 0:
-                pinned.setdefault(root.pool, []).append((buf.offset - rel, root.size, root_id))
+            if not root.banks and root.size > 0:
+                pinned.setdefault(root.pool, []).append((offset, root.size, root_id))
         for pool, roots in pinned.items():
             ordered = sorted(set(roots))
             for (at, size, rid), (other_at, _, other) in zip(ordered, ordered[1:]):
