@@ -32,7 +32,7 @@ from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, greedy
 
 from memplan.planner.as_algorithm import MemplanAlgorithm
 from memplan.planner.extract import Extraction
-from memplan.solvers import DEFAULT_TIME_LIMIT_S
+from memplan.solvers import DEFAULT_TIME_LIMIT_S, FORM_ONLY
 
 Constrain = Callable[[Extraction, torch.fx.GraphModule, str], Extraction]
 """Adds an algorithm's own constraints to a graph's extraction (the graph, its name for errors)."""
@@ -211,7 +211,8 @@ def _banked(algorithm: Any) -> Translation | None:
 
 @register_translator
 def _memplan(algorithm: Any) -> Translation | None:
-    """memplan's own solver as an algorithm: planned by that solver, nothing to compare with."""
+    """memplan's own solver as an algorithm: planned by that solver, nothing to compare with (a solver of
+    one form, `shared_objects`, plans that form)."""
     if isinstance(algorithm, MemplanAlgorithm):
         return Translation(
             algorithm.__name__,
@@ -219,5 +220,6 @@ def _memplan(algorithm: Any) -> Translation | None:
             solver_options=tuple(sorted(algorithm.solver_options.items())),
             time_limit_s=algorithm.time_limit_s,
             reference=False,
+            shared_objects=algorithm.solver in FORM_ONLY,
         )
     return None

@@ -14,12 +14,16 @@ from collections import defaultdict
 import pytest
 from et_helpers import tiny
 from executorch.exir.banked_memory_planning import Bank, BankedGreedy, TargetMemoryMap
-from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, Verifier, greedy
+from executorch.exir.memory_planning import (
+    MemoryPlanningAlgorithmSuite,
+    Verifier,
+    get_node_tensor_specs,
+    greedy,
+)
 from executorch.exir.passes import MemoryPlanningPass
 
-from memplan import PlannerPass
+from memplan import MemplanAlgorithm, PlannerPass
 from memplan.experiments.zoo import runtime
-from memplan.planner.pass_ import MethodResult
 from memplan.planner.translate import NO_FUSION, Translation, Untranslated, translate
 
 NO_OVERLAP = functools.partial(greedy, allow_overlapping_allocations=False)
@@ -33,28 +37,31 @@ def _arenas(program) -> list[int]:
     return list(program.executorch_program.execution_plan[0].non_const_buffer_sizes)
 
 
-def assert_objects(result: MethodResult) -> None:
-    """What Vulkan relies on, read off the written TensorSpecs of every planned tensor."""
-    problem = result.problem
+def assert_objects(program) -> None:
+    """What Vulkan relies on, read off the TensorSpecs of the program's graph: the tensors of one
+    mem_obj_id start at its base and never live at the same time, objects never share a byte, and
+    an alias (a tensor with a storage base) sits in its base's object."""
+    graph_module = program.exported_program().graph_module
+    specs = {id(s): s for node in graph_module.graph.nodes for s in get_node_tensor_specs(node)}
+    planned = [s for s in specs.values() if s.mem_id is not None and not s.const and s.allocated_memory > 0]
     by_object = defaultdict(list)
-    for bid, spec in result.specs.items():
-        if problem.parent_of(bid) is None and spec.allocated_memory > 0:
+    for spec in planned:
+        if spec.storage_base is None:
             by_object[(spec.mem_id, spec.mem_obj_id)].append(spec)
+        else:
+            base = spec.storage_base
+            assert (spec.mem_id, spec.mem_obj_id) == (base.mem_id, base.mem_obj_id)
+    assert by_object
     extent: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for (mem_id, _), specs in by_object.items():
-        assert len({s.mem_offset for s in specs}) == 1, "an object's tensors start at its base"
-        lifetimes = sorted(tuple(s.lifetime) for s in specs)
+    for (mem_id, _), group in by_object.items():
+        assert len({s.mem_offset for s in group}) == 1, "an object's tensors start at its base"
+        lifetimes = sorted(tuple(s.lifetime) for s in group)
         assert all(a[1] < b[0] for a, b in zip(lifetimes, lifetimes[1:])), "an object's tensors never meet"
-        base = specs[0].mem_offset
-        extent[mem_id].append((base, base + max(s.allocated_memory for s in specs)))
+        base = group[0].mem_offset
+        extent[mem_id].append((base, base + max(s.allocated_memory for s in group)))
     for spans in extent.values():
         spans.sort()
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "objects never share a byte"
-    for bid, spec in result.specs.items():
-        parent = problem.parent_of(bid)
-        if parent is not None:  # an alias inside its base's object, as ExecuTorch places it
-            root = result.specs[problem.root_of(bid)[0]]
-            assert (spec.mem_id, spec.mem_obj_id) == (root.mem_id, root.mem_obj_id)
 
 
 def test_the_shared_objects_algorithms_are_translated():
@@ -79,7 +86,8 @@ def test_planned_as_objects_never_worse_and_runs_as_eager(name):
     result = pass_.results["forward"]
     assert result.problem.shared_objects and "translated; memplan shared_objects" in result.note
     assert sum(_arenas(program)) <= sum(_arenas(stock))
-    assert_objects(result)
+    assert_objects(program)
+    assert_objects(stock)  # ExecuTorch's own plan has the structure the helper asserts
     graph_module = program.exported_program().graph_module
     Verifier(graph_module, True, True, True, None).verify_storage_reuse()
 
@@ -93,7 +101,7 @@ def test_cat_fusion_and_slice_noops_stay_off_with_the_reason():
     assert result.cat_report is None and result.slice_noops is None
     assert f"(cat fusion and slice no-ops off: {NO_FUSION})" in result.note
     assert not result.problem.groups
-    assert_objects(result)
+    assert_objects(program)
 
 
 def test_memplans_own_plan_is_written_when_it_is_better(monkeypatch):
@@ -114,7 +122,7 @@ def test_memplans_own_plan_is_written_when_it_is_better(monkeypatch):
     runtime.check_outputs(model, program.buffer)
     result = pass_.results["forward"]
     assert "its own plan was not kept" in result.note and result.plan.solver == "shared_objects"
-    assert_objects(result)
+    assert_objects(program)
     own = seen[-1]  # the submodules are planned first, the method itself last
     assert not isinstance(own, str) and result.plan.arena_size <= own.plan.arena_size
 
@@ -131,7 +139,7 @@ def test_banked_greedy_without_overlap_plans_objects_in_each_bank():
     sizes = _arenas(program)
     assert len(sizes) == 3 and sizes[1] <= 1024 and len(_arenas(stock)) == 3
     assert result.problem.shared_objects and result.problem.banks and "translated" in result.note
-    assert_objects(result)
+    assert_objects(program)
 
 
 def test_executorchs_own_test_of_the_flag_passes_with_planner_pass(monkeypatch):
@@ -165,4 +173,23 @@ def test_zoo_models_where_memplan_beats_first_fit_run_as_eager(name):
     runtime.check_outputs(model, program.buffer)
     result = pass_.results["forward"]
     assert sum(_arenas(program)) < sum(_arenas(stock)) and result.plan.solver == "shared_objects"
-    assert_objects(result)
+    assert_objects(program)
+
+
+def test_memplans_solver_as_an_algorithm_plans_objects_in_the_stock_pass_too():
+    """MemplanAlgorithm("shared_objects") in a suite of the stock pass (as Vulkan's preprocess builds
+    one) and given to PlannerPass: the form is kept and the programs run as eager."""
+    model = tiny("cond")
+    algorithm = MemplanAlgorithm("shared_objects")
+    stock = runtime.lower(model, memory_planning_pass=MemoryPlanningPass(_suite(algorithm)))
+    runtime.check_outputs(model, stock.buffer)
+    assert_objects(stock)
+    assert sum(_arenas(stock)) <= sum(
+        _arenas(runtime.lower(model, memory_planning_pass=MemoryPlanningPass(_suite(NO_OVERLAP))))
+    )
+    pass_ = PlannerPass(_suite(algorithm))
+    assert isinstance(pass_.translation, Translation) and pass_.translation.shared_objects
+    program = runtime.lower(model, memory_planning_pass=pass_)
+    runtime.check_outputs(model, program.buffer)
+    assert pass_.results["forward"].problem.shared_objects
+    assert_objects(program)
