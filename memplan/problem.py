@@ -624,10 +624,10 @@ class Problem:
                 pinned.setdefault(root.pool, []).append((offset, root.size, root_id))
         for pool, roots in pinned.items():
             ordered = sorted(set(roots))
-            for (at, size, rid), (other_at, _, other) in zip(ordered, ordered[1:]):
-                if at < other_at < at + size:
+            for (base, size, rid), (other_at, _, other) in zip(ordered, ordered[1:]):
+                if base < other_at < base + size:
                     raise ProblemError(
-                        f"shared objects: {rid!r} is pinned at {at} and {other!r} at {other_at} in pool"
+                        f"shared objects: {rid!r} is pinned at {base} and {other!r} at {other_at} in pool"
                         f" {pool}; their bytes intersect, so they would have to start at the same offset"
                     )
 
