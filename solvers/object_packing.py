@@ -150,16 +150,23 @@ class Packer:
     def place(self, item: Item, rule: str) -> bool:
         """Put `item` into the first pool of its choices with room; False if none has."""
         for pool in item.choices:
-            obj = self._best(item, pool, rule)
-            grows = item.size_in[pool] if obj is None else obj.growth(item)
-            if grows is None or not self._room(pool, align_up(grows, item.align_in[pool])):
-                continue
-            if obj is None:
-                obj = SharedObject(pool)
-                self.objects.setdefault(pool, []).append(obj)
-            self._add(obj, item)
-            return True
+            if self._fits(item, pool, rule):
+                return True
         return False
+
+    def _fits(self, item: Item, pool: int, rule: str) -> bool:
+        """Put `item` into `pool` (the object `rule` picks, or a new one) if the pool has room for it."""
+        obj = self._best(item, pool, rule)
+        grows = item.size_in[pool] if obj is None else obj.growth(item) or 0
+        if not self._room(pool, align_up(grows, item.align_in[pool])):
+            return False
+        if item.index in self.home:
+            self._remove(item)
+        if obj is None:
+            obj = SharedObject(pool)
+            self.objects.setdefault(pool, []).append(obj)
+        self._add(obj, item)
+        return True
 
     def dissolve(self) -> None:
         """Empty objects, smallest first, into other objects of their pool that need not grow."""
@@ -180,8 +187,6 @@ class Packer:
                 for item in reversed(moved):  # undo: the object stays
                     self._remove(item)
                     self._add(obj, item)
-                if obj not in objects:
-                    objects.append(obj)
 
     def promote(self, items: Sequence[Item], rule: str) -> None:
         """Move items (most accessed per byte first) to a faster bank with room for them."""
@@ -190,16 +195,8 @@ class Packer:
                 continue
             here = self.home[item.index].pool
             for pool in item.choices[: item.choices.index(here)]:
-                obj = self._best(item, pool, rule)
-                grows = item.size_in[pool] if obj is None else obj.growth(item)
-                if grows is None or not self._room(pool, align_up(grows, item.align_in[pool])):
-                    continue
-                self._remove(item)
-                if obj is None:
-                    obj = SharedObject(pool)
-                    self.objects.setdefault(pool, []).append(obj)
-                self._add(obj, item)
-                break
+                if self._fits(item, pool, rule):
+                    break
 
     def lay_out(self) -> tuple[dict[int, int], dict[int, int]]:
         """(item index -> offset, item index -> pool): pinned objects where pinned, the others in the
