@@ -670,8 +670,9 @@ def _forget_lifetimes(graph_module: torch.fx.GraphModule) -> None:
 
 
 def _greedy_sizes(ex: Extraction) -> list[int]:
-    """`non_const_buffer_sizes` ExecuTorch's greedy gives the extracted tensors (its replica, solvers.greedy)."""
-    return ex.pool_sizes(dict(solvers.solve(ex.problem, "greedy").arena_sizes))
+    """`non_const_buffer_sizes` ExecuTorch's greedy gives the extracted tensors (its replica, solvers.greedy;
+    `fallback` lays it out above the submodules' reservation, as ExecuTorch does)."""
+    return ex.pool_sizes(dict(solvers.solve(ex.problem, "greedy", fallback=True).arena_sizes))
 
 
 __all__ = ["PlannerPass", "PlanningError", "MethodResult", "ExtractionError"]

@@ -86,6 +86,7 @@ def test_planned_as_objects_never_worse_and_runs_as_eager(name):
     result = pass_.results["forward"]
     assert result.problem.shared_objects and "translated; memplan shared_objects" in result.note
     assert sum(_arenas(program)) <= sum(_arenas(stock))
+    assert result.stock_sizes == _arenas(stock)  # memplan's replica of greedy(..., False), as reported
     assert_objects(program)
     assert_objects(stock)  # ExecuTorch's own plan has the structure the helper asserts
     graph_module = program.exported_program().graph_module
