@@ -135,6 +135,7 @@ def _exactly(
     problem asks for shared objects (a proof about objects says nothing about other plans)."""
     offsets: dict[int, int] = {}
     proofs = []
+    capped = False
     per_pool: dict[int, list[PoolUnit]] = {}
     for item in items:
         if item.spans:
@@ -147,6 +148,7 @@ def _exactly(
         for u in pool_units:
             hint.setdefault(best.offsets[units[u.index].roots[0]], []).append(u.index)
         found = solve_pool(pool_units, list(hint.values()), seconds / len(per_pool))
+        capped = capped or (found is not None and found.capped)
         have = best.arena_sizes.get(pool, 0)
         if found is None or found.arena > have:
             proofs.append(False)
@@ -167,6 +169,8 @@ def _exactly(
         plan = best
     proven = problem.shared_objects and all(proofs)
     status = "optimal among shared-objects plans (CP-SAT)" if proven else "CP-SAT stopped without a proof"
+    if capped:
+        status += " (stopped by the wall clock: not reproducible)"
     return plan, proven, status
 
 

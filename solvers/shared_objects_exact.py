@@ -44,6 +44,7 @@ class ExactObjects:
     objects: list[list[int]]
     arena: int
     optimal: bool
+    capped: bool  # the wall-clock cap stopped the search: another run may find another packing
 
 
 def solve_pool(
@@ -93,7 +94,8 @@ def solve_pool(
     by_index = {u.index: u for u in units}
     arena = lay_out_objects([[by_index[i] for i in obj] for obj in objects])[1]
     padding_free = all(u.size % math.lcm(*(v.alignment for v in units)) == 0 for u in units)
-    return ExactObjects(objects, arena, status == cp_model.OPTIMAL and padding_free)
+    capped = status != cp_model.OPTIMAL and solver.wall_time >= solver.parameters.max_time_in_seconds * 0.99
+    return ExactObjects(objects, arena, status == cp_model.OPTIMAL and padding_free, capped)
 
 
 def lay_out_objects(objects: Sequence[Sequence[PoolUnit]]) -> tuple[list[int], int]:

@@ -251,3 +251,15 @@ def test_the_flag_survives_json(tmp_path):
     assert load_json(tmp_path / "p.json").shared_objects
     with pytest.raises(ProblemError, match="shared_objects must be True or False"):
         Problem((Buffer("a", 0, 2, 32),), shared_objects="yes")  # type: ignore[arg-type]
+
+
+def test_reproducible_runs_give_the_same_plan():
+    problem = _random_banked(3, n=40)
+    flat = dataclasses.replace(
+        problem,
+        buffers=tuple(dataclasses.replace(b, pool=0, banks=()) for b in problem.buffers),
+        banks=(),
+    )
+    for case in (problem, flat):
+        first, second = (solvers.solve(case, "shared_objects", reproducible=True) for _ in range(2))
+        assert first.offsets == second.offsets and first.pools == second.pools
