@@ -21,6 +21,7 @@ from executorch.exir.memory_planning import (
     greedy,
 )
 from executorch.exir.passes import MemoryPlanningPass
+from random_programs import generate
 
 from memplan import MemplanAlgorithm, PlannerPass
 from memplan.experiments.zoo import runtime
@@ -194,3 +195,17 @@ def test_memplans_solver_as_an_algorithm_plans_objects_in_the_stock_pass_too():
     runtime.check_outputs(model, program.buffer)
     assert pass_.results["forward"].problem.shared_objects
     assert_objects(program)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(20))
+def test_random_stateful_programs_run_as_eager(seed):
+    """tests/planner/random_programs.py's programs (state read and written, cats, slices, one or two
+    methods sharing state), planned as objects with state in place on and off."""
+    model = generate(seed).model()
+    share = model.memory_planning_config.get("share_mutable_buffers")
+    for state_in_place in (True, False):
+        pass_ = PlannerPass(_suite(NO_OVERLAP), state_in_place=state_in_place, share_mutable_buffers=share)
+        program = runtime.lower(model, memory_planning_pass=pass_)
+        runtime.check_outputs(model, program.buffer)
+        assert_objects(program)
