@@ -21,20 +21,15 @@ emitted program counts it, that the solvers keep out of slow banks.
 from __future__ import annotations
 
 import dataclasses
-import operator
 import re
+from collections.abc import Sequence
 
 import torch
-from executorch.exir import memory
 from executorch.exir.banked_memory_planning import BankedGreedy, BankPlacementError, TargetMemoryMap
-from executorch.exir.schema import DeviceType
 
 from memplan.planner.extract import Extraction, ExtractionError
 from memplan.planner.traffic import argument_counts
 from memplan.problem import MAX_COORDINATE, Bank, Problem
-
-# Nodes that move no bytes: allocations, views of a base, tuple projections.
-_NOT_ACCESSES = (memory.alloc, memory.view, operator.getitem)
 
 
 def banks_of(memory_map: TargetMemoryMap, alignment: int, padding: int = 0) -> tuple[Bank, ...]:
@@ -56,15 +51,12 @@ def with_memory_map(
     graph_module: torch.fx.GraphModule,
     memory_map: TargetMemoryMap,
     alignment: int,
-    where: str,
 ) -> Extraction:
-    """The extraction's problem over the map's banks: unpinned tensors may go to any bank."""
-    off_host = [bid for bid, spec in extraction.spec_of.items() if spec.device != DeviceType.CPU]
-    if off_host:
-        raise ExtractionError(
-            f"{where}: a memory map describes host memory, but {', '.join(off_host[:10])} live on"
-            " another device"
-        )
+    """The extraction's problem over the map's banks: unpinned tensors may go to any bank.
+
+    Tensors on another device choose among the same banks here; with device arenas on,
+    `planner.devices.split_by_device` moves them to that device's copy of the map, as stock does.
+    """
     problem = extraction.problem
     declared = tuple(memory_map.mem_ids())
     counts = argument_counts(extraction.spec_of, graph_module.graph.nodes)
@@ -186,16 +178,15 @@ def _shown(text: str) -> str:
     return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text):,} characters)"
 
 
-def bank_buffer_sizes(
-    sizes: list[int], memory_map: TargetMemoryMap, arena_sizes: dict[int, int]
-) -> list[int]:
-    """`non_const_buffer_sizes` as ExecuTorch's BankedGreedy writes them under `memory_map`.
+def bank_buffer_sizes(sizes: list[int], banks: Sequence[Bank], arena_sizes: dict[int, int]) -> list[int]:
+    """`non_const_buffer_sizes` as ExecuTorch's BankedGreedy writes them over `banks` (a memory map's,
+    and each device's copy of it).
 
     Every declared bank has an entry (0 when empty), and a bank left empty gets no XNNPACK
     padding: ExecuTorch pads only the arenas that hold something.
     """
-    out = list(sizes) + [0] * (max(memory_map.mem_ids()) + 1 - len(sizes))
-    for mem_id in memory_map.mem_ids():
-        if arena_sizes.get(mem_id, 0) == 0:
-            out[mem_id] = 0
+    out = list(sizes) + [0] * (max(bank.pool for bank in banks) + 1 - len(sizes))
+    for bank in banks:
+        if arena_sizes.get(bank.pool, 0) == 0:
+            out[bank.pool] = 0
     return out

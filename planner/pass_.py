@@ -360,7 +360,7 @@ class PlannerPass(MemoryPlanningPass):
             name=where,
         )
         if self.memory_map is not None:
-            ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment, where)
+            ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment)
         if isinstance(self.translation, Translation) and self.translation.constrain is not None:
             ex = self.translation.constrain(ex, graph_module, where)
         ex = self._in_form(ex)
@@ -399,7 +399,7 @@ class PlannerPass(MemoryPlanningPass):
             if (devices := arenas.buffer_devices(len(sizes))) is not None:
                 graph_module.meta["non_const_buffer_device"] = devices
         if self.memory_map is not None:
-            sizes = bank_buffer_sizes(sizes, self.memory_map, dict(plan.arena_sizes))
+            sizes = bank_buffer_sizes(sizes, planned.problem.banks, dict(plan.arena_sizes))
         insert_calls_to_free(graph_module, set(ex.specs))
         report = None
         if fusion is not None:
@@ -543,7 +543,7 @@ class PlannerPass(MemoryPlanningPass):
                 alloc_mutable_buffers=alloc_mutable_buffers,
             )
             if self.memory_map is not None:
-                before = with_memory_map(before, graph_module, self.memory_map, self.alignment, "stock")
+                before = with_memory_map(before, graph_module, self.memory_map, self.alignment)
             stock = self._stock(self._in_form(before), graph_module, signature)
             _forget_lifetimes(graph_module)  # ExecuTorch's lifetime analysis only ever widens them
         return StateReport(tuple(decisions), rewrite(graph_module, decisions)), stock

@@ -9,6 +9,8 @@ from cli_helpers import run_cli
 from et_helpers import tiny
 from executorch.exir import ExecutorchBackendConfig, to_edge
 from executorch.exir.backend.test.device_util import DeviceAwarePartitioner
+from executorch.exir.banked_memory_planning import Bank, BankedGreedy, TargetMemoryMap
+from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite
 from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.schema import DeviceType
 from executorch.exir.tensor import TensorSpec
@@ -173,3 +175,31 @@ def test_pinned_tensors_and_devices_are_refused_like_stock():
 
     with pytest.raises(PlanningError, match="pinned"):
         runtime.lower(tiny("chain"), memory_planning_pass=Pin(), enable_non_cpu_memory_planning=True)
+
+
+def test_under_a_memory_map_each_device_plans_over_its_own_copy_of_the_banks():
+    """As stock's BankedGreedy per device: host tensors in the map's banks, device tensors in the
+    device's copy of them (arenas numbered after the host's), never in a host bank."""
+    model = tiny("chain")
+    memory_map = TargetMemoryMap([Bank("sram", 1024, 1), Bank("dram", 1 << 20, 2)])
+    stock = runtime.lower(
+        model,
+        memory_planning_pass=_retagging(MemoryPlanningPass)(
+            MemoryPlanningAlgorithmSuite(algo_list=[BankedGreedy(memory_map)])
+        ),
+        enable_non_cpu_memory_planning=True,
+    )
+    pass_ = _retagging(PlannerPass)(solver="bestfit", memory_map=memory_map)
+    mine = runtime.lower(model, memory_planning_pass=pass_, enable_non_cpu_memory_planning=True)
+    runtime.check_outputs(model, mine.buffer)
+    ((stock_sizes, _),) = _plans(stock).values()
+    ((sizes, _),) = _plans(mine).values()
+    assert len(sizes) == len(stock_sizes) == 5  # [constants, sram, dram, sram · cpu:1, dram · cpu:1]
+    result = pass_.results["forward"]
+    assert set(result.arenas.devices) == {3, 4}
+    assert [b.name for b in result.problem.banks] == ["sram", "dram", "sram · cpu:1", "dram · cpu:1"]
+    on_device = {bid for bid, spec in result.specs.items() if spec.device_index == 1}
+    assert on_device
+    for bid, spec in result.specs.items():
+        assert (spec.mem_id in (3, 4)) == (bid in on_device), (bid, spec.mem_id)
+    assert sizes[3] > 0 and not validate(result.problem, result.plan)
