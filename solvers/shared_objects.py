@@ -100,7 +100,7 @@ def solve_shared_objects(
     best = min(candidates, key=lambda p: _cost(problem, p))
     bounds = lower_bounds(place_in_banks(problem, best.pools))
     proven = not problem.banks and all(best.arena_sizes.get(p, 0) <= need for p, need in bounds.items())
-    status = "heuristic"
+    status = "at the lower bound" if proven else "heuristic"
     if not proven and _exact_fits(problem, units, params):
         left = params.exact_seconds
         if time_limit_s is not None:
@@ -168,7 +168,12 @@ def _exactly(
     if plan.arena_size > best.arena_size:
         plan = best
     proven = problem.shared_objects and all(proofs)
-    status = "optimal among shared-objects plans (CP-SAT)" if proven else "CP-SAT stopped without a proof"
+    if all(proofs):
+        status = "optimal among shared-objects plans (CP-SAT)"
+        if not proven:
+            status += "; not proven for this problem, which does not ask for shared objects"
+    else:
+        status = "CP-SAT stopped without a proof"
     if capped:
         status += " (stopped by the wall clock: not reproducible)"
     return plan, proven, status

@@ -197,7 +197,7 @@ def test_a_proof_only_when_exact():
     plan = solvers.solve(above, "shared_objects")
     assert (plan.arena_size, plan.lower_bound, plan.proven_optimal) == (96, 80, True)
     ordinary = solvers.solve(dataclasses.replace(above, shared_objects=False), "shared_objects")
-    assert ordinary.arena_size == 96 and not ordinary.proven_optimal
+    assert ordinary.arena_size == 96 and not ordinary.proven_optimal and "not proven" in ordinary.status
     no_exact = solvers.solve(above, "shared_objects", exact_units=0)
     assert not no_exact.proven_optimal
     # Sizes that are not multiples of the alignment leave padding between objects: no proof.
