@@ -64,20 +64,28 @@ def bank_part(placed: Problem, keep: Collection[str]) -> Problem:
     )
 
 
-def traffic(problem: Problem, pools: Mapping[str, int] | None = None) -> dict[int, int]:
-    """Bytes accessed per pool: every buffer's size x accesses, in the pool it is placed in."""
+def traffic(
+    problem: Problem, pools: Mapping[str, int] | None = None, moved: Mapping[str, int] | None = None
+) -> dict[int, int]:
+    """Bytes accessed per pool: every buffer's traffic, in the pool it is placed in.
+
+    A buffer's traffic is `moved[id]` when given (what the caller measured, e.g. the emitted
+    program's count at each tensor's exact bytes), else its size x accesses.
+    """
     out: dict[int, int] = defaultdict(int)
     for buf in problem.buffers:
         root, _ = problem.root_of(buf.id)
         pool = buf.pool if pools is None else pools.get(root, problem.buffer(root).pool)
-        out[pool] += buf.size * buf.accesses
+        out[pool] += buf.size * buf.accesses if moved is None else moved.get(buf.id, 0)
     return dict(out)
 
 
-def traffic_cost(problem: Problem, pools: Mapping[str, int] | None = None) -> float:
+def traffic_cost(
+    problem: Problem, pools: Mapping[str, int] | None = None, moved: Mapping[str, int] | None = None
+) -> float:
     """The objective after fitting: traffic weighted by each bank's cost (pools that are not banks cost 0)."""
     cost = {b.pool: b.cost or 0.0 for b in problem.banks}
-    return sum(bytes_ * cost.get(pool, 0.0) for pool, bytes_ in traffic(problem, pools).items())
+    return sum(bytes_ * cost.get(pool, 0.0) for pool, bytes_ in traffic(problem, pools, moved).items())
 
 
 @dataclass(frozen=True)
@@ -113,7 +121,7 @@ def bank_report(problem: Problem, plan: Plan) -> list[BankUsage]:
         bank = problem.bank(pool)
         rows.append(
             BankUsage(
-                name=bank.name if bank else f"mem_id {pool}",
+                name=bank.name if bank else problem.pool_label(pool),
                 pool=pool,
                 capacity=bank.capacity if bank else problem.capacity,
                 bytes=plan.arena_sizes.get(pool, 0),

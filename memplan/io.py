@@ -289,6 +289,10 @@ def _check_csv_representable(problem: Problem, path: Path) -> None:
             f"{path}: MiniMalloc CSV has one pool and no banks, but the problem declares banks"
             f" {[b.name for b in problem.banks]}; the bank choices and capacities would be lost. Use save_json"
         )
+    if problem.shared_objects:
+        raise ProblemError(
+            f"{path}: MiniMalloc CSV cannot say the problem asks for shared objects; use save_json"
+        )
     if len(problem.pools) > 1:
         raise ProblemError(
             f"{path}: MiniMalloc CSV has one pool, the problem has pools {problem.pools}; use save_json"
@@ -394,8 +398,14 @@ def _problem_to_dict(problem: Problem) -> dict[str, Any]:
             if problem.banks
             else {}
         ),
+        **(
+            {"pool_names": {str(pool): name for pool, name in problem.pool_names.items()}}
+            if problem.pool_names
+            else {}
+        ),
         "groups": [{"parent": g.parent, "members": [list(m) for m in g.members]} for g in problem.groups],
         "same_offsets": [list(s.buffers) for s in problem.same_offsets],
+        **({"shared_objects": True} if problem.shared_objects else {}),
     }
 
 
@@ -424,7 +434,29 @@ def _problem_from_dict(data: dict[str, Any]) -> Problem:
         ContiguousGroup(g["parent"], tuple((m, rel) for m, rel in g["members"])) for g in data["groups"]
     )
     same = tuple(SameOffset(tuple(s)) for s in data["same_offsets"])
-    return Problem(buffers, groups, same, capacity=data["capacity"], name=data["name"], banks=banks)
+    return Problem(
+        buffers,
+        groups,
+        same,
+        capacity=data["capacity"],
+        name=data["name"],
+        banks=banks,
+        pool_names=_pool_names(data),
+        shared_objects=data.get("shared_objects", False),
+    )
+
+
+def _pool_names(data: dict[str, Any]) -> dict[int, str]:
+    """The problem's "pool_names" (absent: none): JSON keys are strings, pools are integers."""
+    names = data.get("pool_names", {})
+    if not isinstance(names, dict):
+        raise ProblemError(f'the problem: "pool_names" must be an object {{"pool": "name"}}, got {names!r}')
+    try:
+        return {int(pool): name for pool, name in names.items()}
+    except ValueError:
+        raise ProblemError(
+            f'the problem: "pool_names" has a key that is not a pool number: {list(names)}'
+        ) from None
 
 
 def _listed(data: dict[str, Any], key: str, owner: str) -> list[Any]:

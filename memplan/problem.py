@@ -13,6 +13,7 @@ from __future__ import annotations
 import html
 import math
 import numbers
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -310,6 +311,15 @@ class Problem:
     `banks` (in preference order, fastest first) declares capacity-bounded pools
     and their cost per byte accessed; a buffer whose `banks` lists several of
     them leaves the choice to the solver (see `place_in_banks`).
+    `shared_objects` asks for the "shared objects" form ExecuTorch's
+    `greedy(allow_overlapping_allocations=False)` makes for Vulkan, which reads
+    a `mem_obj_id` as one allocation: any two group roots of one pool whose
+    byte ranges intersect start at the same offset, so the roots at one offset
+    form an object and objects lie side by side (group members stay inside
+    their root, as ExecuTorch's aliases do).
+    `pool_names` says what a pool is where its number alone does not (the
+    device of an ExecuTorch device arena: `{2: "cuda:0"}`); solvers ignore it,
+    plots and reports name the pool by it (`pool_label`).
     """
 
     buffers: tuple[Buffer, ...]
@@ -318,6 +328,8 @@ class Problem:
     capacity: int | None = None
     name: str = ""
     banks: tuple[Bank, ...] = ()
+    shared_objects: bool = False
+    pool_names: Mapping[int, str] = field(default_factory=dict, hash=False)
     _by_id: dict[str, Buffer] = field(init=False, repr=False, compare=False)
     _parent_of: dict[str, tuple[str, int]] = field(init=False, repr=False, compare=False)
 
@@ -326,6 +338,7 @@ class Problem:
         object.__setattr__(self, "groups", tuple(self.groups))
         object.__setattr__(self, "same_offsets", tuple(self.same_offsets))
         self._check_banks()
+        self._check_pool_names()
         by_id: dict[str, Buffer] = {}
         for buf in self.buffers:
             if buf.id in by_id:
@@ -341,6 +354,7 @@ class Problem:
         self._check_same_offsets()
         self._check_magnitude()
         self._check_bank_choices()
+        self._check_shared_objects()
 
     # -- views -------------------------------------------------------------
     def __repr__(self) -> str:
@@ -349,14 +363,19 @@ class Problem:
             f"{len(self.buffers):,} buffers",
             f"{len(self.groups):,} groups",
             f"{len(self.same_offsets):,} same-offset sets",
-            f"pools {self.pools}",
+            f"pools [{', '.join(self._pool_with_name(p) for p in self.pools)}]",
             f"lower bound {lower_bound(self):,} B",
         ]
         if self.capacity is not None:
             parts.append(f"capacity {self.capacity:,} B")
         if self.banks:
             parts.append(f"{len(self.banks)} banks")
+        if self.shared_objects:
+            parts.append("shared objects")
         return f"Problem({self.name!r}, {', '.join(parts)})"
+
+    def _pool_with_name(self, pool: int) -> str:
+        return f"{pool} ({self.pool_names[pool]})" if pool in self.pool_names else str(pool)
 
     def to_frame(self) -> Any:
         """The buffers as a pandas DataFrame, one row each (pandas is imported here, not at import)."""
@@ -409,6 +428,12 @@ class Problem:
     def pools(self) -> list[int]:
         return sorted({b.pool for b in self.buffers})
 
+    def pool_label(self, pool: int) -> str:
+        """How plots and reports name a pool: "mem_id 2 · cuda:0" (its name, else its bank's), or "mem_id 2"."""
+        bank = self.bank(pool)
+        name = self.pool_names.get(pool) or (bank.name if bank is not None else "")
+        return f"mem_id {pool} · {name}" if name else f"mem_id {pool}"
+
     def bank(self, pool: int) -> Bank | None:
         """The declared bank of `pool`, or None if the pool is not a bank."""
         return next((bank for bank in self.banks if bank.pool == pool), None)
@@ -432,6 +457,20 @@ class Problem:
                 raise ProblemError(f"banks share the {kind} {twice}; each bank needs its own")
         banks = tuple(b if b.cost is not None else replace(b, cost=float(i)) for i, b in enumerate(banks))
         object.__setattr__(self, "banks", banks)
+
+    def _check_pool_names(self) -> None:
+        """Integer pools, non-empty one-line names; kept as a dict in pool order."""
+        if not isinstance(self.pool_names, Mapping):
+            raise ProblemError(f"pool_names must map pools to names, got {self.pool_names!r}")
+        names = {}
+        for pool, name in self.pool_names.items():
+            number = _integer("pool_names: pool", pool)
+            if not isinstance(name, str) or not name.strip() or "\n" in name:
+                raise ProblemError(
+                    f"pool_names: the name of pool {number} must be a one-line string, got {name!r}"
+                )
+            names[number] = name
+        object.__setattr__(self, "pool_names", dict(sorted(names.items())))
 
     def _check_bank_choices(self) -> None:
         declared = {b.pool for b in self.banks}
@@ -560,6 +599,37 @@ class Problem:
                             f"same-offset set {sset.buffers}: {a.id!r} and {b.id!r} are live at the"
                             f" same time in pool {a.pool}, so they cannot share an offset"
                         )
+
+    def _check_shared_objects(self) -> None:
+        """In the shared-objects form, pinned roots of one pool whose bytes intersect share their offset
+        (a root in a same-offset set with a pinned one is pinned too)."""
+        if not isinstance(self.shared_objects, bool):
+            raise ProblemError(f"shared_objects must be True or False, got {self.shared_objects!r}")
+        if not self.shared_objects:
+            return
+        at: dict[str, int] = {}  # pinned roots: by a fixed buffer inside, or through a same-offset set
+        for buf in self.buffers:
+            if buf.offset is not None:
+                root_id, rel = self.root_of(buf.id)
+                at[root_id] = buf.offset - rel
+        for _ in self.same_offsets:  # a set may pin another through a shared member: at most once each
+            for sset in self.same_offsets:
+                found = next((at[b] for b in sset.buffers if b in at), None)
+                if found is not None:
+                    at.update({b: found for b in sset.buffers})
+        pinned: dict[int, list[tuple[int, int, str]]] = {}
+        for root_id, offset in at.items():
+            root = self._by_id[root_id]
+            if not root.banks and root.size > 0:
+                pinned.setdefault(root.pool, []).append((offset, root.size, root_id))
+        for pool, roots in pinned.items():
+            ordered = sorted(set(roots))
+            for (base, size, rid), (other_at, _, other) in zip(ordered, ordered[1:]):
+                if base < other_at < base + size:
+                    raise ProblemError(
+                        f"shared objects: {rid!r} is pinned at {base} and {other!r} at {other_at} in pool"
+                        f" {pool}; their bytes intersect, so they would have to start at the same offset"
+                    )
 
     def _check_magnitude(self) -> None:
         """The worst arena (every buffer stacked, each padded to its alignment) must fit MAX_COORDINATE."""

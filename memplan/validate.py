@@ -35,6 +35,7 @@ class ViolationKind(str, Enum):
     OVER_CAPACITY = "over_capacity"
     WRONG_BANK = "wrong_bank"
     OVER_BANK_CAPACITY = "over_bank_capacity"
+    SHARED_OBJECT_BROKEN = "shared_object_broken"
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,8 @@ def validate(problem: Problem, plan: Plan) -> list[Violation]:
             )
 
     found.extend(_overlaps(problem, offsets))
+    if problem.shared_objects:
+        found.extend(_broken_objects(problem, offsets))
 
     used = arena_sizes_of(problem, offsets)
     for pool, need in used.items():
@@ -249,6 +252,34 @@ def _overlaps(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
                             )
                         )
             live.add(item)
+    return found
+
+
+def _broken_objects(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
+    """Roots of one pool whose byte ranges intersect without starting at the same offset (shared objects).
+
+    Sorted by offset (then size), the roots at one offset form an object; the
+    next offset must not start inside the bytes of the objects before it.
+    """
+    found: list[Violation] = []
+    by_pool: dict[int, list[tuple[int, int, str]]] = defaultdict(list)
+    for buf in problem.roots():
+        if buf.size > 0:
+            by_pool[buf.pool].append((offsets[buf.id], buf.size, buf.id))
+    for pool, roots in by_pool.items():
+        reach, holder, base = -1, "", -1  # highest end so far, the root reaching it, its offset
+        for lo, size, bid in sorted(roots):
+            if lo != base and lo < reach:
+                found.append(
+                    Violation(
+                        ViolationKind.SHARED_OBJECT_BROKEN,
+                        (holder, bid),
+                        f"{bid!r} starts at {lo}, inside the bytes [{base}, {reach}) of {holder!r}'s"
+                        f" shared object in pool {pool}; intersecting buffers must start at the same offset",
+                    )
+                )
+            if lo + size > reach:
+                reach, holder, base = lo + size, bid, lo
     return found
 
 

@@ -15,6 +15,7 @@ state in place (those need `PlannerPass`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -61,6 +62,8 @@ class MemplanAlgorithm:
         specs = list(specs)
         reserved = list(getattr(graph_module, "input_mem_buffer_sizes", None) or [])
         problem, spec_of = problem_of_specs(specs, alignment, reserved, graph_module)
+        if self.solver in solvers.FORM_ONLY:  # its plans keep the form: the validator checks they do
+            problem = dataclasses.replace(problem, shared_objects=True)
         plan = (
             solvers.solve(problem, self.solver, self.time_limit_s, fallback=True, **self.solver_options)
             if problem.buffers

@@ -13,29 +13,23 @@ first), with the meaning ExecuTorch gives it:
   bank; the XNNPACK padding ExecuTorch adds to every arena with tensors comes
   out of each bank's size.
 
-Every buffer also carries how often the program reads or writes it
-(`access_counts`): the traffic the solvers keep out of slow banks.
+Every buffer also carries how many times the emitted instructions name it
+(planner.traffic `argument_counts`): size x accesses is the traffic, as the
+emitted program counts it, that the solvers keep out of slow banks.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import operator
 import re
+from collections.abc import Sequence
 
 import torch
-from executorch.exir import memory
 from executorch.exir.banked_memory_planning import BankedGreedy, BankPlacementError, TargetMemoryMap
-from executorch.exir.memory_planning import get_node_tensor_specs
-from executorch.exir.schema import DeviceType
-from executorch.exir.tensor import TensorSpec
-from torch.utils._pytree import tree_flatten
 
 from memplan.planner.extract import Extraction, ExtractionError
+from memplan.planner.traffic import argument_counts
 from memplan.problem import MAX_COORDINATE, Bank, Problem
-
-# Nodes that move no bytes: allocations, views of a base, tuple projections.
-_NOT_ACCESSES = (memory.alloc, memory.view, operator.getitem)
 
 
 def banks_of(memory_map: TargetMemoryMap, alignment: int, padding: int = 0) -> tuple[Bank, ...]:
@@ -57,18 +51,15 @@ def with_memory_map(
     graph_module: torch.fx.GraphModule,
     memory_map: TargetMemoryMap,
     alignment: int,
-    where: str,
 ) -> Extraction:
-    """The extraction's problem over the map's banks: unpinned tensors may go to any bank."""
-    off_host = [bid for bid, spec in extraction.spec_of.items() if spec.device != DeviceType.CPU]
-    if off_host:
-        raise ExtractionError(
-            f"{where}: a memory map describes host memory, but {', '.join(off_host[:10])} live on"
-            " another device"
-        )
+    """The extraction's problem over the map's banks: unpinned tensors may go to any bank.
+
+    Tensors on another device choose among the same banks here; with device arenas on,
+    `planner.devices.split_by_device` moves them to that device's copy of the map, as stock does.
+    """
     problem = extraction.problem
     declared = tuple(memory_map.mem_ids())
-    counts = access_counts(graph_module, extraction.spec_of)
+    counts = argument_counts(extraction.spec_of, graph_module.graph.nodes)
     buffers = []
     for buf in problem.buffers:
         root = problem.root_of(buf.id)[0]
@@ -79,7 +70,7 @@ def with_memory_map(
                 buf,
                 pool=declared[0] if free else buf.pool,
                 banks=declared if free else (),
-                accesses=counts.get(buf.id, buf.accesses),
+                accesses=counts.get(buf.id, 0),
             )
         )
     banked = Problem(
@@ -89,34 +80,9 @@ def with_memory_map(
         capacity=problem.capacity,
         name=problem.name,
         banks=banks_of(memory_map, alignment, extraction.extra_padding),
+        shared_objects=problem.shared_objects,
     )
     return dataclasses.replace(extraction, problem=banked)
-
-
-def access_counts(graph_module: torch.fx.GraphModule, spec_of: dict[str, TensorSpec]) -> dict[str, int]:
-    """Per buffer: the instructions that read or write it, plus the copy in or out of a graph input/output.
-
-    Read off the graph the planner receives: every call (an op, a delegate,
-    a control-flow node) touching a tensor through its arguments or results
-    counts once; allocations, views and tuple projections move no bytes.
-    """
-    of_spec = {id(spec): bid for bid, spec in spec_of.items()}
-    counts: dict[str, int] = {}
-    for node in graph_module.graph.nodes:
-        if node.op == "call_function" and node.target in _NOT_ACCESSES:
-            continue
-        if node.op not in ("call_function", "placeholder", "output"):
-            continue
-        touched = set()
-        if node.op != "output":
-            touched |= {id(s) for s in get_node_tensor_specs(node)}
-        for arg in tree_flatten((node.args, node.kwargs))[0]:
-            if isinstance(arg, torch.fx.Node):
-                touched |= {id(s) for s in get_node_tensor_specs(arg)}
-        for key in touched:
-            if key in of_spec:
-                counts[of_spec[key]] = counts.get(of_spec[key], 0) + 1
-    return counts
 
 
 def state_pool(memory_map: TargetMemoryMap, problem: Problem) -> int:
@@ -131,13 +97,15 @@ def stock_sizes(
     graph_module: torch.fx.GraphModule,
     signature,
 ) -> list[int]:
-    """What ExecuTorch's own BankedGreedy gives for these tensors ([] when it raises BankPlacementError).
+    """What ExecuTorch's own BankedGreedy gives for these tensors ([] when it raises BankPlacementError),
+    without overlapping allocations when the problem asks for shared objects.
 
     BankedGreedy realigns every spec to the bank it tries; the graph's alignment is restored after.
     """
+    overlapping = not extraction.problem.shared_objects
     try:
         return list(
-            BankedGreedy(memory_map)(
+            BankedGreedy(memory_map, allow_overlapping_allocations=overlapping)(
                 alignment, extraction.specs, graph_module, signature, extraction.extra_padding
             ).bufsizes
         )
@@ -210,16 +178,15 @@ def _shown(text: str) -> str:
     return repr(text) if len(text) <= 40 else f"{text[:20]!r}... ({len(text):,} characters)"
 
 
-def bank_buffer_sizes(
-    sizes: list[int], memory_map: TargetMemoryMap, arena_sizes: dict[int, int]
-) -> list[int]:
-    """`non_const_buffer_sizes` as ExecuTorch's BankedGreedy writes them under `memory_map`.
+def bank_buffer_sizes(sizes: list[int], banks: Sequence[Bank], arena_sizes: dict[int, int]) -> list[int]:
+    """`non_const_buffer_sizes` as ExecuTorch's BankedGreedy writes them over `banks` (a memory map's,
+    and each device's copy of it).
 
     Every declared bank has an entry (0 when empty), and a bank left empty gets no XNNPACK
     padding: ExecuTorch pads only the arenas that hold something.
     """
-    out = list(sizes) + [0] * (max(memory_map.mem_ids()) + 1 - len(sizes))
-    for mem_id in memory_map.mem_ids():
-        if arena_sizes.get(mem_id, 0) == 0:
-            out[mem_id] = 0
+    out = list(sizes) + [0] * (max(bank.pool for bank in banks) + 1 - len(sizes))
+    for bank in banks:
+        if arena_sizes.get(bank.pool, 0) == 0:
+            out[bank.pool] = 0
     return out

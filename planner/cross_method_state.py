@@ -32,6 +32,7 @@ from torch.export.exported_program import ExportedProgram, ExportGraphSignature
 from memplan.errors import SharedStatePolicyError
 from memplan.plan import Outcome, Plan
 from memplan.planner.extract import StateRef
+from memplan.planner.traffic import argument_counts
 from memplan.planner.verify import verify_storage_reuse
 from memplan.problem import Buffer, BufferKind, Problem, SameOffset
 from memplan.validate import check_plan
@@ -210,6 +211,7 @@ def joint_problem(
 def with_state(problem: Problem, plan: Plan, m: MethodState, layout: SharedLayout) -> tuple[Problem, Plan]:
     """A method's problem and plan extended by the mem_id-2 state buffers (for plots)."""
     node_of = {r.fqn: r.node for r in m.refs}
+    counts = argument_counts({r.node: r.spec for r in m.refs}, m.graph_module.graph.nodes)
     extra, offsets = [], dict(plan.offsets)
     for fqn, off in layout.offsets.items():
         bid = node_of.get(fqn, f"state:{fqn}")
@@ -224,6 +226,7 @@ def with_state(problem: Problem, plan: Plan, m: MethodState, layout: SharedLayou
                 pool=layout.pool,
                 kind=BufferKind.MUTABLE_STATE,
                 label=fqn,
+                accesses=counts.get(bid, 0),
             )
         )
         offsets[bid] = off

@@ -21,7 +21,7 @@ from executorch.exir.tensor import TensorSpec
 
 from memplan.errors import PlanningError
 from memplan.planner.extract import DEFAULT_POOL, Extraction
-from memplan.problem import BufferKind, Problem
+from memplan.problem import BufferKind
 
 Device = tuple[DeviceType, int]
 CPU: Device = (DeviceType.CPU, 0)
@@ -47,18 +47,23 @@ class DeviceArenas:
             if mem_id < num_buffers
         ]
 
-    def label(self, pool: int) -> str:
-        """How plots and reports name the arena: "mem_id 2 (CUDA:0)", "mem_id 1" on the host."""
-        if pool not in self.devices:
-            return f"mem_id {pool}"
-        dt, di = self.devices[pool]
-        return f"mem_id {pool} ({dt.name}:{di})"
+    def names(self) -> dict[int, str]:
+        """The `Problem.pool_names` of the device arenas: {2: "cuda:0"}."""
+        return {pool: device_name(*device) for pool, device in self.devices.items()}
+
+
+def device_name(device_type: int, index: int) -> str:
+    """A device as torch spells it ("cuda:0", "cpu:1"); a type this ExecuTorch does not know by its number."""
+    known = device_type in DeviceType._value2member_map_
+    return f"{DeviceType(device_type).name.lower() if known else f'device type {device_type}'}:{index}"
 
 
 def split_by_device(extraction: Extraction, where: str) -> tuple[Extraction, DeviceArenas]:
     """The extraction with each device's tensors in its own pool, and the device of each such pool.
 
-    A tensor aliasing another (storage_base) follows its base. Unchanged when every tensor is on CPU:0.
+    Under a memory map each device gets its own copy of the banks (same sizes, alignments and
+    costs), numbered as stock numbers them. A tensor aliasing another (storage_base) follows its
+    base. Unchanged when every tensor is on CPU:0.
     """
     problem = extraction.problem
     specs = {**extraction.spec_of, **extraction.zero_size}
@@ -74,34 +79,46 @@ def split_by_device(extraction: Extraction, where: str) -> tuple[Extraction, Dev
             " would collide with the custom pools). Drop the pins or enable_non_cpu_memory_planning."
         )
     on_host = any(k == CPU for k in keys.values())
-    first = DEFAULT_POOL + 1 if on_host else DEFAULT_POOL
-    pool_of = {device: first + i for i, device in enumerate(others)}
     reserved = [b.id for b in problem.buffers if b.kind is BufferKind.SUBMODULE]
     if reserved and not on_host:
         raise PlanningError(
             f"{where}: control-flow submodules reserve host memory ({', '.join(reserved)}) but no tensor of"
             " this graph is on the host; ExecuTorch would give that arena to a device"
         )
+    # One algorithm run numbers arenas 1..width (a memory map: its largest mem_id); stock appends
+    # each device's run after the previous ones, so a device's copy of arena p is base + p - 1.
+    width = max((bank.pool for bank in problem.banks), default=DEFAULT_POOL)
+    first = 1 + width if on_host else 1
+    base_of = {device: first + i * width for i, device in enumerate(others)}
+
+    def moved(pool: int, device: Device) -> int:
+        return pool if device == CPU else base_of[device] + pool - 1
+
     buffers = []
     for buf in problem.buffers:
-        root = problem.root_of(buf.id)[0]
-        device = keys.get(root, CPU)
-        buffers.append(buf if device == CPU else dataclasses.replace(buf, pool=pool_of[device]))
-    split = Problem(
-        tuple(buffers),
-        problem.groups,
-        problem.same_offsets,
-        capacity=problem.capacity,
-        name=problem.name,
-        banks=problem.banks,
+        device = keys.get(problem.root_of(buf.id)[0], CPU)
+        banks = tuple(moved(p, device) for p in buf.banks)
+        buffers.append(dataclasses.replace(buf, pool=moved(buf.pool, device), banks=banks))
+    arenas = DeviceArenas({moved(p, d): d for d in others for p in range(1, width + 1)})
+    copies = tuple(  # each device plans over its own copy of the memory map, as stock's BankedGreedy does
+        dataclasses.replace(bank, name=f"{bank.name} · {device_name(*d)}", pool=moved(bank.pool, d))
+        for d in others
+        for bank in problem.banks
     )
-    arenas = DeviceArenas({pool: device for device, pool in pool_of.items()})
+    split = dataclasses.replace(
+        problem,
+        buffers=tuple(buffers),
+        banks=problem.banks + copies,
+        pool_names={**problem.pool_names, **arenas.names()},
+    )
     return dataclasses.replace(extraction, problem=split), arenas
 
 
 def place_zero_size(extraction: Extraction, arenas: DeviceArenas) -> None:
     """Give zero-byte tensors on a device that device's arena (`apply_plan` puts them in the host pool)."""
-    pool_of = {device: pool for pool, device in arenas.devices.items()}
+    pool_of: dict[Device, int] = {}
+    for pool, device in sorted(arenas.devices.items(), reverse=True):
+        pool_of[device] = pool  # the device's first arena
     for spec in extraction.zero_size.values():
         if spec.storage_base is None and device_of(spec) in pool_of:
             spec.mem_id = pool_of[device_of(spec)]

@@ -23,7 +23,7 @@ from typing import Any
 
 import torch
 import torch.utils._pytree as pytree
-from executorch.exir.banked_memory_planning import TargetMemoryMap
+from executorch.exir.banked_memory_planning import BankedGreedy, TargetMemoryMap
 from executorch.exir.memory_planning import (
     MemoryPlanningAlgorithmSuite,
     Verifier,
@@ -35,7 +35,7 @@ from executorch.exir.tensor import ALIGNMENT, TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
-from memplan.banks import traffic_cost
+from memplan.banks import traffic
 from memplan.errors import PlanningError, ProblemError, UnsupportedProblemError
 from memplan.plan import Outcome, Plan
 from memplan.planner.apply import apply_plan
@@ -73,7 +73,8 @@ from memplan.planner.slice_noop.analysis import analyze_slices
 from memplan.planner.slice_noop.decisions import SliceNoops
 from memplan.planner.slice_noop.rewrite import remove_noop_slices
 from memplan.planner.state_in_place import StateReport, StateStatus, analyze, rewrite
-from memplan.planner.translate import Translation, Untranslated, translate
+from memplan.planner.traffic import argument_bytes
+from memplan.planner.translate import NO_FUSION, Translation, Untranslated, translate
 from memplan.planner.verify import verify_storage_reuse
 from memplan.problem import Problem
 
@@ -108,6 +109,9 @@ class MethodResult:
     note: str = ""  # how it was honoured: translated (and whose plan was kept) or run as given
     arenas: DeviceArenas = field(default_factory=DeviceArenas)  # the device of each non-host arena
     slice_noops: SliceNoops | None = None  # set when slice_noop is on (memplan.planner.slice_noop)
+    # Bytes per arena of every instruction's tensor arguments, as the emitted program counts them
+    # (planner.traffic): what a memory map's fast banks serve.
+    traffic: dict[int, int] = field(default_factory=dict)
 
     @cached_property
     def stock_sizes(self) -> list[int]:
@@ -124,6 +128,7 @@ class _Choice:
     fusion: CatFusion | None = None
     without: Plan | None = None  # the plan without cat fusion
     as_given: GivenPlan | None = None  # set when the given algorithm ran as given
+    reference_kept: bool = False  # the reference algorithm's plan of the extraction before any lever
 
 
 class PlannerPass(MemoryPlanningPass):
@@ -161,9 +166,13 @@ class PlannerPass(MemoryPlanningPass):
     `memory_map` (ExecuTorch's `TargetMemoryMap`) plans across its banks
     (planner.banks): every bank within its size, the traffic kept in the
     fastest banks; "greedy" and "bestfit" then mean banked_greedy (ExecuTorch's
-    BankedGreedy) and banked_bestfit. Cat fusion is kept wherever the fused
-    plan fits. State shared across methods goes to its own arena, one past
-    every arena the map or a pin uses.
+    BankedGreedy) and banked_bestfit. Traffic is counted as the emitted
+    program counts it (memplan.planner.traffic: every instruction's tensor
+    arguments, by bank); ExecuTorch's BankedGreedy also plans the tensors and
+    its plan is kept unless memplan's moves no more bytes through slower banks,
+    so the slow-bank traffic is never more than BankedGreedy's. Cat fusion is
+    refused (TRAFFIC_GREW) when the fused plan moves more. State shared across
+    methods goes to its own arena, one past every arena the map or a pin uses.
     `state_in_place` lets the op computing a mutable buffer's new value write
     it where the buffer lives and removes ExecuTorch's write-back `copy_`
     where that is legal; a copy that stays is moved up to right after the
@@ -305,6 +314,9 @@ class PlannerPass(MemoryPlanningPass):
             owner.shared_state = layout
             res = owner.results[m.method]
             res.problem, res.plan = with_state(res.problem, res.plan, m, layout)
+            shared = {r.node: r.spec for r in m.refs if r.fqn in layout.offsets}
+            moved = sum(argument_bytes(shared, m.graph_module.graph.nodes).values())
+            res.traffic = {**res.traffic, layout.pool: res.traffic.get(layout.pool, 0) + moved}
             res.specs.update({r.node: r.spec for r in m.refs if r.fqn in layout.offsets})
             res.buffer_sizes = list(m.graph_module.meta["non_const_buffer_sizes"])
 
@@ -348,9 +360,10 @@ class PlannerPass(MemoryPlanningPass):
             name=where,
         )
         if self.memory_map is not None:
-            ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment, where)
+            ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment)
         if isinstance(self.translation, Translation) and self.translation.constrain is not None:
             ex = self.translation.constrain(ex, graph_module, where)
+        ex = self._in_form(ex)
         arenas = DeviceArenas()
         if self.enable_non_cpu_memory_planning:
             ex, arenas = split_by_device(ex, where)
@@ -359,12 +372,18 @@ class PlannerPass(MemoryPlanningPass):
             reserved[pool] = size
         graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]  # what ExecuTorch's greedy reads
         stock = self._stock(ex, graph_module, signature)
-        noops = None
-        if self.slice_noop:  # before cat fusion: cats then leave the grouped slices alone
+        noops, plain = None, ex
+        if self.slice_noop and not self._shared_objects:  # before cat fusion: cats leave grouped slices alone
             noops = analyze_slices(graph_module, signature, ex)
             ex = dataclasses.replace(ex, problem=noops.problem)
-        choice = self._choose(ex, graph_module, signature, where, arenas)
+        removed = frozenset(noops.nodes_removed) if noops else frozenset()
+        choice = self._choose(ex, graph_module, signature, where, arenas, plain, removed)
         planned, plan, fusion, note = choice.planned, choice.plan, choice.fusion, choice.note
+        levers = not (choice.reference_kept or choice.as_given is not None)
+        if not levers:
+            noops = None  # the kept plan is of the graph with every slice's copy
+        costs = _Costs(plain, list(graph_module.graph.nodes), removed)
+        moved = costs.traffic(planned.problem, plan, fusion, levers)
         sizes = apply_plan(planned, plan)
         if choice.as_given is not None:
             sizes = merge_bufsizes(sizes, choice.as_given.buffer_sizes)  # it may reserve more than it places
@@ -372,13 +391,15 @@ class PlannerPass(MemoryPlanningPass):
             for spec, obj in choice.as_given.objects:
                 spec.mem_obj_id = obj
         if arenas.devices:
-            note += "; device arenas: " + ", ".join(arenas.label(pool) for pool in sorted(arenas.devices))
+            note += "; device arenas: " + ", ".join(
+                planned.problem.pool_label(p) for p in sorted(arenas.devices)
+            )
             place_zero_size(planned, arenas)
             sizes = with_device_arenas(sizes, arenas)
             if (devices := arenas.buffer_devices(len(sizes))) is not None:
                 graph_module.meta["non_const_buffer_device"] = devices
         if self.memory_map is not None:
-            sizes = bank_buffer_sizes(sizes, self.memory_map, dict(plan.arena_sizes))
+            sizes = bank_buffer_sizes(sizes, planned.problem.banks, dict(plan.arena_sizes))
         insert_calls_to_free(graph_module, set(ex.specs))
         report = None
         if fusion is not None:
@@ -401,6 +422,7 @@ class PlannerPass(MemoryPlanningPass):
             note=note,
             arenas=arenas,
             slice_noops=noops,
+            traffic=moved,
         )
 
     def _choose(
@@ -410,29 +432,36 @@ class PlannerPass(MemoryPlanningPass):
         signature: ExportGraphSignature | None,
         where: str,
         arenas: DeviceArenas,
+        plain: Extraction,
+        slices_removed: frozenset[str] = frozenset(),
     ) -> _Choice:
-        """The plan of one graph: the given algorithm's run as given, or memplan's unless the algorithm's is better."""
-        translation = self.translation
+        """The plan of one graph: the given algorithm's run as given, or memplan's unless a reference is better.
 
-        def given(keep: bool) -> GivenPlan:
+        The reference is the given algorithm's own plan, or ExecuTorch's BankedGreedy under a
+        memory map given by keyword; it plans `plain` (the extraction before slice no-ops), as
+        stock would. Plans are ordered by `_Costs`: under a memory map the emitted program's
+        traffic cost comes first.
+        """
+        translation = self.translation
+        costs = _Costs(plain, list(graph_module.graph.nodes), slices_removed)
+
+        def given(algorithm: Callable[..., Any], name: str, keep: bool) -> GivenPlan:
             return placed_by(
-                self.memory_planning_algo,
-                translation.name,
-                ex,
-                graph_module,
-                signature,
-                self.alignment,
-                arenas,
-                keep=keep,
+                algorithm, name, plain, graph_module, signature, self.alignment, arenas, keep=keep
             )
 
         if isinstance(translation, Untranslated):
-            own = given(True)
+            own = given(self.memory_planning_algo, translation.name, True)
             note = f"{translation.name} run as given ({translation.reason}); its plan passed validation"
-            return _Choice(dataclasses.replace(ex, problem=own.problem), own.plan, note, as_given=own)
-        reference = self._reference(given) if translation.reference else None
+            return _Choice(dataclasses.replace(plain, problem=own.problem), own.plan, note, as_given=own)
+        reference: GivenPlan | str | None = None
+        if translation.reference:
+            reference = self._reference(functools.partial(given, self.memory_planning_algo, translation.name))
+        elif self.memory_map is not None:
+            banked = MemoryPlanningAlgorithmSuite(algo_list=[BankedGreedy(self.memory_map)])
+            reference = self._reference(functools.partial(given, banked, "banked_greedy"))
         fusion, without = None, None
-        if self.cat_fusion:
+        if self.cat_fusion and not translation.shared_objects:
             fusion, plan, without = plan_with_cat_fusion(
                 graph_module,
                 signature,
@@ -441,31 +470,40 @@ class PlannerPass(MemoryPlanningPass):
                 relax_alignment=self.cat_fusion_relax_alignment,
                 partial=self.cat_fusion_partial,
                 allow_growth=self.cat_fusion_allow_growth or self.memory_map is not None,
+                cost=(lambda f, p: costs.of(f.problem if f else ex.problem, p, f))
+                if self.memory_map
+                else None,
             )
             planned = dataclasses.replace(ex, problem=fusion.problem)
         else:
             plan, planned = self._solve(ex.problem, where), ex
         note = f"{translation.name}: planned by memplan {self.solver}"
         choice = _Choice(planned, plan, note, fusion, without)
+        off = [
+            name for name, on in (("cat fusion", self.cat_fusion), ("slice no-ops", self.slice_noop)) if on
+        ]
+        aside = f" ({' and '.join(off)} off: {NO_FUSION})" if translation.shared_objects and off else ""
         if isinstance(reference, str):
-            choice.note = f"{translation.name} translated; its own plan was not kept: {reference}"
+            choice.note = f"{translation.name} translated; its own plan was not kept: {reference}{aside}"
         elif reference is not None:
-            mine, theirs = (
-                _cost(choice.planned.problem, choice.plan),
-                _cost(reference.problem, reference.plan),
-            )
+            mine = costs.of(choice.planned.problem, choice.plan, choice.fusion)
+            theirs = costs.of(reference.problem, reference.plan, None, levers=False)
             choice.note = (
-                f"{translation.name} translated; memplan {self.solver}: {mine[-1]:,} B, the algorithm's own"
-                f" plan: {theirs[-1]:,} B"
+                f"{translation.name} translated; memplan {self.solver}: {_shown(mine)}, the reference"
+                f" ({reference.plan.solver}): {_shown(theirs)}{aside}"
             )
-            fused = choice.fusion is not None and bool(choice.fusion.removed)
-            if theirs < mine or (theirs == mine and not fused):  # memplan's replaces it only when better
-                planned = dataclasses.replace(ex, problem=reference.problem)
-                return _Choice(planned, reference.plan, choice.note + ", the algorithm's kept")
+            removes = slices_removed or (choice.fusion is not None and bool(choice.fusion.removed))
+            if theirs < mine or (theirs == mine and not removes):  # memplan's replaces it only when better
+                planned = dataclasses.replace(plain, problem=reference.problem)
+                return _Choice(
+                    planned, reference.plan, choice.note + ", the reference's kept", reference_kept=True
+                )
+        else:
+            choice.note += aside
         return choice
 
     def _reference(self, given: Callable[[bool], GivenPlan]) -> GivenPlan | str:
-        """The given algorithm's own plan, or why there is none (it failed, or its plan is invalid)."""
+        """The reference algorithm's own plan, or why there is none (it failed, or its plan is invalid)."""
         try:
             return given(False)
         except ProblemError as e:
@@ -505,10 +543,21 @@ class PlannerPass(MemoryPlanningPass):
                 alloc_mutable_buffers=alloc_mutable_buffers,
             )
             if self.memory_map is not None:
-                before = with_memory_map(before, graph_module, self.memory_map, self.alignment, "stock")
-            stock = self._stock(before, graph_module, signature)
+                before = with_memory_map(before, graph_module, self.memory_map, self.alignment)
+            stock = self._stock(self._in_form(before), graph_module, signature)
             _forget_lifetimes(graph_module)  # ExecuTorch's lifetime analysis only ever widens them
         return StateReport(tuple(decisions), rewrite(graph_module, decisions)), stock
+
+    @property
+    def _shared_objects(self) -> bool:
+        """True if the given algorithm plans the shared-objects form (translate.Translation.shared_objects)."""
+        return isinstance(self.translation, Translation) and self.translation.shared_objects
+
+    def _in_form(self, ex: Extraction) -> Extraction:
+        """The extraction with its problem in the form the given algorithm plans (shared objects or not)."""
+        if not self._shared_objects:
+            return ex
+        return dataclasses.replace(ex, problem=dataclasses.replace(ex.problem, shared_objects=True))
 
     def _with_shared_state_arena(self, stock: Callable[[], list[int]], share: bool) -> list[int]:
         """`stock()`, plus the arena of state shared across methods (as `share_mutable_buffers` lays it out)."""
@@ -575,9 +624,41 @@ class PlannerPass(MemoryPlanningPass):
         )
 
 
-def _cost(problem: Problem, plan: Plan) -> tuple[float, int]:
-    """What "better" means between two valid plans: less bank traffic cost (under a memory map), then fewer bytes."""
-    return (traffic_cost(problem, plan.pools) if problem.banks else 0.0), plan.arena_size
+@dataclass
+class _Costs:
+    """What "better" means between two valid plans of one graph: under a memory map, less traffic
+    cost as the emitted program counts it (planner.traffic: every instruction's tensor arguments at
+    their bytes, by bank); then fewer bytes.
+
+    memplan's plans are counted without the instructions their levers delete (fused cats, no-op
+    slices); a reference plan (`fusion` None, `levers` False) keeps every instruction.
+    """
+
+    plain: Extraction
+    nodes: list[torch.fx.Node]
+    slices_removed: frozenset[str]
+
+    def traffic(
+        self, problem: Problem, plan: Plan, fusion: CatFusion | None, levers: bool = True
+    ) -> dict[int, int]:
+        """Bytes per arena of every instruction's tensor arguments in the program this plan emits."""
+        gone = {*self.slices_removed, *(fusion.instructions_removed if fusion else ())} if levers else set()
+        moved = argument_bytes(self.plain.spec_of, [n for n in self.nodes if n.name not in gone])
+        return traffic(problem, plan.pools, moved)
+
+    def of(
+        self, problem: Problem, plan: Plan, fusion: CatFusion | None, levers: bool = True
+    ) -> tuple[float, int]:
+        if not problem.banks:
+            return 0.0, plan.arena_size
+        cost = {b.pool: b.cost or 0.0 for b in problem.banks}
+        moved = self.traffic(problem, plan, fusion, levers)
+        return sum(n * cost.get(pool, 0.0) for pool, n in moved.items()), plan.arena_size
+
+
+def _shown(cost: tuple[float, int]) -> str:
+    traffic_cost, size = cost
+    return f"{size:,} B" + (f", bank traffic cost {traffic_cost:,.0f}" if traffic_cost else "")
 
 
 def _forget_lifetimes(graph_module: torch.fx.GraphModule) -> None:
@@ -589,8 +670,9 @@ def _forget_lifetimes(graph_module: torch.fx.GraphModule) -> None:
 
 
 def _greedy_sizes(ex: Extraction) -> list[int]:
-    """`non_const_buffer_sizes` ExecuTorch's greedy gives the extracted tensors (its replica, solvers.greedy)."""
-    return ex.pool_sizes(dict(solvers.solve(ex.problem, "greedy").arena_sizes))
+    """`non_const_buffer_sizes` ExecuTorch's greedy gives the extracted tensors (its replica, solvers.greedy;
+    `fallback` lays it out above the submodules' reservation, as ExecuTorch does)."""
+    return ex.pool_sizes(dict(solvers.solve(ex.problem, "greedy", fallback=True).arena_sizes))
 
 
 __all__ = ["PlannerPass", "PlanningError", "MethodResult", "ExtractionError"]

@@ -42,6 +42,7 @@ from memplan.bounds import lower_bound
 from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.planner.compat import PTEFile, deserialize_pte_binary
+from memplan.planner.devices import device_name
 from memplan.planner.pte_structure import PteError, check_method
 from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem
 from memplan.solvers import DEFAULT_ALIGNMENT
@@ -138,6 +139,7 @@ class MethodLayout:
     notes: list[str] = field(default_factory=list)
     overlaps: list[LiveOverlap] = field(default_factory=list)
     state_placement: str = ""  # where the method's state may go when re-planned, in one sentence
+    devices: dict[int, str] = field(default_factory=dict)  # arena -> its device ("cuda:0"), off the host
 
     @property
     def lower_bound(self) -> int | None:
@@ -337,6 +339,7 @@ class _Scan:
             outputs=list(plan.outputs),
             tensors=[],
             delegates=[d.id for d in plan.delegates],
+            devices=_devices(plan),
         )
         self._collect()
         if not self.cannot:
@@ -621,7 +624,7 @@ class _Scan:
             buffers += self._other_state(other_state, end_of_method, offsets)
             if not buffers:
                 return layout
-            problem = Problem(tuple(buffers), tuple(groups), name=layout.name)
+            problem = Problem(tuple(buffers), tuple(groups), name=layout.name, pool_names=layout.devices)
         except ProblemError as exc:
             layout.cannot.append(f"the derived problem is malformed: {exc}")
             return layout
@@ -717,6 +720,15 @@ class _Scan:
 
 def _scan(plan: schema.ExecutionPlan) -> _Scan:
     return _Scan(plan)
+
+
+def _devices(plan: schema.ExecutionPlan) -> dict[int, str]:
+    """The device of each arena `non_const_buffer_device` puts off the host (CPU:0, the default, left out)."""
+    return {
+        entry.buffer_idx: device_name(entry.device_type, entry.device_index)
+        for entry in plan.non_const_buffer_device or ()
+        if (entry.device_type, entry.device_index) != (schema.DeviceType.CPU, 0)
+    }
 
 
 def _kind(roles: set[str], pinned: bool) -> BufferKind:

@@ -46,6 +46,13 @@ def check_method(plan: schema.ExecutionPlan, element_bytes: dict[int, int], wher
                 len(chain.instructions),
                 method,
             )
+    for entry in plan.non_const_buffer_device or ():
+        arena = entry.buffer_idx
+        if not isinstance(arena, int) or not 0 < arena < len(plan.non_const_buffer_sizes):
+            raise PteError(
+                f"{method}: non_const_buffer_device puts arena {arena!r} on a device, but the method's"
+                f" arenas are 1..{len(plan.non_const_buffer_sizes) - 1}"
+            )
     for index, evalue in enumerate(plan.values):
         val = evalue.val
         if isinstance(val, (schema.TensorList, schema.OptionalTensorList)):

@@ -32,6 +32,7 @@ from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, greedy
 
 from memplan.planner.as_algorithm import MemplanAlgorithm
 from memplan.planner.extract import Extraction
+from memplan.solvers import DEFAULT_TIME_LIMIT_S, FORM_ONLY
 
 Constrain = Callable[[Extraction, torch.fx.GraphModule, str], Extraction]
 """Adds an algorithm's own constraints to a graph's extraction (the graph, its name for errors)."""
@@ -48,6 +49,11 @@ class Translation:
     written plan, for problems whose members are placed by their exact bytes
     (Cadence's, whose padding may reach a neighbour; stock skips the check for
     every algorithm but greedy); memplan's validator still checks the plan.
+    `shared_objects` says the algorithm plans the shared-objects form
+    (`allow_overlapping_allocations=False`: each tensor at offset 0 of its
+    object, `mem_obj_id` one allocation, as Vulkan reads it): the problem asks
+    for it (`Problem.shared_objects`), and cat fusion and slice no-ops stay off
+    (`NO_FUSION`).
     """
 
     name: str
@@ -58,6 +64,14 @@ class Translation:
     time_limit_s: float | None = None
     reference: bool = True
     check_storage_reuse: bool = True
+    shared_objects: bool = False
+
+
+NO_FUSION = (
+    "they place a tensor at an offset inside another tensor's allocation, which a consumer reading"
+    " mem_obj_id as one allocation (Vulkan) does not see"
+)
+"""Why cat fusion and slice no-ops stay off for an algorithm planning shared objects."""
 
 
 @dataclass(frozen=True)
@@ -85,6 +99,8 @@ def algorithm_name(algorithm: Any) -> str:
         return f"{algorithm_name(algorithm.func)}({keywords})" if keywords else algorithm_name(algorithm.func)
     if isinstance(algorithm, MemoryPlanningAlgorithmSuite):
         return f"MemoryPlanningAlgorithmSuite[{', '.join(algorithm_name(a) for a in algorithm.algo_list)}]"
+    if isinstance(algorithm, BankedGreedy) and not algorithm.allow_overlapping_allocations:
+        return f"{algorithm.__name__}(allow_overlapping_allocations=False)"
     return str(getattr(algorithm, "__name__", type(algorithm).__name__))
 
 
@@ -111,7 +127,11 @@ def translate(memory_planning_algo: Any) -> Translation | Untranslated:
         return Untranslated(name, "the suite lists no algorithm")
     first = found[0]
     for other in found[1:]:
-        if other.memory_map is not first.memory_map or other.constrain is not first.constrain:
+        if (
+            other.memory_map is not first.memory_map
+            or other.constrain is not first.constrain
+            or other.shared_objects != first.shared_objects
+        ):
             return Untranslated(name, f"{first.name} and {other.name} plan different problems")
     own = next((t for t in found if t.solver is not None), first)
     return Translation(
@@ -123,6 +143,7 @@ def translate(memory_planning_algo: Any) -> Translation | Untranslated:
         time_limit_s=own.time_limit_s,
         reference=any(t.reference for t in found),
         check_storage_reuse=all(t.check_storage_reuse for t in found),
+        shared_objects=first.shared_objects,
     )
 
 
@@ -144,26 +165,34 @@ def _load_backend_translators() -> None:
 # -- ExecuTorch's own algorithms and memplan's --------------------------------------
 
 
-def _overlapping_allowed(keywords: dict[str, Any]) -> bool:
-    return set(keywords) <= {"allow_overlapping_allocations"} and keywords.get(
-        "allow_overlapping_allocations", True
+def _shared_objects(name: str, memory_map: TargetMemoryMap | None = None) -> Translation:
+    """The shared-objects form, planned by memplan's shared_objects solver (with the pass's default time)."""
+    return Translation(
+        name,
+        memory_map=memory_map,
+        solver="shared_objects",
+        time_limit_s=DEFAULT_TIME_LIMIT_S,
+        shared_objects=True,
     )
 
 
 @register_translator
 def _stock(algorithm: Any) -> Translation | None:
-    """`greedy` and `naive` plan the one-arena problem memplan extracts (greedy's keyword only when True).
+    """`greedy` and `naive` plan the one-arena problem memplan extracts.
 
-    `allow_overlapping_allocations=False` asks that tensors sharing a mem_obj_id all start at
-    its base (Vulkan reads mem_obj_id as one allocation); memplan has no such constraint.
+    `greedy(allow_overlapping_allocations=False)` plans its shared-objects form
+    (tensors sharing a mem_obj_id all start at its base: Vulkan reads mem_obj_id
+    as one allocation).
     """
     func, keywords = (
         (algorithm.func, dict(algorithm.keywords))
         if isinstance(algorithm, functools.partial)
         else (algorithm, {})
     )
-    if func is greedy and _overlapping_allowed(keywords):
-        return Translation("greedy")
+    if func is greedy and set(keywords) <= {"allow_overlapping_allocations"}:
+        if keywords.get("allow_overlapping_allocations", True):
+            return Translation("greedy")
+        return _shared_objects(algorithm_name(algorithm))
     if func is naive and not keywords:
         return Translation("naive")
     return None
@@ -171,15 +200,19 @@ def _stock(algorithm: Any) -> Translation | None:
 
 @register_translator
 def _banked(algorithm: Any) -> Translation | None:
-    """`BankedGreedy(target)` plans across `target`'s banks (memplan.planner.banks)."""
-    if isinstance(algorithm, BankedGreedy) and algorithm.allow_overlapping_allocations:
+    """`BankedGreedy(target)` plans across `target`'s banks (memplan.planner.banks); with
+    `allow_overlapping_allocations=False`, their shared-objects form."""
+    if not isinstance(algorithm, BankedGreedy):
+        return None
+    if algorithm.allow_overlapping_allocations:
         return Translation("banked_greedy", memory_map=algorithm.target)
-    return None
+    return _shared_objects(algorithm_name(algorithm), algorithm.target)
 
 
 @register_translator
 def _memplan(algorithm: Any) -> Translation | None:
-    """memplan's own solver as an algorithm: planned by that solver, nothing to compare with."""
+    """memplan's own solver as an algorithm: planned by that solver, nothing to compare with (a solver of
+    one form, `shared_objects`, plans that form)."""
     if isinstance(algorithm, MemplanAlgorithm):
         return Translation(
             algorithm.__name__,
@@ -187,5 +220,6 @@ def _memplan(algorithm: Any) -> Translation | None:
             solver_options=tuple(sorted(algorithm.solver_options.items())),
             time_limit_s=algorithm.time_limit_s,
             reference=False,
+            shared_objects=algorithm.solver in FORM_ONLY,
         )
     return None

@@ -31,6 +31,7 @@ from memplan.solvers.fits import check_banks_fit, check_capacity
 from memplan.solvers.registry import (
     BANK_ONLY,
     BANK_SOLVERS,
+    FORM_ONLY,
     REGISTRY,
     alternatives,
     available,
@@ -48,6 +49,7 @@ __all__ = [
     "DEFAULT_ALIGNMENT",
     "DEFAULT_SOLVER",
     "DEFAULT_TIME_LIMIT_S",
+    "FORM_ONLY",
     "REGISTRY",
     "UnknownSolverError",
     "UnsupportedProblemError",

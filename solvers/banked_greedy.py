@@ -74,9 +74,14 @@ class BankedGreedyParams:
 def solve_banked_greedy(
     problem: Problem, params: BankedGreedyParams = BankedGreedyParams(), *, time_limit_s: float | None = None
 ) -> Plan:
-    """Plan like ExecuTorch's `BankedGreedy` over the problem's banks (its `TargetMemoryMap`)."""
+    """Plan like ExecuTorch's `BankedGreedy` over the problem's banks (its `TargetMemoryMap`).
+
+    A problem asking for shared objects is planned as `BankedGreedy(target,
+    allow_overlapping_allocations=False)` plans it, whatever the flag says.
+    """
     del time_limit_s  # one deterministic pass
     t0 = time.perf_counter()
+    overlapping = params.allow_overlapping_allocations and not problem.shared_objects
     if not problem.banks:
         raise UnsupportedProblemError(
             "banked_greedy plans across banks, but the problem declares none; use greedy"
@@ -95,9 +100,9 @@ def solve_banked_greedy(
 
     need = _alignments(problem)
     for buf in _packing_order([b for b in roots if not b.banks]):
-        _place_pin(problem, buf, objects, used, placed, params.allow_overlapping_allocations, need)
+        _place_pin(problem, buf, objects, used, placed, overlapping, need)
     for buf in _packing_order([b for b in roots if b.banks]):
-        _place_free(problem, buf, objects, used, placed, params.allow_overlapping_allocations, need)
+        _place_free(problem, buf, objects, used, placed, overlapping, need)
 
     pools = {bid: pool for bid, (pool, _, _) in placed.items()}
     offsets = {rid: 0 for rid in reserved.values()}

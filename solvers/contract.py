@@ -30,6 +30,7 @@ class Capabilities:
     capacity: bool  # searches within `Problem.capacity`; False: its plan is only checked against it
     banks: bool = False  # chooses among several memory banks with their own capacities
     fixed_in_banks: bool = False  # buffers pinned at an offset that list banks (the bank is still chosen)
+    shared_objects: bool = False  # the shared-objects form (`Problem.shared_objects`)
 
     def missing(self, problem: Problem) -> list[str]:
         """The capabilities `problem` needs that are absent (capacity is never refused: it is checked)."""
@@ -38,6 +39,7 @@ class Capabilities:
             "groups": bool(problem.groups),
             "same_offsets": bool(problem.same_offsets),
             "fixed_in_banks": bool(_fixed_in_banks(problem)),
+            "shared_objects": problem.shared_objects,
         }
         return [name for name, needs in needed.items() if needs and not getattr(self, name)]
 
@@ -103,6 +105,7 @@ _WHAT = {
     "groups": "contiguous groups",
     "same_offsets": "same-offset sets",
     "fixed_in_banks": "fixed offsets on buffers that choose a bank",
+    "shared_objects": "the shared-objects form (intersecting buffers start at the same offset)",
 }
 
 
@@ -118,6 +121,8 @@ def _needing(problem: Problem, capability: str) -> str:
         return f"buffers {_names([b.id for b in problem.buffers if b.offset is not None])} are pinned"
     if capability == "fixed_in_banks":
         return f"buffers {_names(sorted(_fixed_in_banks(problem)))} are pinned at an offset and list banks"
+    if capability == "shared_objects":
+        return "the problem asks for shared objects (ExecuTorch's allow_overlapping_allocations=False)"
     if capability == "groups":
         return f"buffers {_names([g.parent for g in problem.groups])} hold contiguous groups"
     return f"the problem has same-offset sets {_names([list(s.buffers) for s in problem.same_offsets])}"

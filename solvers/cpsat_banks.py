@@ -40,9 +40,8 @@ from memplan.errors import BankCapacityError, InfeasibleError, ProblemError, Sol
 from memplan.plan import Outcome, Plan, arena_sizes_of
 from memplan.problem import Bank, Buffer, Problem
 from memplan.solvers.bank_costs import exact_cost, weights
+from memplan.solvers.cpsat import DEFAULT_TIME_LIMIT_S  # cpsat's own budget when called with None
 from memplan.solvers.units import Rect, Unit, expand, planned_exactly, units_of
-
-DEFAULT_TIME_LIMIT_S = 10.0
 
 
 def solve_cpsat_banks(

@@ -66,9 +66,12 @@ def solve_greedy(
 
     Fixed offsets and same-offset sets are refused up front by `solve()` (the
     registry says greedy lacks them), as ExecuTorch's greedy cannot honour them.
+    A problem asking for shared objects is planned as ExecuTorch's
+    `greedy(allow_overlapping_allocations=False)` plans it, whatever the flag says.
     """
     del time_limit_s  # a single pass: nothing to cut short
     t0 = time.perf_counter()
+    overlapping = params.allow_overlapping_allocations and not problem.shared_objects
     units = units_of(problem)
     position = {b.id: i for i, b in enumerate(problem.buffers)}
     by_pool: dict[int, list[Unit]] = defaultdict(list)
@@ -78,9 +81,7 @@ def solve_greedy(
     unit_offsets = [0] * len(units)
     arena_sizes: dict[int, int] = {}
     for pool in sorted(by_pool):
-        arena_sizes[pool] = _plan_pool(
-            by_pool[pool], unit_offsets, params.allow_overlapping_allocations, params.sort_alignment
-        )
+        arena_sizes[pool] = _plan_pool(by_pool[pool], unit_offsets, overlapping, params.sort_alignment)
     bounds = lower_bounds(problem)
     proven = all(arena_sizes[p] == bounds[p] for p in arena_sizes)
     return Plan(

@@ -24,7 +24,9 @@ BANKED_GREEDY = SolverEntry(
     "banked_greedy",
     "memplan.solvers.banked_greedy:solve_banked_greedy",
     "memplan.solvers.banked_greedy:BankedGreedyParams",
-    Capabilities(fixed_offsets=True, groups=True, same_offsets=False, capacity=False, banks=True),
+    Capabilities(
+        fixed_offsets=True, groups=True, same_offsets=False, capacity=False, banks=True, shared_objects=True
+    ),
     reproducible="deterministic",
 )
 BANKED_BESTFIT = SolverEntry(
@@ -39,7 +41,7 @@ GREEDY = SolverEntry(
     "greedy",
     "memplan.solvers.greedy:solve_greedy",
     "memplan.solvers.greedy:GreedyParams",
-    Capabilities(fixed_offsets=False, groups=True, same_offsets=False, capacity=False),
+    Capabilities(fixed_offsets=False, groups=True, same_offsets=False, capacity=False, shared_objects=True),
     banked=BANKED_GREEDY,
     reproducible="deterministic",
 )
@@ -76,8 +78,19 @@ MILP = SolverEntry(
     fallback=(BESTFIT, GREEDY),
 )
 
+# The shared-objects form (`Problem.shared_objects`): with or without banks; its plans suit any problem.
+SHARED_OBJECTS = SolverEntry(
+    "shared_objects",
+    "memplan.solvers.shared_objects:solve_shared_objects",
+    "memplan.solvers.shared_objects:SharedObjectsParams",
+    dataclasses.replace(_PLACEMENT, banks=True, shared_objects=True),
+    reproducible="untimed",
+)
+
 REGISTRY: dict[str, SolverEntry] = {e.name: e for e in (GREEDY, BESTFIT, SKYLINE, CPSAT, MILP)}
 BANK_ONLY: dict[str, SolverEntry] = {e.name: e for e in (BANKED_GREEDY, BANKED_BESTFIT)}
+# Solvers for one form of problem, not listed by `available()` (sweeps run every listed solver).
+FORM_ONLY: dict[str, SolverEntry] = {SHARED_OBJECTS.name: SHARED_OBJECTS}
 
 # Solvers that choose a bank for each buffer themselves. The others plan a problem with banks
 # only when no buffer has a choice (every buffer in its pool, capacities checked afterwards).
@@ -91,16 +104,16 @@ def available(banks: bool = False) -> list[str]:
 
 def reproducible_solvers() -> list[str]:
     """Names of the solvers with a reproducible mode (`SolverEntry.reproducible`)."""
-    return [name for name, e in (REGISTRY | BANK_ONLY).items() if e.reproducible]
+    return [name for name, e in (REGISTRY | BANK_ONLY | FORM_ONLY).items() if e.reproducible]
 
 
 def entry(name: str) -> SolverEntry:
     """The registry entry of `name`; an unknown name raises `UnknownSolverError` listing the valid ones."""
-    found = REGISTRY.get(name) or BANK_ONLY.get(name)
+    found = REGISTRY.get(name) or BANK_ONLY.get(name) or FORM_ONLY.get(name)
     if found is None:
         raise UnknownSolverError(
             f"unknown solver {name!r}; choose one of: {', '.join(available())}"
-            f" (for memory maps also {', '.join(BANK_ONLY)})"
+            f" (for memory maps also {', '.join(BANK_ONLY)}; for shared objects {', '.join(FORM_ONLY)})"
         )
     return found
 
@@ -121,8 +134,12 @@ def for_memory_map(name: str) -> SolverEntry:
 
 
 def alternatives(problem: Problem) -> list[SolverEntry]:
-    """The solvers an error about `problem` may suggest: the bank solvers for a problem with banks."""
-    return [entry(name) for name in BANK_SOLVERS] if problem.banks else list(REGISTRY.values())
+    """The solvers an error about `problem` may suggest: the bank solvers for a problem with banks,
+    and those making shared objects when it asks for them."""
+    found = [entry(name) for name in BANK_SOLVERS] if problem.banks else list(REGISTRY.values())
+    if problem.shared_objects:
+        found = [e for e in found if e.supports.shared_objects] + list(FORM_ONLY.values())
+    return found
 
 
 def prepared(problem: Problem, spec: SolverEntry) -> Problem:

@@ -35,7 +35,7 @@ def bank_gantt(problem: Problem, plan: Plan, *, label_top: int = 6, title: str |
     for ax, row in zip(axes[:, 0], rows, strict=True):
         sub = _in_pool(placed, row.pool)
         if not sub.buffers:
-            _empty(ax, row)
+            _empty(ax, _heading(problem, row))
             continue
         sub_plan = dataclasses.replace(
             plan,
@@ -43,7 +43,7 @@ def bank_gantt(problem: Problem, plan: Plan, *, label_top: int = 6, title: str |
             arena_sizes={row.pool: plan.arena_sizes.get(row.pool, 0)},
             pools={},
         )
-        gantt(sub, sub_plan, ax, label_top=label_top, title=_title(row, total))
+        gantt(sub, sub_plan, ax, label_top=label_top, title=_title(problem, row, total))
         ax.set_xlim(
             min(b.start for b in problem.buffers), max(b.end for b in problem.buffers)
         )  # one time axis
@@ -82,7 +82,7 @@ def bank_profile(problem: Problem, plan: Plan, *, title: str | None = None) -> F
         ax.set_ylim(bottom=0)
         bytes_axis(ax.yaxis)
         ax.set_ylabel("bytes")
-        ax.set_title(_title(row, total), fontsize=9)
+        ax.set_title(_title(problem, row, total), fontsize=9)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
     axes[-1, 0].set_xlabel("execution step")
     if title:
@@ -100,10 +100,15 @@ def _in_pool(placed: Problem, pool: int) -> Problem:
     return bank_part(placed, {b.id for b in placed.buffers if b.pool == pool})
 
 
-def _title(row: BankUsage, total_traffic: int) -> str:
+def _heading(problem: Problem, row: BankUsage) -> str:
+    """ "sram (mem_id 1)" for a bank, "mem_id 3 · cuda:0" or "mem_id 3" for another pool."""
+    return f"{row.name} (mem_id {row.pool})" if problem.bank(row.pool) is not None else row.name
+
+
+def _title(problem: Problem, row: BankUsage, total_traffic: int) -> str:
     cap = "" if row.capacity is None else f" of {format_bytes(row.capacity)}"
     return (
-        f"{row.name} (mem_id {row.pool}): {format_bytes(row.bytes)}{cap}, peak {format_bytes(row.peak)},"
+        f"{_heading(problem, row)}: {format_bytes(row.bytes)}{cap}, peak {format_bytes(row.peak)},"
         f" {row.buffers} buffers, {row.traffic / total_traffic:.0%} of the traffic"
     )
 
@@ -122,8 +127,6 @@ def _capacity_line(ax: Axes, row: BankUsage) -> None:
     ax.set_ylim(0, max(row.capacity, row.bytes) * 1.05)
 
 
-def _empty(ax: Axes, row: BankUsage) -> None:
-    ax.text(
-        0.5, 0.5, f"{row.name} (mem_id {row.pool}): empty", ha="center", va="center", transform=ax.transAxes
-    )
+def _empty(ax: Axes, heading: str) -> None:
+    ax.text(0.5, 0.5, f"{heading}: empty", ha="center", va="center", transform=ax.transAxes)
     ax.set_axis_off()

@@ -1,9 +1,10 @@
 """The arena as a picture: execution step across, byte offset up, one box per buffer.
 
 Several pools are stacked bottom to top in pool order, each starting where the
-previous pool's arena ends. All rectangles go into a few collections (not one
-artist per buffer), so a 2,000-buffer plan draws quickly, and only the
-largest few buffers get a text label.
+previous pool's arena ends and labelled by `Problem.pool_label` ("mem_id 2 ·
+cuda:0"). All rectangles go into a few collections (not one artist per
+buffer), so a 2,000-buffer plan draws quickly, and only the largest few
+buffers get a text label.
 """
 
 from __future__ import annotations
@@ -127,10 +128,17 @@ def gantt(
     x_high = max((b.end for b in problem.buffers), default=1)
     _bound_lines(ax, problem, plan, bases, x_low, x_high)
     _label_largest(ax, problem.buffers, box, label_top)
-    if len(bases) > 1:
+    if len(bases) > 1 or set(bases) & set(problem.pool_names):  # one unnamed pool needs no label
         for pool, base in bases.items():
             ax.text(
-                x_low, base, f" pool {pool}", va="bottom", ha="left", fontsize=8, color="0.2", gid=POOL_LABEL
+                x_low,
+                base,
+                f" {problem.pool_label(pool)}",
+                va="bottom",
+                ha="left",
+                fontsize=8,
+                color="0.2",
+                gid=POOL_LABEL,
             )
 
     ax.set_xlim(x_low, x_high)

@@ -66,7 +66,7 @@ def profile(
                 where="post",
                 linewidth=1.0,
                 alpha=0.8,
-                label=f"live, pool {pool}",
+                label=f"live, {problem.pool_label(pool)}",
                 gid=f"live_pool_{pool}",
             )
     if levels:

@@ -39,13 +39,19 @@ def methods_frame(program: ProgramLayout) -> pd.DataFrame:
                 "instructions": m.num_instructions,
                 "delegates": _counted(m.delegates),
                 "planned_tensors": len(m.tensors),
-                "arenas (mem_id 1, 2, ...)": " + ".join(f"{s:,}" for s in m.arenas[1:]) or "0",
+                "arenas (mem_id 1, 2, ...)": " + ".join(_arena(m, i) for i in range(1, len(m.arenas))) or "0",
                 "arena_bytes": m.planned_bytes,
                 "lower_bound_bytes": m.lower_bound,
                 "arena_over_lb": (m.planned_bytes / m.lower_bound) if m.lower_bound else None,
             }
         )
     return pd.DataFrame(rows).astype({"lower_bound_bytes": "Int64"})
+
+
+def _arena(method: MethodLayout, mem_id: int) -> str:
+    """An arena's bytes, and its device when it is not on the host: "512 (cuda:0)"."""
+    device = method.devices.get(mem_id)
+    return f"{method.arenas[mem_id]:,}" + (f" ({device})" if device else "")
 
 
 def _counted(names: list[str]) -> str:
@@ -80,6 +86,9 @@ def format_program(program: ProgramLayout, tensors: bool = True) -> str:
     for m in program.methods.values():
         lines += ["", f"## {m.name}", ""]
         lines.append(f"inputs: {_values(m.inputs)}; outputs: {_values(m.outputs)}")
+        if m.devices:
+            arenas = ", ".join(f"mem_id {i} on {d} ({m.arenas[i]:,} bytes)" for i, d in m.devices.items())
+            lines.append(f"device arenas: {arenas}; the runtime allocates them on those devices")
         if m.lower_bound is not None:
             lines.append(
                 f"the file plans {m.planned_bytes:,} bytes; lower bound for this instruction order:"

@@ -128,20 +128,24 @@ def levers(planner_pass: Any) -> str:
 
 
 def _bank_columns(result: Any) -> dict[str, Any]:
-    """Per declared bank: `<bank>_bytes`, `<bank>_peak`, `<bank>_traffic_share` (empty without banks)."""
+    """Per declared bank: `<bank>_bytes`, `<bank>_peak`, `<bank>_traffic_share` (empty without banks).
+
+    The share is of the traffic the emitted program moves (the pass's `result.traffic`: every
+    instruction's tensor arguments at their bytes, by arena).
+    """
     from memplan.banks import bank_report
 
     if not result.problem.banks:
         return {}
     rows = bank_report(result.problem, result.plan)
-    total = sum(r.traffic for r in rows) or 1
+    total = sum(result.traffic.values()) or 1
     columns: dict[str, Any] = {}
     for row in rows:
         if result.problem.bank(row.pool) is None:
             continue
         columns[f"{row.name}_bytes"] = row.bytes
         columns[f"{row.name}_peak"] = row.peak
-        columns[f"{row.name}_traffic_share"] = row.traffic / total
+        columns[f"{row.name}_traffic_share"] = result.traffic.get(row.pool, 0) / total
     return columns
 
 

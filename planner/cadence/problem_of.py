@@ -30,7 +30,7 @@ from executorch.backends.cadence.aot.utils import MemoryConfig
 from executorch.exir.tensor import TensorSpec
 
 from memplan.errors import ExtractionError
-from memplan.planner.banks import access_counts
+from memplan.planner.traffic import argument_counts
 from memplan.problem import Bank, Buffer, ContiguousGroup, Problem
 
 
@@ -128,7 +128,7 @@ def cadence_problem(
                 " blocked, invalid or pinned elsewhere for one of them"
             )
 
-    counts = access_counts(graph_module, spec_of)
+    counts = argument_counts(spec_of, graph_module.graph.nodes)
     buffers = []
     for bid, spec in spec_of.items():
         choices = group_choices[root(bid)]
@@ -143,7 +143,7 @@ def cadence_problem(
                 offset=pinned.offset if pinned is not None and bid not in parent else None,
                 pool=choices[0],
                 banks=choices,
-                accesses=counts.get(bid, 1),
+                accesses=counts.get(bid, 0),
                 label=bid,
             )
         )

@@ -31,6 +31,7 @@ from memplan.planner.cat.regions import (
 )
 from memplan.planner.cat.state_reads import held_cats
 from memplan.planner.extract import Extraction
+from memplan.planner.traffic import without_instructions
 
 
 def analyze(
@@ -41,26 +42,34 @@ def analyze(
     relax_alignment: bool = False,
     partial: bool = False,
     blocked: Iterable[str] = (),
+    blocked_by: CatRefusal = CatRefusal.ARENA_GREW,
 ) -> CatFusion:
     """Decide every cat of the graph and build the grouped problem.
 
     `relax_alignment` lets inputs sit at any offset that is a multiple of
     their element size (instead of the pass alignment); `partial` allows
-    PARTIAL cats. Cats named in `blocked` are refused with ARENA_GREW if
-    they could otherwise go (see `memplan.planner.cat.policy`).
+    PARTIAL cats. Cats named in `blocked` are refused with `blocked_by`
+    (ARENA_GREW or TRAFFIC_GREW) if they could otherwise go (see `memplan.planner.cat.policy`).
     """
     facts = GraphFacts(graph_module, graph_signature, extraction, relax_alignment)
     held: dict[str, str] = {}
     while True:  # each round refuses at least one more cat, so this ends
-        fusion, decider, cats = _decide(facts, partial, frozenset(blocked), held)
+        fusion, decider, cats = _decide(facts, partial, (frozenset(blocked), blocked_by), held)
         late = held_cats(facts, fusion, cats, decider.member_of, decider.copies)
         if not late:
             return fusion
         held.update(late)
 
 
+_REMOVED = (CatStatus.FUSED, CatStatus.ALIASED)
+_BLOCKED_DETAIL = {
+    CatRefusal.ARENA_GREW: "removable, but fusing it made the arena larger",
+    CatRefusal.TRAFFIC_GREW: "removable, but with it fused more bytes went through slower banks",
+}
+
+
 def _decide(
-    facts: GraphFacts, partial: bool, blocked: frozenset[str], held: Mapping[str, str]
+    facts: GraphFacts, partial: bool, blocked: tuple[frozenset[str], CatRefusal], held: Mapping[str, str]
 ) -> tuple[CatFusion, _Decider, list[CatFacts]]:
     """One round of decisions with the cats in `blocked` and `held` refused."""
     decider = _Decider(facts, partial, blocked, held)
@@ -79,7 +88,11 @@ def _decide(
     shrink = copy_source_ends(facts, decider.status, decider.copies, slots)
     fusion = CatFusion(
         decisions=[decider.decision(cat) for cat in cats],
-        problem=grouped_problem(facts.problem, parent_of, shrink),
+        problem=without_instructions(  # a fused or aliased cat emits no instruction
+            grouped_problem(facts.problem, parent_of, shrink),
+            facts.extraction.spec_of,
+            [cat.node for cat in cats if decider.status[cat.node.name] in _REMOVED],
+        ),
         problem_without=facts.problem,
         parent_of={k: v for k, v in parent_of.items() if not k.startswith("copy:")},
         copies=slots,
@@ -92,11 +105,15 @@ class _Decider:
     """The decisions under construction: status per cat, placement and refusal per input, members."""
 
     def __init__(
-        self, facts: GraphFacts, allow_partial: bool, blocked: frozenset[str], held: Mapping[str, str]
+        self,
+        facts: GraphFacts,
+        allow_partial: bool,
+        blocked: tuple[frozenset[str], CatRefusal],
+        held: Mapping[str, str],
     ) -> None:
         self.facts = facts
         self.allow_partial = allow_partial
-        self.blocked = blocked
+        self.blocked, self.blocked_by = blocked
         self.held = held
         self.status: dict[str, CatStatus] = {}
         self.placement: dict[tuple[str, int], str] = {}  # (cat, input position) -> placement
@@ -155,13 +172,13 @@ class _Decider:
 
     def _blocked(self, cat: CatFacts) -> bool:
         """True (and the cat refused) if the cat could go but fusing it would overwrite a state's old
-        value before its last read (STATE_READ_LATER) or grew the arena (ARENA_GREW)."""
+        value before its last read (STATE_READ_LATER) or the plan cost more with it (`blocked_by`)."""
         if cat.node.name in self.held:
             cat.reasons.append((CatRefusal.STATE_READ_LATER, self.held[cat.node.name]))
             return True
         if cat.node.name not in self.blocked:
             return False
-        cat.reasons.append((CatRefusal.ARENA_GREW, "removable, but fusing it made the arena larger"))
+        cat.reasons.append((self.blocked_by, _BLOCKED_DETAIL[self.blocked_by]))
         return True
 
     # -- phase 2: cats whose inputs already sit back to back ---------------------------------------

@@ -44,6 +44,7 @@ class CatRefusal(str, Enum):
     POOL_MISMATCH = "pool_mismatch"  # input and output were assigned different mem_ids
     ALIAS_NOT_NESTED = "alias_not_nested"  # the region over the inputs straddles another placed tensor
     ARENA_GREW = "arena_grew"  # fusing it made the arena larger (the region lives longer than its parts)
+    TRAFFIC_GREW = "traffic_grew"  # under a memory map, the fused plan moved more bytes through slow banks
     STATE_READ_LATER = "state_read_later"  # a piece would overwrite a state before its old value's last read
 
 
@@ -138,3 +139,8 @@ class CatFusion:
     @property
     def removed(self) -> list[CatDecision]:
         return [d for d in self.decisions if d.status is not CatStatus.REFUSED]
+
+    @property
+    def instructions_removed(self) -> frozenset[str]:
+        """The cats that emit no instruction (a PARTIAL cat's becomes clones of the inputs that stay)."""
+        return frozenset(d.cat for d in self.decisions if d.status in (CatStatus.FUSED, CatStatus.ALIASED))

@@ -14,6 +14,7 @@ groups.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import torch
 from torch.export.exported_program import ExportGraphSignature
@@ -23,7 +24,7 @@ from memplan.bounds import lower_bound, lower_bounds
 from memplan.errors import InfeasibleError
 from memplan.plan import Plan
 from memplan.planner.cat.analysis import analyze
-from memplan.planner.cat.decisions import CatDecision, CatFusion
+from memplan.planner.cat.decisions import CatDecision, CatFusion, CatRefusal
 from memplan.planner.cat.legality import is_cat
 from memplan.planner.extract import Extraction
 from memplan.problem import Problem
@@ -38,16 +39,20 @@ def plan_with_cat_fusion(
     relax_alignment: bool = False,
     partial: bool = False,
     allow_growth: bool = False,
+    cost: Callable[[CatFusion | None, Plan], Any] | None = None,
 ) -> tuple[CatFusion, Plan, Plan | None]:
     """(fusion decisions, plan of `fusion.problem`, plan without fusion), both from `solve`.
 
     With `allow_growth=False` the first plan is never larger than the second.
+    `cost` (of a plan with this fusion, or of the plan without: None) orders
+    the two when given: under a memory map, the emitted program's bank traffic,
+    then bytes; every cat is refused when fusing costs more.
     Under a capacity, whichever of the two fits is used: the plan without
     fusion is None when only the fused problem fits, and every cat is
     refused (ARENA_GREW) when only the unfused one does.
     """
 
-    def decide(blocked: frozenset[str]) -> CatFusion:
+    def decide(blocked: frozenset[str], by: CatRefusal = CatRefusal.ARENA_GREW) -> CatFusion:
         return analyze(
             graph_module,
             graph_signature,
@@ -55,10 +60,11 @@ def plan_with_cat_fusion(
             relax_alignment=relax_alignment,
             partial=partial,
             blocked=blocked,
+            blocked_by=by,
         )
 
-    def keep_every_cat() -> CatFusion:
-        return decide(frozenset(n.name for n in graph_module.graph.nodes if is_cat(n)))
+    def keep_every_cat(by: CatRefusal = CatRefusal.ARENA_GREW) -> CatFusion:
+        return decide(frozenset(n.name for n in graph_module.graph.nodes if is_cat(n)), by)
 
     fusion = decide(frozenset())
     without = _fitting(solve, extraction.problem)
@@ -77,6 +83,8 @@ def plan_with_cat_fusion(
         return keep_every_cat(), without, without
     if isinstance(without, InfeasibleError):
         return fusion, fused, None
+    if cost is not None and cost(fusion, fused) > cost(None, without):
+        return keep_every_cat(CatRefusal.TRAFFIC_GREW), without, without
     if not allow_growth and fused.arena_size > without.arena_size:
         return keep_every_cat(), without, without
     return fusion, fused, without

@@ -32,6 +32,7 @@ from memplan.planner.cat.legality import GraphFacts, producer_refusal, view_base
 from memplan.planner.compat import is_out_var_node
 from memplan.planner.extract import Extraction
 from memplan.planner.slice_noop.decisions import SliceDecision, SliceNoops, SliceRefusal
+from memplan.planner.traffic import without_instructions
 from memplan.problem import ContiguousGroup, Problem
 
 _OPS = {
@@ -92,7 +93,10 @@ def analyze_slices(
         decisions += node_decisions
     order = {n.name: i for i, n in enumerate(facts.nodes)}
     decisions.sort(key=lambda d: (order[d.node], d.offset))
-    return SliceNoops(decisions, problem, extraction.problem)
+    noops = SliceNoops(decisions, problem, extraction.problem)
+    gone = set(noops.nodes_removed)
+    removed = [n for n in facts.nodes if n.name in gone]  # their instructions go
+    return dataclasses.replace(noops, problem=without_instructions(problem, extraction.spec_of, removed))
 
 
 def _nested(problem: Problem, d: SliceDecision) -> SliceDecision:

@@ -162,10 +162,12 @@ def test_json_round_trip_of_a_problem_with_everything(tmp_path: Path) -> None:
         problem.same_offsets,
         capacity=1 << 20,
         name="everything",
+        pool_names={3: "cuda:0"},
     )
     assert labelled.groups and labelled.same_offsets and any(b.offset is not None for b in labelled.buffers)
     save_json(labelled, tmp_path / "p.json")
-    assert load_json(tmp_path / "p.json") == labelled
+    loaded = load_json(tmp_path / "p.json")
+    assert loaded == labelled and loaded.pool_label(3) == "mem_id 3 · cuda:0"
 
 
 def test_json_round_trip_of_a_plan(tmp_path: Path) -> None:
@@ -189,6 +191,11 @@ def test_json_round_trip_of_a_plan(tmp_path: Path) -> None:
             ' "buffers": [{"id": "x", "start": 0, "end": 2, "size": -1, "alignment": 1, "offset": null,'
             ' "pool": 0, "kind": "activation", "label": ""}]}',
             r"p\.json: invalid problem: buffer 'x': size must not be negative",
+        ),
+        (
+            '{"type": "problem", "version": 1, "name": "", "capacity": null, "groups": [], "same_offsets": [],'
+            ' "buffers": [], "pool_names": {"two": "cuda:0"}}',
+            r"p\.json: invalid problem: the problem: \"pool_names\" has a key that is not a pool number",
         ),
     ],
 )

@@ -110,3 +110,24 @@ def test_problem_and_plan_have_short_reprs_and_frames() -> None:
     assert (placed["offset"] + placed["size"] <= plan.arena_size).all()
     assert "<table" in problem._repr_html_() and "first 20 of 2,000" in problem._repr_html_()
     assert "<table" in plan._repr_html_()
+
+
+def test_pools_are_named_by_their_device_or_bank_and_bad_names_are_refused() -> None:
+    from memplan.problem import Bank
+
+    buffers = (Buffer("a", 0, 2, 8), Buffer("b", 0, 2, 8, pool=2), Buffer("c", 0, 2, 8, pool=3))
+    problem = Problem(buffers, banks=(Bank("sram", 3, 64),), pool_names={2: "cuda:0"})
+    assert [problem.pool_label(p) for p in problem.pools] == [
+        "mem_id 0",
+        "mem_id 2 · cuda:0",
+        "mem_id 3 · sram",
+    ]
+    assert "pools [0, 2 (cuda:0), 3]" in repr(problem)
+    for names, message in (
+        ({"x": "gpu"}, "pool_names: pool must be an integer"),
+        ({2: ""}, "the name of pool 2 must be a one-line string"),
+        ({2: "a\nb"}, "the name of pool 2 must be a one-line string"),
+        ([2], "pool_names must map pools to names"),
+    ):
+        with pytest.raises(ProblemError, match=message):
+            Problem(buffers, pool_names=names)  # type: ignore[arg-type]

@@ -100,6 +100,8 @@ def test_every_kind_has_a_bad_plan_here() -> None:
     covered = set(BAD) | {ViolationKind.WRONG_ARENA_SIZE, ViolationKind.OVER_CAPACITY}
     # the bank kinds: test_banks.py::test_validator_names_a_wrong_bank_and_an_over_capacity_bank
     covered |= {ViolationKind.WRONG_BANK, ViolationKind.OVER_BANK_CAPACITY}
+    # tests/solvers/test_shared_objects.py::test_the_validator_names_a_broken_object_and_other_solvers_refuse_the_form
+    covered |= {ViolationKind.SHARED_OBJECT_BROKEN}
     assert covered == set(ViolationKind)
 
 

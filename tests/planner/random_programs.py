@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from itertools import product
 
 import torch
+from executorch.exir.banked_memory_planning import Bank, TargetMemoryMap
 from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
 from torch import nn
 
@@ -61,6 +62,7 @@ class Levers:
     solver: str
     cat_fusion_partial: bool = False  # inputs that cannot move are cloned into their slot
     slice_noop: bool = False  # slices/selects/splits placed inside their input, the copy removed
+    memory_map: bool = False  # a 64-byte sram and a roomy dram: tensors split across two banks
 
     def planner(self) -> PlannerPass:
         return PlannerPass(
@@ -69,19 +71,26 @@ class Levers:
             state_in_place=self.state_in_place,
             cat_fusion_partial=self.cat_fusion_partial,
             slice_noop=self.slice_noop,
+            memory_map=TargetMemoryMap([Bank("sram", 64, 1), Bank("dram", 1 << 20, 2)])
+            if self.memory_map
+            else None,
         )
 
     def __str__(self) -> str:
         partial = ", partial" if self.cat_fusion_partial else ""
         noop = ", slice_noop" if self.slice_noop else ""
-        return f"{self.solver}, cat_fusion={self.cat_fusion}{partial}, state_in_place={self.state_in_place}{noop}"
+        banks = ", two banks" if self.memory_map else ""
+        levers = f"cat_fusion={self.cat_fusion}{partial}, state_in_place={self.state_in_place}{noop}{banks}"
+        return f"{self.solver}, {levers}"
 
 
 # Every cat_fusion x state_in_place combination under each solver, PARTIAL fusion (clones into the
-# state's slots) with the state in place, and every lever on at once (slice no-ops too).
+# state's slots) with the state in place, and every lever on at once (slice no-ops too), then with a
+# memory map as well (the BankedGreedy reference may be kept over the levers' plan).
 LEVERS = tuple(Levers(c, s, solver) for solver, c, s in product(SOLVERS, (True, False), (True, False))) + (
     Levers(True, True, SOLVERS[1], cat_fusion_partial=True),
     Levers(True, True, SOLVERS[0], slice_noop=True),
+    Levers(True, True, SOLVERS[0], slice_noop=True, memory_map=True),
 )
 
 
@@ -311,12 +320,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="random stateful programs: every lever against eager")
     ap.add_argument("--seeds", default="0:20", help="FIRST:END (END excluded)")
     ap.add_argument("--show", action="store_true", help="print every mismatching program")
+    ap.add_argument("--banks-only", action="store_true", help="only the combinations with a memory map")
     args = ap.parse_args(argv)
+    levers = [lv for lv in LEVERS if lv.memory_map] if args.banks_only else list(LEVERS)
     first, end = (int(v) for v in args.seeds.split(":"))
     start = time.perf_counter()
     results = []
     for seed in range(first, end):
-        results.append(check(generate(seed)))
+        results.append(check(generate(seed), levers))
         wrong = results[-1].mismatches
         print(
             f"seed {seed}: {len(wrong)} mismatches{', stock differs' if results[-1].stock else ''}",
@@ -325,12 +336,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     bad = [r for r in results if r.mismatches or r.stock]
     if args.show:
         print("\n\n".join(r.report() for r in bad))
-    by_lever = {str(lv): sum(str(lv) in r.mismatches for r in results) for lv in LEVERS}
+    by_lever = {str(lv): sum(str(lv) in r.mismatches for r in results) for lv in levers}
     print("| programs | lever combinations | runs (calls) | stock mismatches | mismatches | programs wrong |")
     print("|---:|---:|---:|---:|---:|---:|")
-    runs = len(results) * len(LEVERS)
+    runs = len(results) * len(levers)
     print(
-        f"| {len(results)} | {len(LEVERS)} | {runs} ({runs * N_CALLS}) | {sum(bool(r.stock) for r in results)}"
+        f"| {len(results)} | {len(levers)} | {runs} ({runs * N_CALLS}) | {sum(bool(r.stock) for r in results)}"
         f" | {sum(by_lever.values())} | {len(bad)} |"
     )
     print("\n".join(f"  {lever}: {n} mismatches" for lever, n in by_lever.items()))

@@ -1,21 +1,27 @@
-"""Device arenas: with enable_non_cpu_memory_planning, one arena per (device, index), numbered as stock numbers them."""
+"""Device arenas: with enable_non_cpu_memory_planning, one arena per (device, index), numbered as stock numbers them,
+and named by their device wherever a user sees them (plots, results, `memplan inspect`)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from cli_helpers import run_cli
 from et_helpers import tiny
 from executorch.exir import ExecutorchBackendConfig, to_edge
 from executorch.exir.backend.test.device_util import DeviceAwarePartitioner
+from executorch.exir.banked_memory_planning import Bank, BankedGreedy, TargetMemoryMap
+from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite
 from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.schema import DeviceType
 from executorch.exir.tensor import TensorSpec
 from executorch.runtime import Runtime
 
-from memplan import PlannerPass
+from memplan import PlannerPass, viz
 from memplan.errors import PlanningError
 from memplan.experiments.zoo import runtime
+from memplan.planner.pte import read_program
 from memplan.validate import validate
+from memplan.viz.gantt import POOL_LABEL
 
 
 class TwoMethods(torch.nn.Module):
@@ -53,10 +59,17 @@ def _plans(program):
     }
 
 
-def test_device_arenas_are_numbered_and_tagged_as_stock():
-    stock, _ = _lower_two_methods(MemoryPlanningPass())
+@pytest.fixture(scope="module")
+def two_methods():
+    """The two-method program with `offload` on cuda:0, planned by PlannerPass: (program, pass, module)."""
     pass_ = PlannerPass(solver="bestfit")
-    mine, module = _lower_two_methods(pass_)
+    program, module = _lower_two_methods(pass_)
+    return program, pass_, module
+
+
+def test_device_arenas_are_numbered_and_tagged_as_stock(two_methods):
+    stock, _ = _lower_two_methods(MemoryPlanningPass())
+    mine, pass_, module = two_methods
     assert {m: devices for m, (_, devices) in _plans(mine).items()} == {
         m: devices for m, (_, devices) in _plans(stock).items()
     }
@@ -75,6 +88,44 @@ def test_device_arenas_are_numbered_and_tagged_as_stock():
         assert torch.allclose(forward.execute([x, y])[0], module.forward(x, y))
     with pytest.raises(RuntimeError):
         program.load_method("offload")
+
+
+def test_results_and_plots_name_the_device_of_each_arena(two_methods):
+    _, pass_, _ = two_methods
+    result = pass_.results["offload"]
+    assert result.problem.pool_names == {2: "cuda:0"}
+    assert result.note.endswith("device arenas: mem_id 2 · cuda:0")
+    assert "pools [1, 2 (cuda:0)]" in repr(result.problem)
+
+    ax = viz.gantt(result.problem, result.plan)
+    assert [t.get_text() for t in ax.texts if t.get_gid() == POOL_LABEL] == [
+        " mem_id 1",
+        " mem_id 2 · cuda:0",
+    ]
+    _, labels = viz.profile(result.problem, result.plan).get_legend_handles_labels()
+    assert "live, mem_id 2 · cuda:0" in labels
+    titles = [ax.get_title() for ax in viz.bank_profile(result.problem, result.plan).axes]
+    assert titles[0].startswith("mem_id 1: ") and titles[1].startswith("mem_id 2 · cuda:0: ")
+    host = pass_.results["forward"]  # nothing of it on a device: one pool, no label, as before
+    assert not host.problem.pool_names and "device" not in host.note
+    assert not [t for t in viz.gantt(host.problem, host.plan).texts if t.get_gid() == POOL_LABEL]
+
+
+def test_inspect_names_the_device_of_each_arena(two_methods, tmp_path, capsys):
+    program, pass_, _ = two_methods
+    pte = tmp_path / "two.pte"
+    pte.write_bytes(program.buffer)
+    code, out, err = run_cli(["inspect", str(pte), "--brief", "--out", str(tmp_path / "two.png")], capsys)
+    assert code == 0, err
+    sizes = pass_.results["offload"].buffer_sizes
+    assert f"| {sizes[1]:,} + {sizes[2]:,} (cuda:0) " in out
+    assert f"device arenas: mem_id 2 on cuda:0 ({sizes[2]:,} bytes)" in out
+    assert out.count("cuda:0") == 2  # the host method names no device
+    assert (tmp_path / "two.png").stat().st_size > 0
+    layout = read_program(program.buffer).methods
+    assert layout["offload"].devices == {2: "cuda:0"} and not layout["forward"].devices
+    derived = layout["offload"].problem
+    assert derived is not None and derived.pool_label(2) == "mem_id 2 · cuda:0"
 
 
 def _retagging(base: type):
@@ -108,6 +159,7 @@ def test_a_second_host_device_gets_its_own_arena_and_runs_as_eager(name):
     result = pass_.results["forward"]
     assert result.arenas.devices  # the index-1 arena exists ...
     (pool,) = result.arenas.devices
+    assert result.problem.pool_label(pool) == f"mem_id {pool} · cpu:1"  # plots and reports say which
     assert any(b.pool == pool for b in result.problem.buffers)  # ... holds tensors ...
     assert not validate(result.problem, result.plan)  # ... and never shares bytes with the host arena
 
@@ -123,3 +175,31 @@ def test_pinned_tensors_and_devices_are_refused_like_stock():
 
     with pytest.raises(PlanningError, match="pinned"):
         runtime.lower(tiny("chain"), memory_planning_pass=Pin(), enable_non_cpu_memory_planning=True)
+
+
+def test_under_a_memory_map_each_device_plans_over_its_own_copy_of_the_banks():
+    """As stock's BankedGreedy per device: host tensors in the map's banks, device tensors in the
+    device's copy of them (arenas numbered after the host's), never in a host bank."""
+    model = tiny("chain")
+    memory_map = TargetMemoryMap([Bank("sram", 1024, 1), Bank("dram", 1 << 20, 2)])
+    stock = runtime.lower(
+        model,
+        memory_planning_pass=_retagging(MemoryPlanningPass)(
+            MemoryPlanningAlgorithmSuite(algo_list=[BankedGreedy(memory_map)])
+        ),
+        enable_non_cpu_memory_planning=True,
+    )
+    pass_ = _retagging(PlannerPass)(solver="bestfit", memory_map=memory_map)
+    mine = runtime.lower(model, memory_planning_pass=pass_, enable_non_cpu_memory_planning=True)
+    runtime.check_outputs(model, mine.buffer)
+    ((stock_sizes, _),) = _plans(stock).values()
+    ((sizes, _),) = _plans(mine).values()
+    assert len(sizes) == len(stock_sizes) == 5  # [constants, sram, dram, sram · cpu:1, dram · cpu:1]
+    result = pass_.results["forward"]
+    assert set(result.arenas.devices) == {3, 4}
+    assert [b.name for b in result.problem.banks] == ["sram", "dram", "sram · cpu:1", "dram · cpu:1"]
+    on_device = {bid for bid, spec in result.specs.items() if spec.device_index == 1}
+    assert on_device
+    for bid, spec in result.specs.items():
+        assert (spec.mem_id in (3, 4)) == (bid in on_device), (bid, spec.mem_id)
+    assert sizes[3] > 0 and not validate(result.problem, result.plan)

@@ -61,6 +61,10 @@ def _unknown_arena(plan: schema.ExecutionPlan) -> None:
     _planned(plan)[0].allocation_info.memory_id = 7
 
 
+def _device_of_an_unknown_arena(plan: schema.ExecutionPlan) -> None:
+    plan.non_const_buffer_device = [schema.NonConstBufferDevice(5, schema.DeviceType.CUDA, 0)]
+
+
 def _operator_past_the_end(plan: schema.ExecutionPlan) -> None:
     plan.chains[0].instructions[1].instr_args.op_index = 40
 
@@ -78,6 +82,10 @@ DAMAGE = {
     ),
     "unknown arena": (_unknown_arena, r"value 0 is planned in arena 7, but the method's arenas are 1\.\.1"),
     "operator past the end": (_operator_past_the_end, r"instruction 1 of chain 0 calls operator 40, but"),
+    "device of an unknown arena": (
+        _device_of_an_unknown_arena,
+        r"non_const_buffer_device puts arena 5 on a device, but the method's arenas are 1\.\.1",
+    ),
 }
 
 

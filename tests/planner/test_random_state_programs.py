@@ -37,11 +37,12 @@ def test_many_random_programs_match_eager_with_every_lever(seed):
 
 def test_every_lever_combination_is_tried_with_the_default_solver_and_another():
     assert DEFAULT_SOLVER in SOLVERS and len(SOLVERS) >= 2
-    assert {lv for lv in LEVERS if not (lv.cat_fusion_partial or lv.slice_noop)} == {
+    assert {lv for lv in LEVERS if not (lv.cat_fusion_partial or lv.slice_noop or lv.memory_map)} == {
         Levers(c, s, solver) for c in (True, False) for s in (True, False) for solver in SOLVERS
     }
     assert any(lv.cat_fusion_partial and lv.state_in_place for lv in LEVERS) and N_CALLS >= 5
     assert Levers(True, True, DEFAULT_SOLVER, slice_noop=True) in LEVERS  # every lever at once
+    assert Levers(True, True, DEFAULT_SOLVER, slice_noop=True, memory_map=True) in LEVERS  # and two banks
 
 
 def test_the_generator_writes_every_pattern_it_is_meant_to_cover():
