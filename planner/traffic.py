@@ -23,7 +23,7 @@ import dataclasses
 import math
 import operator
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import torch
 from executorch.exir import memory, schema
@@ -67,27 +67,30 @@ def _specs_of(arg: object) -> list[TensorSpec]:
 
 def argument_counts(spec_of: Mapping[str, TensorSpec], nodes: Iterable[torch.fx.Node]) -> dict[str, int]:
     """Per buffer id: how many times the emitted instructions of `nodes` (a graph's, in order) name it."""
-    bid_of = {id(spec): bid for bid, spec in spec_of.items()}
     counts: dict[str, int] = defaultdict(int)
-    for node in nodes:
-        for spec in instruction_arguments(node):
-            bid = bid_of.get(id(spec))
-            if bid is not None:
-                counts[bid] += 1
+    for bid, _ in _named(spec_of, nodes):
+        counts[bid] += 1
     return dict(counts)
 
 
 def argument_bytes(spec_of: Mapping[str, TensorSpec], nodes: Iterable[torch.fx.Node]) -> dict[str, int]:
     """Per buffer id: the bytes the emitted instructions of `nodes` move through it, each naming at
     the tensor's own bytes (not its aligned allocation): the emitted program's count, before emission."""
-    bid_of = {id(spec): bid for bid, spec in spec_of.items()}
     moved: dict[str, int] = defaultdict(int)
+    for bid, spec in _named(spec_of, nodes):
+        moved[bid] += spec.nbytes()
+    return dict(moved)
+
+
+def _named(
+    spec_of: Mapping[str, TensorSpec], nodes: Iterable[torch.fx.Node]
+) -> Iterator[tuple[str, TensorSpec]]:
+    """(buffer id, spec) for every time an instruction of `nodes` names a planned tensor."""
+    bid_of = {id(spec): bid for bid, spec in spec_of.items()}
     for node in nodes:
         for spec in instruction_arguments(node):
-            bid = bid_of.get(id(spec))
-            if bid is not None:
-                moved[bid] += spec.nbytes()
-    return dict(moved)
+            if (bid := bid_of.get(id(spec))) is not None:
+                yield bid, spec
 
 
 def without_instructions(

@@ -18,7 +18,7 @@ one memory (memory 1 is the fastest, Cadence's hierarchy):
 - `3 mem`: L/8, L/4 and 4 L (alignments 16, 32, 64).
 
 Columns: bytes per memory ("-": the algorithm found no plan that fits),
-fast share = share of all traffic (bytes x accesses, read off the graph)
+fast share = share of all traffic (bytes x accesses: how many times the program's instructions name each tensor, read off the graph)
 in memory 1. PBGH and GWH are Cadence's two algorithms; "memplan" is the
 plan `MemplanCadenceAlgo` writes, the best candidate by traffic cost, then
 bytes ("written" names it: memplan's bank solver, a Cadence algorithm, or
