@@ -13,6 +13,8 @@ from collections.abc import Iterator
 import matplotlib
 import pytest
 
+from memplan.planner.cadence.compat import preserve_ops_kept
+
 matplotlib.use("Agg")  # before any test imports pyplot: no display on CI
 
 
@@ -24,24 +26,8 @@ def close_figures() -> Iterator[None]:
         sys.modules["matplotlib.pyplot"].close("all")
 
 
-CADENCE_COMPILER = "executorch.backends.cadence.aot.compiler"
-
-
 @pytest.fixture(autouse=True)
 def cadence_preserve_ops_restored() -> Iterator[None]:
-    """Cadence's module-level `TO_EDGE_PRESERVE_OPS` holds the contents it had before the test.
-
-    ExecuTorch 1.5.1's edge verifier extends the config's `preserve_ops` list with itself
-    (verifier.py, `_preserve_ops.extend(edge_compile_config.preserve_ops)`), and Cadence passes its
-    module-level list: every Cadence lowering multiplies it, so each later lowering in the same process
-    verifies against a longer list (a 2-second test took 11 minutes after the others in the default run).
-    """
-    compiler = sys.modules.get(CADENCE_COMPILER)
-    before = list(compiler.TO_EDGE_PRESERVE_OPS) if compiler is not None else None
-    yield
-    compiler = sys.modules.get(CADENCE_COMPILER)
-    if compiler is None:
-        return
-    if before is None:  # imported during this test: the module defines it without repeats
-        before = list(dict.fromkeys(compiler.TO_EDGE_PRESERVE_OPS))
-    compiler.TO_EDGE_PRESERVE_OPS[:] = before
+    """Every test leaves Cadence's preserve-ops list as it found it (planner.cadence.compat)."""
+    with preserve_ops_kept():
+        yield

@@ -116,22 +116,26 @@ def cadence_lowering(module: torch.nn.Module, inputs: tuple[Any, ...]) -> Callab
     from executorch.exir.passes.sym_shape_eval_pass import ConstraintBasedSymShapeEvalPass
 
     from memplan.planner.cadence.algo import MemplanCadenceAlgo
+    from memplan.planner.cadence.compat import preserve_ops_kept
 
     ep = torch.export.export(module, inputs, strict=False)
-    cadence = apply_exir_ops_passes(CompileMode.DEFAULT, compiler._lower_ep_to_edge(ep))
+    with preserve_ops_kept():  # one lowering per program; ExecuTorch's verifier grows the list otherwise
+        cadence = apply_exir_ops_passes(CompileMode.DEFAULT, compiler._lower_ep_to_edge(ep))
 
     def plan(algo: MemplanCadenceAlgo) -> None:
         planning = CadenceMemoryPlanning(algo.memory_config, CompileMode.DEFAULT, 0)
         planning.algo = algo
-        copy.deepcopy(cadence).to_executorch(
-            ExecutorchBackendConfig(
-                memory_planning_pass=planning,
-                emit_stacktrace=False,
-                to_out_var_pass=compiler.ToOutVarPass(),
-                extract_delegate_segments=False,
-                sym_shape_eval_pass=ConstraintBasedSymShapeEvalPass(),
+        with preserve_ops_kept():
+            lowered = copy.deepcopy(cadence)
+            lowered.to_executorch(
+                ExecutorchBackendConfig(
+                    memory_planning_pass=planning,
+                    emit_stacktrace=False,
+                    to_out_var_pass=compiler.ToOutVarPass(),
+                    extract_delegate_segments=False,
+                    sym_shape_eval_pass=ConstraintBasedSymShapeEvalPass(),
+                )
             )
-        )
 
     return plan
 
