@@ -359,18 +359,7 @@ class PlannerPass(MemoryPlanningPass):
             submodules=plan_submodules,
             name=where,
         )
-        if self.memory_map is not None:
-            ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment)
-        if isinstance(self.translation, Translation) and self.translation.constrain is not None:
-            ex = self.translation.constrain(ex, graph_module, where)
-        ex = self._in_form(ex)
-        arenas = DeviceArenas()
-        if self.enable_non_cpu_memory_planning:
-            ex, arenas = split_by_device(ex, where)
-        reserved = [0] * (max(ex.reserved, default=0) + 1)
-        for pool, size in ex.reserved.items():
-            reserved[pool] = size
-        graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]  # what ExecuTorch's greedy reads
+        ex, arenas = self._constrained(ex, graph_module, where)
         stock = self._stock(ex, graph_module, signature)
         noops, plain = None, ex
         if self.slice_noop and not self._shared_objects:  # before cat fusion: cats leave grouped slices alone
@@ -384,22 +373,11 @@ class PlannerPass(MemoryPlanningPass):
             noops = None  # the kept plan is of the graph with every slice's copy
         costs = _Costs(plain, list(graph_module.graph.nodes), removed)
         moved = costs.traffic(planned.problem, plan, fusion, levers)
-        sizes = apply_plan(planned, plan)
-        if choice.as_given is not None:
-            sizes = merge_bufsizes(sizes, choice.as_given.buffer_sizes)  # it may reserve more than it places
-            # Its mem_obj_ids may mean more than shared bytes (Vulkan reads them as allocations).
-            for spec, obj in choice.as_given.objects:
-                spec.mem_obj_id = obj
+        sizes = self._written(choice, arenas, graph_module)
         if arenas.devices:
             note += "; device arenas: " + ", ".join(
                 planned.problem.pool_label(p) for p in sorted(arenas.devices)
             )
-            place_zero_size(planned, arenas)
-            sizes = with_device_arenas(sizes, arenas)
-            if (devices := arenas.buffer_devices(len(sizes))) is not None:
-                graph_module.meta["non_const_buffer_device"] = devices
-        if self.memory_map is not None:
-            sizes = bank_buffer_sizes(sizes, planned.problem.banks, dict(plan.arena_sizes))
         insert_calls_to_free(graph_module, set(ex.specs))
         report = None
         if fusion is not None:
@@ -424,6 +402,45 @@ class PlannerPass(MemoryPlanningPass):
             slice_noops=noops,
             traffic=moved,
         )
+
+    def _constrained(
+        self, ex: Extraction, graph_module: torch.fx.GraphModule, where: str
+    ) -> tuple[Extraction, DeviceArenas]:
+        """The extraction with the memory map's banks, the algorithm's own constraints, its form and one
+        pool per device; the submodule reservations set where ExecuTorch's algorithms read them."""
+        if self.memory_map is not None:
+            ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment)
+        if isinstance(self.translation, Translation) and self.translation.constrain is not None:
+            ex = self.translation.constrain(ex, graph_module, where)
+        ex = self._in_form(ex)
+        arenas = DeviceArenas()
+        if self.enable_non_cpu_memory_planning:
+            ex, arenas = split_by_device(ex, where)
+        reserved = [0] * (max(ex.reserved, default=0) + 1)
+        for pool, size in ex.reserved.items():
+            reserved[pool] = size
+        graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]  # what ExecuTorch's greedy reads
+        return ex, arenas
+
+    def _written(
+        self, choice: _Choice, arenas: DeviceArenas, graph_module: torch.fx.GraphModule
+    ) -> list[int]:
+        """Write the chosen plan into the specs; the `non_const_buffer_sizes` (and devices) to emit."""
+        planned, plan = choice.planned, choice.plan
+        sizes = apply_plan(planned, plan)
+        if choice.as_given is not None:
+            sizes = merge_bufsizes(sizes, choice.as_given.buffer_sizes)  # it may reserve more than it places
+            # Its mem_obj_ids may mean more than shared bytes (Vulkan reads them as allocations).
+            for spec, obj in choice.as_given.objects:
+                spec.mem_obj_id = obj
+        if arenas.devices:
+            place_zero_size(planned, arenas)
+            sizes = with_device_arenas(sizes, arenas)
+            if (devices := arenas.buffer_devices(len(sizes))) is not None:
+                graph_module.meta["non_const_buffer_device"] = devices
+        if self.memory_map is not None:
+            sizes = bank_buffer_sizes(sizes, planned.problem.banks, dict(plan.arena_sizes))
+        return sizes
 
     def _choose(
         self,
