@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 from cli_helpers import run_cli
-from et_helpers import tiny
+from et_helpers import tiny, write_read
 from executorch.exir import ExecutorchBackendConfig, to_edge
 from executorch.exir.backend.test.device_util import DeviceAwarePartitioner
 from executorch.exir.banked_memory_planning import Bank, BankedGreedy, TargetMemoryMap
@@ -17,7 +17,7 @@ from executorch.exir.tensor import TensorSpec
 from executorch.runtime import Runtime
 
 from memplan import PlannerPass, viz
-from memplan.errors import PlanningError
+from memplan.errors import PlanningError, SharedStatePolicyError
 from memplan.experiments.zoo import runtime
 from memplan.planner.pte import read_program
 from memplan.validate import validate
@@ -203,3 +203,31 @@ def test_under_a_memory_map_each_device_plans_over_its_own_copy_of_the_banks():
     for bid, spec in result.specs.items():
         assert (spec.mem_id in (3, 4)) == (bid in on_device), (bid, spec.mem_id)
     assert sizes[3] > 0 and not validate(result.problem, result.plan)
+
+
+def test_state_shared_across_methods_with_a_device_arena_is_refused_like_stock():
+    """Shared state takes mem_id 2, which a device arena would also be: stock refuses, and so does memplan,
+    naming the method and its arenas (never a program whose state and device tensors share an arena)."""
+
+    def retag_relu(base):
+        class Retag(base):  # type: ignore[misc, valid-type]
+            def run(self, graph_module, graph_signature=None):
+                for node in graph_module.graph.nodes:
+                    spec = node.meta.get("spec")
+                    if isinstance(spec, TensorSpec) and "relu" in str(node.target):
+                        spec.device_index = 1
+                return super().run(graph_module, graph_signature)
+
+        return Retag
+
+    model = write_read()
+    with pytest.raises(ValueError, match="Cannot share mutable buffers"):
+        runtime.lower(
+            model,
+            memory_planning_pass=retag_relu(MemoryPlanningPass)(share_mutable_buffers=True),
+            enable_non_cpu_memory_planning=True,
+        )
+    with pytest.raises(SharedStatePolicyError, match="method 'noise'.*mem_id 2"):
+        runtime.lower(
+            model, memory_planning_pass=retag_relu(PlannerPass)(), enable_non_cpu_memory_planning=True
+        )
