@@ -35,7 +35,7 @@ from executorch.exir.tensor import ALIGNMENT, TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
-from memplan.banks import traffic
+from memplan.banks import traffic, traffic_cost
 from memplan.errors import PlanningError, ProblemError, UnsupportedProblemError
 from memplan.plan import Outcome, Plan
 from memplan.planner.apply import apply_plan
@@ -366,12 +366,12 @@ class PlannerPass(MemoryPlanningPass):
             noops = analyze_slices(graph_module, signature, ex)
             ex = dataclasses.replace(ex, problem=noops.problem)
         removed = frozenset(noops.nodes_removed) if noops else frozenset()
-        choice = self._choose(ex, graph_module, signature, where, arenas, plain, removed)
+        costs = _Costs(plain, list(graph_module.graph.nodes), removed)
+        choice = self._choose(ex, graph_module, signature, where, arenas, costs)
         planned, plan, fusion, note = choice.planned, choice.plan, choice.fusion, choice.note
         levers = not (choice.reference_kept or choice.as_given is not None)
         if not levers:
             noops = None  # the kept plan is of the graph with every slice's copy
-        costs = _Costs(plain, list(graph_module.graph.nodes), removed)
         moved = costs.traffic(planned.problem, plan, fusion, levers)
         sizes = self._written(choice, arenas, graph_module)
         if arenas.devices:
@@ -449,18 +449,17 @@ class PlannerPass(MemoryPlanningPass):
         signature: ExportGraphSignature | None,
         where: str,
         arenas: DeviceArenas,
-        plain: Extraction,
-        slices_removed: frozenset[str] = frozenset(),
+        costs: _Costs,
     ) -> _Choice:
         """The plan of one graph: the given algorithm's run as given, or memplan's unless a reference is better.
 
         The reference is the given algorithm's own plan, or ExecuTorch's BankedGreedy under a
-        memory map given by keyword; it plans `plain` (the extraction before slice no-ops), as
+        memory map given by keyword; it plans `costs.plain` (the extraction before slice no-ops), as
         stock would. Plans are ordered by `_Costs`: under a memory map the emitted program's
         traffic cost comes first.
         """
         translation = self.translation
-        costs = _Costs(plain, list(graph_module.graph.nodes), slices_removed)
+        plain = costs.plain
 
         def given(algorithm: Callable[..., Any], name: str, keep: bool) -> GivenPlan:
             return placed_by(
@@ -509,7 +508,7 @@ class PlannerPass(MemoryPlanningPass):
                 f"{translation.name} translated; memplan {self.solver}: {_shown(mine)}, the reference"
                 f" ({reference.plan.solver}): {_shown(theirs)}{aside}"
             )
-            removes = slices_removed or (choice.fusion is not None and bool(choice.fusion.removed))
+            removes = costs.slices_removed or (choice.fusion is not None and bool(choice.fusion.removed))
             if theirs < mine or (theirs == mine and not removes):  # memplan's replaces it only when better
                 planned = dataclasses.replace(plain, problem=reference.problem)
                 return _Choice(
@@ -648,29 +647,37 @@ class _Costs:
     their bytes, by bank); then fewer bytes.
 
     memplan's plans are counted without the instructions their levers delete (fused cats, no-op
-    slices); a reference plan (`fusion` None, `levers` False) keeps every instruction.
+    slices); a reference plan (`fusion` None, `levers` False) keeps every instruction. The bytes
+    each buffer moves are read off the graph once per set of deleted instructions.
     """
 
     plain: Extraction
     nodes: list[torch.fx.Node]
     slices_removed: frozenset[str]
+    _moved: dict[frozenset[str], dict[str, int]] = field(default_factory=dict)
+
+    def moved(self, fusion: CatFusion | None, levers: bool = True) -> dict[str, int]:
+        """Per buffer id: the bytes the emitted instructions move through it."""
+        gone = self.slices_removed | (fusion.instructions_removed if fusion else frozenset())
+        gone = gone if levers else frozenset()
+        if gone not in self._moved:
+            self._moved[gone] = argument_bytes(
+                self.plain.spec_of, [n for n in self.nodes if n.name not in gone]
+            )
+        return self._moved[gone]
 
     def traffic(
         self, problem: Problem, plan: Plan, fusion: CatFusion | None, levers: bool = True
     ) -> dict[int, int]:
         """Bytes per arena of every instruction's tensor arguments in the program this plan emits."""
-        gone = {*self.slices_removed, *(fusion.instructions_removed if fusion else ())} if levers else set()
-        moved = argument_bytes(self.plain.spec_of, [n for n in self.nodes if n.name not in gone])
-        return traffic(problem, plan.pools, moved)
+        return traffic(problem, plan.pools, self.moved(fusion, levers))
 
     def of(
         self, problem: Problem, plan: Plan, fusion: CatFusion | None, levers: bool = True
     ) -> tuple[float, int]:
         if not problem.banks:
             return 0.0, plan.arena_size
-        cost = {b.pool: b.cost or 0.0 for b in problem.banks}
-        moved = self.traffic(problem, plan, fusion, levers)
-        return sum(n * cost.get(pool, 0.0) for pool, n in moved.items()), plan.arena_size
+        return traffic_cost(problem, plan.pools, self.moved(fusion, levers)), plan.arena_size
 
 
 def _shown(cost: tuple[float, int]) -> str:
