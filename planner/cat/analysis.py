@@ -14,7 +14,15 @@ from collections.abc import Iterable, Mapping
 import torch
 from torch.export.exported_program import ExportGraphSignature
 
-from memplan.planner.cat.decisions import COPYABLE, CatDecision, CatFusion, CatInput, CatRefusal, CatStatus
+from memplan.planner.cat.decisions import (
+    COPYABLE,
+    WHOLLY_PLACED,
+    CatDecision,
+    CatFusion,
+    CatInput,
+    CatRefusal,
+    CatStatus,
+)
 from memplan.planner.cat.grouping import copy_slots, copy_source_ends, grouped_problem
 from memplan.planner.cat.legality import CatFacts, GraphFacts, InputFacts, elem_size, inspect_cat, is_cat
 from memplan.planner.cat.regions import (
@@ -61,7 +69,6 @@ def analyze(
         held.update(late)
 
 
-_REMOVED = (CatStatus.FUSED, CatStatus.ALIASED)
 _BLOCKED_DETAIL = {
     CatRefusal.ARENA_GREW: "removable, but fusing it made the arena larger",
     CatRefusal.TRAFFIC_GREW: "removable, but with it fused more bytes went through slower banks",
@@ -91,7 +98,7 @@ def _decide(
         problem=without_instructions(  # a fused or aliased cat emits no instruction
             grouped_problem(facts.problem, parent_of, shrink),
             facts.extraction.spec_of,
-            [cat.node for cat in cats if decider.status[cat.node.name] in _REMOVED],
+            [cat.node for cat in cats if decider.status[cat.node.name] in WHOLLY_PLACED],
         ),
         problem_without=facts.problem,
         parent_of={k: v for k, v in parent_of.items() if not k.startswith("copy:")},
@@ -228,10 +235,10 @@ class _Decider:
         for pos, inp in enumerate(cat.inputs):
             reason, detail = self.input_reason.get((name, pos), (inp.reason, inp.detail))
             placement = self.placement.get((name, pos), "empty" if inp.detail == "empty" else "")
-            if status in (CatStatus.FUSED, CatStatus.ALIASED) or placement == "member":
+            if status in WHOLLY_PLACED or placement == "member":
                 reason, detail = None, ""
             inputs.append(CatInput(inp.node.name, inp.bid, inp.offset, inp.nbytes, placement, reason, detail))
-        removed = status in (CatStatus.FUSED, CatStatus.ALIASED)
+        removed = status in WHOLLY_PLACED
         reasons = [] if removed else [r for r, _ in cat.reasons]
         reasons = list(dict.fromkeys(reasons + [i.reason for i in inputs if i.reason is not None]))
         details = [] if removed else [d for _, d in cat.reasons]

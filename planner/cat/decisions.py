@@ -19,6 +19,10 @@ class CatStatus(str, Enum):
     REFUSED = "refused"  # the cat keeps its copy
 
 
+WHOLLY_PLACED = frozenset({CatStatus.FUSED, CatStatus.ALIASED})
+"""Statuses whose cat copies nothing: every input sits in the output, the instruction goes."""
+
+
 class CatRefusal(str, Enum):
     """Why a cat (or one of its inputs) cannot be fused."""
 
@@ -101,7 +105,7 @@ class CatDecision:
     @property
     def copy_bytes_removed(self) -> int:
         """Bytes the cat no longer copies per inference."""
-        if self.status in (CatStatus.FUSED, CatStatus.ALIASED):
+        if self.status in WHOLLY_PLACED:
             return sum(i.nbytes for i in self.inputs)
         if self.status is CatStatus.PARTIAL:
             return sum(i.nbytes for i in self.inputs if i.placement == "member")
@@ -143,4 +147,4 @@ class CatFusion:
     @property
     def instructions_removed(self) -> frozenset[str]:
         """The cats that emit no instruction (a PARTIAL cat's becomes clones of the inputs that stay)."""
-        return frozenset(d.cat for d in self.decisions if d.status in (CatStatus.FUSED, CatStatus.ALIASED))
+        return frozenset(d.cat for d in self.decisions if d.status in WHOLLY_PLACED)
