@@ -117,8 +117,8 @@ def split_by_device(extraction: Extraction, where: str) -> tuple[Extraction, Dev
 def place_zero_size(extraction: Extraction, arenas: DeviceArenas) -> None:
     """Give zero-byte tensors on a device that device's arena (`apply_plan` puts them in the host pool)."""
     pool_of: dict[Device, int] = {}
-    for pool, device in sorted(arenas.devices.items(), reverse=True):
-        pool_of[device] = pool  # the device's first arena
+    for pool, device in sorted(arenas.devices.items()):
+        pool_of.setdefault(device, pool)  # the device's first arena
     for spec in extraction.zero_size.values():
         if spec.storage_base is None and device_of(spec) in pool_of:
             spec.mem_id = pool_of[device_of(spec)]

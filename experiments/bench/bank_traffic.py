@@ -82,14 +82,10 @@ def rows(models: Sequence[str], time_limit_s: float) -> None:
         for fraction in FRACTIONS:
             memory_map = TargetMemoryMap([Bank("sram", int(bound * fraction), 1), Bank("dram", ROOMY, 2)])
             suite = MemoryPlanningAlgorithmSuite(algo_list=[BankedGreedy(memory_map)])
-            theirs = _traffic(runtime.lower, model, MemoryPlanningPass(suite))
-            mine = _traffic(
-                runtime.lower, model, PlannerPass(time_limit_s=time_limit_s, memory_map=memory_map)
-            )
+            theirs = _traffic(model, MemoryPlanningPass(suite))
+            mine = _traffic(model, PlannerPass(time_limit_s=time_limit_s, memory_map=memory_map))
             plain = _traffic(
-                runtime.lower,
-                model,
-                PlannerPass(time_limit_s=time_limit_s, memory_map=memory_map, cat_fusion=False),
+                model, PlannerPass(time_limit_s=time_limit_s, memory_map=memory_map, cat_fusion=False)
             )
             table.row(
                 [
@@ -114,14 +110,15 @@ def _holds(mine, theirs, test) -> str:
     return "NO" if mine is None or not test(mine, theirs) else "yes"
 
 
-def _traffic(lower, model, planner) -> tuple[int, int] | None:
+def _traffic(model, planner) -> tuple[int, int] | None:
     """The lowered program's (fast, slow) bytes, or None when the planner finds no fit."""
     from executorch.exir.banked_memory_planning import BankPlacementError
 
     from memplan.errors import InfeasibleError
+    from memplan.experiments.zoo import runtime
 
     try:
-        return emitted(lower(model, memory_planning_pass=planner))
+        return emitted(runtime.lower(model, memory_planning_pass=planner))
     except (BankPlacementError, InfeasibleError):
         return None
 
