@@ -25,9 +25,9 @@ if TYPE_CHECKING:
     from memplan.experiments.sweep.run import sweep
     from memplan.experiments.zoo.programs import load as load_program
     from memplan.experiments.zoo.programs import plan_model
-    from memplan.planner.as_algorithm import MemplanAlgorithm
+    from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
     from memplan.planner.pass_ import PlannerPass
-    from memplan.planner.pte import read_program
+    from memplan.planner.pte.program import read_program
     from memplan.solvers import available, solve
 
 try:
@@ -63,10 +63,10 @@ _LAZY = {  # upper floors, imported on first use: the ground floor imports none 
     "available": ("memplan.solvers", "available"),
     "solve": ("memplan.solvers", "solve"),
     "PlannerPass": ("memplan.planner.pass_", "PlannerPass"),
-    "MemplanAlgorithm": ("memplan.planner.as_algorithm", "MemplanAlgorithm"),
+    "MemplanAlgorithm": ("memplan.planner.algorithms.memplan_algorithm", "MemplanAlgorithm"),
     "plan_model": ("memplan.experiments.zoo.programs", "plan_model"),
     "load_program": ("memplan.experiments.zoo.programs", "load"),
-    "read_program": ("memplan.planner.pte", "read_program"),
+    "read_program": ("memplan.planner.pte.program", "read_program"),
     "load_results": ("memplan.experiments.sweep.results", "load_results"),
     "sweep": ("memplan.experiments.sweep.run", "sweep"),
 }

@@ -3,10 +3,10 @@
     edge.to_executorch(ExecutorchBackendConfig(
         memory_planning_pass=PlannerPass(solver="cpsat", time_limit_s=10)))
 
-It extracts each method's `Problem` (planner.extract), solves it with a
+It extracts each method's `Problem` (planner.graph.extract), solves it with a
 memplan solver, validates the plan, writes it into the TensorSpecs the way
 `apply_algo` would, and checks the result with ExecuTorch's `Verifier`
-semantics (planner.verify: its storage-reuse check in O(n log n), its
+semantics (planner.graph.storage_reuse: its storage-reuse check in O(n log n), its
 graph input/output check as is). The
 per-method dict form of `memory_planning_pass` works too. Problems and plans
 stay available as `pass_.results[method].problem` / `.plan`.
@@ -38,17 +38,34 @@ from memplan import solvers
 from memplan.banks import traffic, traffic_cost
 from memplan.errors import PlanningError, ProblemError, UnsupportedProblemError
 from memplan.plan import Outcome, Plan
-from memplan.planner.apply import apply_plan
-from memplan.planner.as_algorithm import MemplanAlgorithm
-from memplan.planner.banks import bank_buffer_sizes, with_memory_map
-from memplan.planner.banks import state_pool as banked_state_pool
-from memplan.planner.banks import stock_sizes as banked_stock_sizes
-from memplan.planner.cat.decisions import CatFusion
-from memplan.planner.cat.policy import plan_with_cat_fusion
-from memplan.planner.cat.report import CatReport
-from memplan.planner.cat.rewrite import fuse_cats
+from memplan.planner.algorithms.given import GivenPlan, placed_by
+from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
+from memplan.planner.algorithms.translate import NO_FUSION, Translation, Untranslated, translate
 from memplan.planner.compat import ExportContext, export_context, merge_bufsizes
-from memplan.planner.cross_method_state import (
+from memplan.planner.graph.extract import (
+    Extraction,
+    ExtractionError,
+    control_flow_submodules,
+    extract,
+    state_buffers,
+)
+from memplan.planner.graph.offsets import apply_plan
+from memplan.planner.graph.signature import frozen
+from memplan.planner.graph.storage_reuse import verify_storage_reuse
+from memplan.planner.levers.cat.decisions import CatFusion
+from memplan.planner.levers.cat.policy import plan_with_cat_fusion
+from memplan.planner.levers.cat.report import CatReport
+from memplan.planner.levers.cat.rewrite import fuse_cats
+from memplan.planner.levers.slice_noop.analysis import analyze_slices
+from memplan.planner.levers.slice_noop.decisions import SliceNoops
+from memplan.planner.levers.slice_noop.rewrite import remove_noop_slices
+from memplan.planner.levers.state_in_place import StateReport, StateStatus, analyze, rewrite
+from memplan.planner.memory.bank_maps import bank_buffer_sizes, with_memory_map
+from memplan.planner.memory.bank_maps import state_pool as banked_state_pool
+from memplan.planner.memory.bank_maps import stock_sizes as banked_stock_sizes
+from memplan.planner.memory.devices import DeviceArenas, place_zero_size, split_by_device, with_device_arenas
+from memplan.planner.memory.instruction_traffic import argument_bytes
+from memplan.planner.stages.shared_state import (
     STATE_POOL,
     MethodState,
     SharedLayout,
@@ -59,23 +76,6 @@ from memplan.planner.cross_method_state import (
     reject_foreign_planners,
     with_state,
 )
-from memplan.planner.devices import DeviceArenas, place_zero_size, split_by_device, with_device_arenas
-from memplan.planner.extract import (
-    Extraction,
-    ExtractionError,
-    control_flow_submodules,
-    extract,
-    state_buffers,
-)
-from memplan.planner.given import GivenPlan, placed_by
-from memplan.planner.signature import frozen
-from memplan.planner.slice_noop.analysis import analyze_slices
-from memplan.planner.slice_noop.decisions import SliceNoops
-from memplan.planner.slice_noop.rewrite import remove_noop_slices
-from memplan.planner.state_in_place import StateReport, StateStatus, analyze, rewrite
-from memplan.planner.traffic import argument_bytes
-from memplan.planner.translate import NO_FUSION, Translation, Untranslated, translate
-from memplan.planner.verify import verify_storage_reuse
 from memplan.problem import Problem
 
 
@@ -101,16 +101,20 @@ class MethodResult:
     buffer_sizes: list[int]
     stock: Callable[[], list[int]] = field(repr=False)  # computes `stock_sizes`
     submodules: dict[str, MethodResult] = field(default_factory=dict)
-    cat_report: CatReport | None = None  # set when cat fusion is on (memplan.planner.cat)
+    cat_report: CatReport | None = None  # set when cat fusion is on (memplan.planner.levers.cat)
     specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
     padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
-    state_report: StateReport | None = None  # set when state_in_place is on (memplan.planner.state_in_place)
-    algorithm: str = ""  # the algorithm given to the pass (memplan.planner.translate.algorithm_name)
+    state_report: StateReport | None = (
+        None  # set when state_in_place is on (memplan.planner.levers.state_in_place)
+    )
+    algorithm: str = (
+        ""  # the algorithm given to the pass (memplan.planner.algorithms.translate.algorithm_name)
+    )
     note: str = ""  # how it was honoured: translated (and whose plan was kept) or run as given
     arenas: DeviceArenas = field(default_factory=DeviceArenas)  # the device of each non-host arena
-    slice_noops: SliceNoops | None = None  # set when slice_noop is on (memplan.planner.slice_noop)
+    slice_noops: SliceNoops | None = None  # set when slice_noop is on (memplan.planner.levers.slice_noop)
     # Bytes per arena of every instruction's tensor arguments, as the emitted program counts them
-    # (planner.traffic): what a memory map's fast banks serve.
+    # (planner.memory.instruction_traffic): what a memory map's fast banks serve.
     traffic: dict[int, int] = field(default_factory=dict)
 
     @cached_property
@@ -135,7 +139,7 @@ class PlannerPass(MemoryPlanningPass):
     """Memory planning by a memplan solver; `MemoryPlanningPass`'s signature, same meanings.
 
     `memory_planning_algo` (positional, first, as in stock) is honoured
-    (memplan.planner.translate): a suite of ExecuTorch's algorithms
+    (memplan.planner.algorithms.translate): a suite of ExecuTorch's algorithms
     (`greedy`, `naive`, `BankedGreedy(target)`, `MemplanAlgorithm(solver)`)
     is translated into memplan's problem (a `BankedGreedy`'s memory map
     included) and planned by memplan's solver; the given algorithm also plans
@@ -148,7 +152,7 @@ class PlannerPass(MemoryPlanningPass):
     work as in stock. `allow_lifetime_and_storage_overlap` relaxes the
     storage-reuse check, as in stock. With `enable_non_cpu_memory_planning`
     (set by `to_executorch`), each device gets its own arenas, numbered as
-    stock numbers them (memplan.planner.devices).
+    stock numbers them (memplan.planner.memory.devices).
     `PlannerPass()` runs CP-SAT for at most 5 s per method, starting from the
     best-fit plan, and never returns a plan larger than best-fit's or than
     ExecuTorch's own greedy (solvers.fallback).
@@ -160,14 +164,14 @@ class PlannerPass(MemoryPlanningPass):
     `capacity` (bytes per arena) makes planning fail with the tensors that do
     not fit instead of returning a larger plan.
     `cat_fusion` places concatenated inputs back to back inside the cat output
-    and removes the cat instruction where sound (memplan.planner.cat), unless
+    and removes the cat instruction where sound (memplan.planner.levers.cat), unless
     that makes the arena larger (`cat_fusion_allow_growth`); the relax/partial
     options are passed on to `cat.analysis.analyze`.
     `memory_map` (ExecuTorch's `TargetMemoryMap`) plans across its banks
-    (planner.banks): every bank within its size, the traffic kept in the
+    (planner.memory.bank_maps): every bank within its size, the traffic kept in the
     fastest banks; "greedy" and "bestfit" then mean banked_greedy (ExecuTorch's
     BankedGreedy) and banked_bestfit. Traffic is counted as the emitted
-    program counts it (memplan.planner.traffic: every instruction's tensor
+    program counts it (memplan.planner.memory.instruction_traffic: every instruction's tensor
     arguments, by bank); ExecuTorch's BankedGreedy also plans the tensors and
     its plan is kept unless memplan's moves no more bytes through slower banks,
     so the slow-bank traffic is never more than BankedGreedy's. Cat fusion is
@@ -176,10 +180,10 @@ class PlannerPass(MemoryPlanningPass):
     `state_in_place` lets the op computing a mutable buffer's new value write
     it where the buffer lives and removes ExecuTorch's write-back `copy_`
     where that is legal; a copy that stays is moved up to right after the
-    last reader of the old value (memplan.planner.state_in_place).
+    last reader of the old value (memplan.planner.levers.state_in_place).
     `slice_noop` places a slice/select/split output that is a contiguous run of
     its input inside the input and removes the copy where the graph shows the
-    input's bytes stay put while the output is read (memplan.planner.slice_noop);
+    input's bytes stay put while the output is read (memplan.planner.levers.slice_noop);
     off by default (docs/slice_noop.md).
     """
 
@@ -643,7 +647,7 @@ class PlannerPass(MemoryPlanningPass):
 @dataclass
 class _Costs:
     """What "better" means between two valid plans of one graph: under a memory map, less traffic
-    cost as the emitted program counts it (planner.traffic: every instruction's tensor arguments at
+    cost as the emitted program counts it (planner.memory.instruction_traffic: every instruction's tensor arguments at
     their bytes, by bank); then fewer bytes.
 
     memplan's plans are counted without the instructions their levers delete (fused cats, no-op

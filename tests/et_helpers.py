@@ -14,8 +14,8 @@ from torch import nn
 from torch.export import Dim
 
 from memplan.experiments.zoo import ZooModel, runtime
-from memplan.planner.cross_method_state import STATE_POOL
-from memplan.planner.extract import Extraction, buffer_names, extract
+from memplan.planner.graph.extract import Extraction, buffer_names, extract
+from memplan.planner.stages.shared_state import STATE_POOL
 
 
 class Chain(nn.Module):

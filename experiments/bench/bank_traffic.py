@@ -8,7 +8,7 @@ ExecuTorch's own `MemoryPlanningPass` with `BankedGreedy`, by `PlannerPass`
 with its defaults (cat fusion and state in place on), and by `PlannerPass`
 without cat fusion (the same instructions as BankedGreedy's program, save
 removed write-backs). Traffic is counted on the emitted program
-(memplan.planner.traffic): the bytes of every kernel and delegate call's
+(memplan.planner.memory.instruction_traffic): the bytes of every kernel and delegate call's
 tensor arguments, by bank. Columns: fast and slow bytes and the fast share
 for each; "slow <=" says whether memplan's slow-bank bytes are no more than
 BankedGreedy's (what the pass guarantees), "fast >=" whether, with the same
@@ -43,7 +43,7 @@ HEADER = [
 
 def emitted(program) -> tuple[int, int]:
     """(fast, slow) bytes of the single method's emitted traffic."""
-    from memplan.planner.traffic import emitted_traffic
+    from memplan.planner.memory.instruction_traffic import emitted_traffic
 
     moved: dict[int, int] = {}
     for per_method in emitted_traffic(program.executorch_program).values():

@@ -21,8 +21,8 @@ import pandas as pd
 from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli.tables import markdown
 from memplan.experiments.zoo import programs, runtime
-from memplan.planner.cat.decisions import CatStatus
-from memplan.planner.cat.report import CatReport
+from memplan.planner.levers.cat.decisions import CatStatus
+from memplan.planner.levers.cat.report import CatReport
 from memplan.planner.pass_ import PlannerPass
 
 DEFAULT_MODELS = ("cat_seed", "unet", "densenet_block")

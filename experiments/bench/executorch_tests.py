@@ -16,7 +16,7 @@ copied into a temporary folder three times (COPIES):
   a new `PlannerPass()` per config left at the default) get it through the
   copy's conftest;
 - `algorithm`: the stock pass kept, and memplan's algorithm
-  (`MemplanAlgorithm()`, memplan.planner.as_algorithm) put in place of `greedy`
+  (`MemplanAlgorithm()`, memplan.planner.algorithms.memplan_algorithm) put in place of `greedy`
   in every `MemoryPlanningAlgorithmSuite` (the default suite included).
 
 pytest runs each file of each copy on its own (junit XML). Every test that
@@ -106,7 +106,7 @@ _ALGORITHM_PATCH = """
 from executorch.exir import memory_planning
 from executorch.exir.capture._config import ExecutorchBackendConfig
 
-from memplan.planner.as_algorithm import MemplanAlgorithm
+from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
 
 _init = memory_planning.MemoryPlanningAlgorithmSuite.__init__
 

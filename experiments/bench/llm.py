@@ -73,7 +73,7 @@ PHASES = (
     ("memplan.planner.pass_", "insert_calls_to_free", "insert frees"),
     ("memplan.planner.pass_", "fuse_cats", "remove fused cats"),
     ("memplan.planner.pass_", "verify_storage_reuse", "storage-reuse check"),
-    ("memplan.planner.cross_method_state", "verify_storage_reuse", "storage-reuse check (shared state)"),
+    ("memplan.planner.stages.shared_state", "verify_storage_reuse", "storage-reuse check (shared state)"),
 )
 
 

@@ -20,7 +20,7 @@ from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli.tables import markdown
 from memplan.experiments.zoo import programs, runtime
 from memplan.experiments.zoo.pte_check import CheckError, check_same_outputs
-from memplan.planner.replan import replan
+from memplan.planner.pte.replan import replan
 
 
 def bench(name: str, solver: str, time_limit_s: float) -> list[dict]:

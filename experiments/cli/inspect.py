@@ -1,6 +1,6 @@
 """`memplan inspect` and `memplan replan`: what a built `.pte` plans, and the same program re-planned.
 
-The analysis is `memplan.planner.pte`; this module turns it into tables and figures.
+The analysis is `memplan.planner.pte.program`; this module turns it into tables and figures.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 
 from memplan.experiments.cli.tables import markdown
-from memplan.planner.pte import MethodLayout, ProgramLayout
-from memplan.planner.replan import Replan
+from memplan.planner.pte.program import MethodLayout, ProgramLayout
+from memplan.planner.pte.replan import Replan
 
 MAX_OVERLAPS_SHOWN = 20
 TENSOR_COLUMNS = (

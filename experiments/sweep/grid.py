@@ -29,7 +29,7 @@ class StockRun:
 
     model: str
     alignment: int
-    memory_map: str = ""  # "sram:64KiB,dram:16MiB" (planner.banks.parse_memory_map), "" for none
+    memory_map: str = ""  # "sram:64KiB,dram:16MiB" (planner.memory.bank_maps.parse_memory_map), "" for none
     lowering: str = ""  # the user's lowering options (zoo.programs.lowering_text), "" for the model's own
 
     @property
@@ -166,7 +166,7 @@ BANK_SWEEP_SOLVERS = ("greedy", "bestfit", "cpsat")  # under a map: banked_greed
 
 def check_memory_map(memory_map: str, solvers: Sequence[str]) -> None:
     """The map must parse, and every solver must be able to plan across banks."""
-    from memplan.planner.banks import parse_memory_map
+    from memplan.planner.memory.bank_maps import parse_memory_map
 
     try:
         parse_memory_map(memory_map)

@@ -34,7 +34,7 @@ def stock_arenas(model, alignment: int, memory_map: str = "") -> dict[str, int]:
     if memory_map:
         from executorch.exir.banked_memory_planning import banked_memory_planning_pass
 
-        from memplan.planner.banks import parse_memory_map
+        from memplan.planner.memory.bank_maps import parse_memory_map
 
         config = {**model.memory_planning_config, "alignment": alignment}
         stock_pass = banked_memory_planning_pass(parse_memory_map(memory_map), **config)
@@ -96,7 +96,7 @@ def lower_planned(
     """Lower `model` to ExecuTorch with PlannerPass(solver, settings), across `memory_map`'s banks if given."""
     from memplan import PlannerPass
     from memplan.experiments.zoo import runtime
-    from memplan.planner.banks import parse_memory_map
+    from memplan.planner.memory.bank_maps import parse_memory_map
 
     planner_pass = PlannerPass(
         solver=solver,
@@ -153,7 +153,7 @@ def _cat_numbers(report: Any) -> tuple[int, int]:
     """(cats whose copy was removed, copy bytes removed per inference); zero when fusion was off."""
     if report is None:
         return 0, 0
-    from memplan.planner.cat.decisions import CatStatus
+    from memplan.planner.levers.cat.decisions import CatStatus
 
     fused = sum(d.status is not CatStatus.REFUSED for d in report.decisions)
     return fused, int(report.copy_bytes_removed)

@@ -23,8 +23,8 @@ from torch.export.exported_program import ExportGraphSignature
 from memplan.banks import place_in_banks
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.plan import Outcome, Plan, arena_sizes_of
-from memplan.planner.devices import CPU, DeviceArenas, device_of
-from memplan.planner.extract import Extraction
+from memplan.planner.graph.extract import Extraction
+from memplan.planner.memory.devices import CPU, DeviceArenas, device_of
 from memplan.problem import Problem
 from memplan.validate import check_plan
 

@@ -28,8 +28,8 @@ from torch.export.exported_program import ExportGraphSignature
 from memplan import solvers
 from memplan.errors import ExtractionError
 from memplan.plan import Outcome, Plan
-from memplan.planner.apply import shared_slots
-from memplan.planner.extract import DEFAULT_POOL, buffer_names
+from memplan.planner.graph.extract import DEFAULT_POOL, buffer_names
+from memplan.planner.graph.offsets import shared_slots
 from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem
 
 

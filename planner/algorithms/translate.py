@@ -30,8 +30,8 @@ import torch
 from executorch.exir.banked_memory_planning import BankedGreedy, TargetMemoryMap
 from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, greedy, naive
 
-from memplan.planner.as_algorithm import MemplanAlgorithm
-from memplan.planner.extract import Extraction
+from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
+from memplan.planner.graph.extract import Extraction
 from memplan.solvers import DEFAULT_TIME_LIMIT_S, FORM_ONLY
 
 Constrain = Callable[[Extraction, torch.fx.GraphModule, str], Extraction]
@@ -200,7 +200,7 @@ def _stock(algorithm: Any) -> Translation | None:
 
 @register_translator
 def _banked(algorithm: Any) -> Translation | None:
-    """`BankedGreedy(target)` plans across `target`'s banks (memplan.planner.banks); with
+    """`BankedGreedy(target)` plans across `target`'s banks (memplan.planner.memory.bank_maps); with
     `allow_overlapping_allocations=False`, their shared-objects form."""
     if not isinstance(algorithm, BankedGreedy):
         return None

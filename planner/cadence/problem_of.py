@@ -30,7 +30,7 @@ from executorch.backends.cadence.aot.utils import MemoryConfig
 from executorch.exir.tensor import TensorSpec
 
 from memplan.errors import ExtractionError
-from memplan.planner.traffic import argument_counts
+from memplan.planner.memory.instruction_traffic import argument_counts
 from memplan.problem import Bank, Buffer, ContiguousGroup, Problem
 
 

@@ -1,4 +1,4 @@
-"""Cadence's `MemoryPlanningAlgo` as a memplan translation (planner.translate).
+"""Cadence's `MemoryPlanningAlgo` as a memplan translation (planner.algorithms.translate).
 
 `PlannerPass(algo)` (or Cadence's `CadenceMemoryPlanning(memory_config, mode,
 mem_algo)`, whose `MemoryPlanningPass` is a `PlannerPass` under the drop-in)
@@ -10,7 +10,7 @@ slice/select outputs inside their input) as contiguous groups
 (planner.cadence.problem_of). Cadence's own algorithm still runs as the
 reference, and its plan is kept when at least as good.
 
-`register()` adds the translator; `memplan.planner.translate` calls it when
+`register()` adds the translator; `memplan.planner.algorithms.translate` calls it when
 Cadence is importable.
 """
 
@@ -22,9 +22,9 @@ from typing import Any
 import torch
 
 from memplan.errors import ExtractionError
+from memplan.planner.algorithms.translate import Constrain, Translation, register_translator
 from memplan.planner.cadence.compat import cadence_passes_importable
-from memplan.planner.extract import Extraction
-from memplan.planner.translate import Constrain, Translation, register_translator
+from memplan.planner.graph.extract import Extraction
 from memplan.problem import Buffer, ContiguousGroup, Problem
 
 cadence_passes_importable()

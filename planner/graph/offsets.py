@@ -13,7 +13,7 @@ from collections.abc import Mapping
 
 from memplan.banks import place_in_banks
 from memplan.plan import Plan
-from memplan.planner.extract import Extraction, _pool_of
+from memplan.planner.graph.extract import Extraction, _pool_of
 from memplan.problem import Problem
 from memplan.validate import check_plan
 

@@ -14,7 +14,7 @@ first), with the meaning ExecuTorch gives it:
   out of each bank's size.
 
 Every buffer also carries how many times the emitted instructions name it
-(planner.traffic `argument_counts`): size x accesses is the traffic, as the
+(planner.memory.instruction_traffic `argument_counts`): size x accesses is the traffic, as the
 emitted program counts it, that the solvers keep out of slow banks.
 """
 
@@ -27,8 +27,8 @@ from collections.abc import Sequence
 import torch
 from executorch.exir.banked_memory_planning import BankedGreedy, BankPlacementError, TargetMemoryMap
 
-from memplan.planner.extract import Extraction, ExtractionError
-from memplan.planner.traffic import argument_counts
+from memplan.planner.graph.extract import Extraction, ExtractionError
+from memplan.planner.memory.instruction_traffic import argument_counts
 from memplan.problem import MAX_COORDINATE, Bank, Problem
 
 
@@ -55,7 +55,7 @@ def with_memory_map(
     """The extraction's problem over the map's banks: unpinned tensors may go to any bank.
 
     Tensors on another device choose among the same banks here; with device arenas on,
-    `planner.devices.split_by_device` moves them to that device's copy of the map, as stock does.
+    `planner.memory.devices.split_by_device` moves them to that device's copy of the map, as stock does.
     """
     problem = extraction.problem
     declared = tuple(memory_map.mem_ids())

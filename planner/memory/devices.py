@@ -20,7 +20,7 @@ from executorch.exir.schema import DeviceType, NonConstBufferDevice
 from executorch.exir.tensor import TensorSpec
 
 from memplan.errors import PlanningError
-from memplan.planner.extract import DEFAULT_POOL, Extraction
+from memplan.planner.graph.extract import DEFAULT_POOL, Extraction
 from memplan.problem import BufferKind
 
 Device = tuple[DeviceType, int]

@@ -32,7 +32,7 @@ from executorch.exir.memory_planning import get_node_tensor_specs
 from executorch.exir.tensor import TensorSpec
 from torch.utils._pytree import tree_flatten
 
-from memplan.planner.pte import ELEMENT_BYTES
+from memplan.planner.pte.program import ELEMENT_BYTES
 from memplan.problem import Problem
 
 # Calls the emitter turns into no instruction that touches tensor bytes.

@@ -42,8 +42,8 @@ from memplan.bounds import lower_bound
 from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.planner.compat import PTEFile, deserialize_pte_binary
-from memplan.planner.devices import device_name
-from memplan.planner.pte_structure import PteError, check_method
+from memplan.planner.memory.devices import device_name
+from memplan.planner.pte.structure import PteError, check_method
 from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem
 from memplan.solvers import DEFAULT_ALIGNMENT
 from memplan.validate import validate

@@ -1,6 +1,6 @@
 """Re-plan a built `.pte`: new offsets and arena sizes for its planned tensors, nothing else changed.
 
-Each method's problem comes from `planner.pte` (lifetimes from the instruction stream). A method
+Each method's problem comes from `planner.pte.program` (lifetimes from the instruction stream). A method
 is re-planned only when that problem could be derived, the new plan passes the validator, no arena
 grows and the total shrinks; otherwise it keeps the file's layout and the report says why. The
 program is written back with ExecuTorch's own serializer (delegate blobs, constants and named data
@@ -16,7 +16,7 @@ from memplan import solvers
 from memplan.errors import MemplanError
 from memplan.plan import Plan
 from memplan.planner.compat import serialize_pte_binary
-from memplan.planner.pte import MethodLayout, ProgramLayout, PteError, read_program
+from memplan.planner.pte.program import MethodLayout, ProgramLayout, PteError, read_program
 from memplan.validate import check_plan
 
 

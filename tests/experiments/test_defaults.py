@@ -13,8 +13,9 @@ from memplan.errors import SolverOptionError, UsageError
 from memplan.experiments.cli import main as cli
 from memplan.experiments.sweep import grid
 from memplan.experiments.zoo import programs
-from memplan.planner import pte, replan
 from memplan.planner.pass_ import PlannerPass
+from memplan.planner.pte import program as pte
+from memplan.planner.pte import replan
 
 
 def _defaults(function) -> dict:

@@ -13,7 +13,7 @@ import pytest
 from memplan.errors import UsageError
 from memplan.experiments.cli import main as cli
 from memplan.experiments.sweep import run as sweep
-from memplan.planner.banks import parse_memory_map
+from memplan.planner.memory.bank_maps import parse_memory_map
 
 BAD_MAPS = {
     "arabic-indic digits": (

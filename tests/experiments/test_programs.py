@@ -139,7 +139,7 @@ def test_the_public_helper_plans_a_module_and_writes_a_pte_that_runs(tmp_path):
 
 def test_inspect_and_replan_on_the_command_line(tmp_path, capsys):
     torch.manual_seed(0)
-    from memplan.planner.pte import read_program
+    from memplan.planner.pte.program import read_program
 
     src = tmp_path / "stock.pte"
     src.write_bytes(

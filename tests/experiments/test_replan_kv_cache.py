@@ -23,7 +23,7 @@ from torch import nn
 from memplan.experiments.cli.main import main
 from memplan.experiments.zoo.pte_check import check_same_outputs
 from memplan.planner.compat import deserialize_pte_binary
-from memplan.planner.pte import read_program
+from memplan.planner.pte.program import read_program
 
 DIM, HEADS, MAX_LEN, VOCAB, LAYERS = 64, 4, 32, 128, 3
 
@@ -159,7 +159,7 @@ def test_initial_cache_values_survive_the_move(decode_pte, tmp_path):
     """Four decode steps of the re-planned program equal eager's, from the random initial caches."""
     from executorch.runtime import Runtime
 
-    from memplan.planner.replan import replan
+    from memplan.planner.pte.replan import replan
 
     data, reference = decode_pte
     result = replan(data, "cpsat", time_limit_s=5)
@@ -177,7 +177,7 @@ def test_state_shared_by_two_methods_stays_where_it_is():
     """Both methods name the state's arena (shared state): moving it in one would break the other."""
     from executorch.exir.passes import MemoryPlanningPass
 
-    from memplan.planner.replan import replan
+    from memplan.planner.pte.replan import replan
 
     store = StateStore()
     methods = {

@@ -7,7 +7,7 @@ import pytest
 from memplan.errors import UsageError
 from memplan.experiments.sweep import grid as sweep_grid
 from memplan.experiments.sweep import run as sweep
-from memplan.planner.banks import parse_memory_map
+from memplan.planner.memory.bank_maps import parse_memory_map
 
 MAP = "sram:1KiB,dram:16MiB"
 

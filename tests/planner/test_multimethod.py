@@ -15,7 +15,7 @@ from memplan import PlannerPass
 from memplan.errors import SharedStatePolicyError
 from memplan.experiments import zoo
 from memplan.experiments.zoo import runtime
-from memplan.planner.cross_method_state import STATE_POOL
+from memplan.planner.stages.shared_state import STATE_POOL
 from memplan.problem import BufferKind
 from memplan.validate import validate
 

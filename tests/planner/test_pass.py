@@ -17,8 +17,8 @@ from memplan.arith import align_up
 from memplan.errors import InfeasibleError, InvalidPlanError, ProblemError, UnknownSolverError
 from memplan.experiments.zoo import runtime
 from memplan.plan import Outcome
-from memplan.planner.apply import shared_slots
-from memplan.planner.extract import buffer_names
+from memplan.planner.graph.extract import buffer_names
+from memplan.planner.graph.offsets import shared_slots
 from memplan.problem import Buffer, BufferKind, Problem
 from memplan.solvers.contract import SolverEntry
 from memplan.solvers.units import make_plan, units_of

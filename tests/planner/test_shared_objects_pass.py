@@ -25,7 +25,7 @@ from random_programs import generate
 
 from memplan import MemplanAlgorithm, PlannerPass
 from memplan.experiments.zoo import runtime
-from memplan.planner.translate import NO_FUSION, Translation, Untranslated, translate
+from memplan.planner.algorithms.translate import NO_FUSION, Translation, Untranslated, translate
 
 NO_OVERLAP = functools.partial(greedy, allow_overlapping_allocations=False)
 

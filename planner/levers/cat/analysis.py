@@ -14,7 +14,8 @@ from collections.abc import Iterable, Mapping
 import torch
 from torch.export.exported_program import ExportGraphSignature
 
-from memplan.planner.cat.decisions import (
+from memplan.planner.graph.extract import Extraction
+from memplan.planner.levers.cat.decisions import (
     COPYABLE,
     WHOLLY_PLACED,
     CatDecision,
@@ -23,9 +24,16 @@ from memplan.planner.cat.decisions import (
     CatRefusal,
     CatStatus,
 )
-from memplan.planner.cat.grouping import copy_slots, copy_source_ends, grouped_problem
-from memplan.planner.cat.legality import CatFacts, GraphFacts, InputFacts, elem_size, inspect_cat, is_cat
-from memplan.planner.cat.regions import (
+from memplan.planner.levers.cat.grouping import copy_slots, copy_source_ends, grouped_problem
+from memplan.planner.levers.cat.legality import (
+    CatFacts,
+    GraphFacts,
+    InputFacts,
+    elem_size,
+    inspect_cat,
+    is_cat,
+)
+from memplan.planner.levers.cat.regions import (
     Copies,
     Interval,
     MemberOf,
@@ -37,9 +45,8 @@ from memplan.planner.cat.regions import (
     value_key,
     value_locations,
 )
-from memplan.planner.cat.state_reads import held_cats
-from memplan.planner.extract import Extraction
-from memplan.planner.traffic import without_instructions
+from memplan.planner.levers.cat.state_reads import held_cats
+from memplan.planner.memory.instruction_traffic import without_instructions
 
 
 def analyze(
@@ -57,7 +64,7 @@ def analyze(
     `relax_alignment` lets inputs sit at any offset that is a multiple of
     their element size (instead of the pass alignment); `partial` allows
     PARTIAL cats. Cats named in `blocked` are refused with `blocked_by`
-    (ARENA_GREW or TRAFFIC_GREW) if they could otherwise go (see `memplan.planner.cat.policy`).
+    (ARENA_GREW or TRAFFIC_GREW) if they could otherwise go (see `memplan.planner.levers.cat.policy`).
     """
     facts = GraphFacts(graph_module, graph_signature, extraction, relax_alignment)
     held: dict[str, str] = {}

@@ -13,9 +13,9 @@ from collections import defaultdict
 
 from executorch.exir.memory_planning import get_node_tensor_specs
 
-from memplan.planner.cat.decisions import CatStatus, CopySlot
-from memplan.planner.cat.legality import CatFacts, GraphFacts
-from memplan.planner.cat.regions import Copies, Interval, Roots
+from memplan.planner.levers.cat.decisions import CatStatus, CopySlot
+from memplan.planner.levers.cat.legality import CatFacts, GraphFacts
+from memplan.planner.levers.cat.regions import Copies, Interval, Roots
 from memplan.problem import ContiguousGroup, Problem
 
 

@@ -23,9 +23,9 @@ from executorch.exir.tensor import TensorSpec, num_bytes_from_shape_and_dtype
 from torch.export.exported_program import ExportGraphSignature
 from torch.utils._pytree import tree_flatten
 
-from memplan.planner.cat.decisions import CatRefusal
 from memplan.planner.compat import is_inplace_node, is_out_var_node
-from memplan.planner.extract import Extraction
+from memplan.planner.graph.extract import Extraction
+from memplan.planner.levers.cat.decisions import CatRefusal
 from memplan.problem import Problem
 
 _CONTROL_FLOW = (

@@ -23,10 +23,10 @@ import memplan.timeline as timeline
 from memplan.bounds import lower_bound, lower_bounds
 from memplan.errors import InfeasibleError
 from memplan.plan import Plan
-from memplan.planner.cat.analysis import analyze
-from memplan.planner.cat.decisions import CatDecision, CatFusion, CatRefusal
-from memplan.planner.cat.legality import is_cat
-from memplan.planner.extract import Extraction
+from memplan.planner.graph.extract import Extraction
+from memplan.planner.levers.cat.analysis import analyze
+from memplan.planner.levers.cat.decisions import CatDecision, CatFusion, CatRefusal
+from memplan.planner.levers.cat.legality import is_cat
 from memplan.problem import Problem
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from memplan.bounds import lower_bound
 from memplan.plan import Plan
-from memplan.planner.cat.decisions import CatDecision, CatFusion, CatRefusal, CatStatus
+from memplan.planner.levers.cat.decisions import CatDecision, CatFusion, CatRefusal, CatStatus
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from executorch.exir.tensor import TensorSpec
 from torch.export.exported_program import ExportGraphSignature, TensorArgument
 
 from memplan.errors import ProblemError
-from memplan.planner.cat.decisions import CatFusion, CatStatus
+from memplan.planner.levers.cat.decisions import CatFusion, CatStatus
 
 
 class CatRewriteError(ProblemError):

@@ -2,7 +2,7 @@
 
 An output is a no-op when its bytes are one contiguous run of the input's
 bytes that nothing changes while the output is read. Legality is read off the
-graph (planner.cat.legality's facts): the run is contiguous when every dim
+graph (planner.levers.cat.legality's facts): the run is contiguous when every dim
 before the sliced one has size 1, the step is 1 and both tensors are in the
 default dim order; the input's bytes stay put when its producer is an
 ordinary out-variant op (not a graph input, constant, mutable buffer, delegate
@@ -28,11 +28,11 @@ from executorch.exir.tensor import TensorSpec, num_bytes_from_shape_and_dtype
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan.bounds import lower_bound
-from memplan.planner.cat.legality import GraphFacts, producer_refusal, view_base
 from memplan.planner.compat import is_out_var_node
-from memplan.planner.extract import Extraction
-from memplan.planner.slice_noop.decisions import SliceDecision, SliceNoops, SliceRefusal
-from memplan.planner.traffic import without_instructions
+from memplan.planner.graph.extract import Extraction
+from memplan.planner.levers.cat.legality import GraphFacts, producer_refusal, view_base
+from memplan.planner.levers.slice_noop.decisions import SliceDecision, SliceNoops, SliceRefusal
+from memplan.planner.memory.instruction_traffic import without_instructions
 from memplan.problem import ContiguousGroup, Problem
 
 _OPS = {

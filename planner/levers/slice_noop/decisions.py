@@ -1,6 +1,6 @@
 """What slice no-ops decided: the refusal vocabulary, the per-op records and the report.
 
-The mirror of cat fusion (planner.cat): a slice, select or split output that
+The mirror of cat fusion (planner.levers.cat): a slice, select or split output that
 is one contiguous run of its input's bytes is placed inside the input and the
 copy disappears. Nothing here looks at a graph.
 """

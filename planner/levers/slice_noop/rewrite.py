@@ -18,7 +18,7 @@ import torch
 from executorch.exir.tensor import TensorSpec
 
 from memplan.errors import PlanningError
-from memplan.planner.slice_noop.decisions import SliceNoops
+from memplan.planner.levers.slice_noop.decisions import SliceNoops
 
 
 class SliceRewriteError(PlanningError):

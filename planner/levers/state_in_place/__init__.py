@@ -6,17 +6,17 @@ from __future__ import annotations
 import torch
 from torch.export.exported_program import ExportGraphSignature
 
-from memplan.planner.state_in_place.kernels import ALIAS_SAFE_ARGS, alias_safe_args
-from memplan.planner.state_in_place.report import StateReport
-from memplan.planner.state_in_place.rewrite import StateRewriteError, rewrite
-from memplan.planner.state_in_place.window import ExtraWrite, LateRead, late_reads
-from memplan.planner.state_in_place.writeback import (
+from memplan.planner.levers.state_in_place.analysis import (
     StateRefusal,
     StateStatus,
     WriteBack,
     analyze,
     is_write_back,
 )
+from memplan.planner.levers.state_in_place.kernels import ALIAS_SAFE_ARGS, alias_safe_args
+from memplan.planner.levers.state_in_place.report import StateReport
+from memplan.planner.levers.state_in_place.rewrite import StateRewriteError, rewrite
+from memplan.planner.levers.state_in_place.window import ExtraWrite, LateRead, late_reads
 
 
 def update_state_in_place(

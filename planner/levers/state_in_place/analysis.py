@@ -6,13 +6,13 @@ out=new)`) plus a write-back `copy_(k_cache, new)` that ExecuTorch emits at
 the end of the graph. The new value then lives from its op to the end, and
 its bytes are copied once per call. This module looks at what the graph
 does and decides each write-back (nothing here touches the graph;
-`planner.state_in_place.rewrite` carries the decisions out):
+`planner.levers.state_in_place.rewrite` carries the decisions out):
 
 * IN_PLACE: the new value gets the state's own storage (the same
   TensorSpec), so its producer writes the state where it lives and the copy
   goes. Legal only when no reader of the old value runs after the producer
   starts (the producer itself may read it only through an argument its
-  kernel may alias, `planner.state_in_place.kernels`), shape, dtype and dim order
+  kernel may alias, `planner.levers.state_in_place.kernels`), shape, dtype and dim order
   match, and the value is written by a plain out-variant op of this method
   (not a delegate, a control-flow op, an input, a view, or an op with
   several outputs), is not also a graph output or another write-back's
@@ -46,7 +46,7 @@ from torch.export.exported_program import ExportGraphSignature
 from torch.utils._pytree import tree_flatten
 
 from memplan.planner.compat import is_inplace_node, is_out_var_node
-from memplan.planner.state_in_place.kernels import alias_safe_args
+from memplan.planner.levers.state_in_place.kernels import alias_safe_args
 
 _CONTROL_FLOW = (
     torch.ops.higher_order.cond,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from memplan.planner.state_in_place.writeback import StateRefusal, StateStatus, WriteBack
+from memplan.planner.levers.state_in_place.analysis import StateRefusal, StateStatus, WriteBack
 
 
 @dataclass(frozen=True)

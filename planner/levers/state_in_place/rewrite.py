@@ -9,7 +9,7 @@ kernel is called with `out` = the state. The `copy_` is deleted; where the
 output node named it, it now names the state's placeholder (the emitter
 drops buffer-mutation outputs by position). State shared across methods
 stays one TensorSpec per method, so the mem_id-2 layout
-(`planner.cross_method_state`) places the new value with it.
+(`planner.stages.shared_state`) places the new value with it.
 
 MOVED: the `copy_` is moved to right after its anchor, and the readers the
 decision lists read the state instead of the new value.
@@ -28,7 +28,7 @@ from executorch.exir.operator.convert import get_out_args_from_opoverload, unwra
 
 from memplan.errors import ProblemError
 from memplan.planner.compat import ViewSpec
-from memplan.planner.state_in_place.writeback import StateStatus, WriteBack
+from memplan.planner.levers.state_in_place.analysis import StateStatus, WriteBack
 
 
 class StateRewriteError(ProblemError):

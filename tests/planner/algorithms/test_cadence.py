@@ -23,8 +23,8 @@ import torch
 
 from memplan import PlannerPass
 from memplan.errors import ExtractionError, InfeasibleError, MemplanError
+from memplan.planner.algorithms.translate import Translation
 from memplan.planner.cadence.compat import cadence_passes_importable
-from memplan.planner.translate import Translation
 from memplan.validate import check_plan
 
 cadence_passes_importable()

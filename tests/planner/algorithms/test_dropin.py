@@ -14,8 +14,8 @@ from executorch.exir.passes import MemoryPlanningPass
 from memplan import PlannerPass
 from memplan.errors import InvalidPlanError, PlanningError
 from memplan.experiments.zoo import runtime
-from memplan.planner.as_algorithm import MemplanAlgorithm
-from memplan.planner.translate import Translation, Untranslated, register_translator, translate
+from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
+from memplan.planner.algorithms.translate import Translation, Untranslated, register_translator, translate
 
 
 def _arena(program) -> int:

@@ -20,7 +20,7 @@ from executorch.exir.dialects._ops import ops as exir_ops
 from memplan import PlannerPass
 from memplan.bounds import lower_bound
 from memplan.experiments.zoo import runtime
-from memplan.planner.extract import XNNPACK_PADDING, ExtractionError
+from memplan.planner.graph.extract import XNNPACK_PADDING, ExtractionError
 from memplan.problem import BufferKind
 
 _MODELS: dict[str, object] = {}

@@ -1,10 +1,10 @@
-"""planner.signature: the frozen signature answers like the real one, from one computation."""
+"""planner.graph.signature: the frozen signature answers like the real one, from one computation."""
 
 from __future__ import annotations
 
 import torch
 
-from memplan.planner.signature import FrozenSignature, frozen
+from memplan.planner.graph.signature import FrozenSignature, frozen
 
 
 class _Stateful(torch.nn.Module):

@@ -14,7 +14,7 @@ from memplan.experiments.bench.catfusion_report import main as report_main
 from memplan.experiments.zoo import ZooModel, runtime
 from memplan.experiments.zoo.models.common import zoo_recipe
 from memplan.experiments.zoo.models.concat import DenseBlock, DenseNetStem
-from memplan.planner.cat.decisions import CatRefusal, CatStatus
+from memplan.planner.levers.cat.decisions import CatRefusal, CatStatus
 from memplan.planner.pass_ import PlannerPass
 from memplan.validate import validate
 

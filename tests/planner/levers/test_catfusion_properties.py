@@ -14,7 +14,7 @@ from torch import nn
 from memplan import solvers
 from memplan.experiments.zoo import ZooModel, runtime
 from memplan.experiments.zoo.models.common import zoo_recipe
-from memplan.planner.cat.decisions import CatStatus
+from memplan.planner.levers.cat.decisions import CatStatus
 from memplan.planner.pass_ import PlannerPass
 from memplan.validate import validate
 

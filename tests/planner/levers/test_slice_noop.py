@@ -1,4 +1,4 @@
-"""Slice, select and split as no-ops on the portable runtime (memplan.planner.slice_noop).
+"""Slice, select and split as no-ops on the portable runtime (memplan.planner.levers.slice_noop).
 
 Each program is planned by `PlannerPass(slice_noop=True)` with the other levers
 on (cat fusion, state in place), run in `executorch.runtime` over several calls
@@ -16,8 +16,8 @@ from torch import nn
 
 from memplan import PlannerPass
 from memplan.experiments.zoo import runtime
-from memplan.planner.slice_noop.analysis import slice_kind
-from memplan.planner.slice_noop.decisions import SliceRefusal
+from memplan.planner.levers.slice_noop.analysis import slice_kind
+from memplan.planner.levers.slice_noop.decisions import SliceRefusal
 from memplan.validate import check_plan
 
 
@@ -177,7 +177,7 @@ def test_slice_noop_off_keeps_every_copy(name):
 
 def test_forcing_the_refused_no_op_gives_wrong_outputs(monkeypatch):
     """The refusal matters: with the in-place write ignored, the program reads the new values."""
-    import memplan.planner.slice_noop.analysis as analysis
+    import memplan.planner.levers.slice_noop.analysis as analysis
 
     original = analysis._input_reasons
 

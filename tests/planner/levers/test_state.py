@@ -18,8 +18,8 @@ from memplan.experiments.zoo import ZooModel, runtime
 from memplan.experiments.zoo.lowering import Lowered
 from memplan.experiments.zoo.models import hybrid
 from memplan.experiments.zoo.models.stateful import multi_method_cache
+from memplan.planner.levers.state_in_place import StateRefusal, StateStatus, analyze, is_write_back
 from memplan.planner.pass_ import PlannerPass
-from memplan.planner.state_in_place import StateRefusal, StateStatus, analyze, is_write_back
 
 N_CALLS = 5
 

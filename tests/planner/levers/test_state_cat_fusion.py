@@ -14,10 +14,10 @@ from torch import nn
 
 from memplan.experiments.bench.state_report import state_copies
 from memplan.experiments.zoo import ZooModel, runtime
-from memplan.planner.cat.decisions import CatRefusal, CatStatus
+from memplan.planner.levers.cat.decisions import CatRefusal, CatStatus
+from memplan.planner.levers.state_in_place import StateStatus
+from memplan.planner.levers.state_in_place.window import ExtraWrite, late_reads
 from memplan.planner.pass_ import PlannerPass
-from memplan.planner.state_in_place import StateStatus
-from memplan.planner.state_in_place.window import ExtraWrite, late_reads
 
 N_CALLS = 6
 

@@ -1,4 +1,4 @@
-"""Each kernel that `planner.state_in_place.kernels` lets write over its own input, run that way.
+"""Each kernel that `planner.levers.state_in_place.kernels` lets write over its own input, run that way.
 
 For every (op, argument) pair in `ALIAS_SAFE_ARGS` a tiny stateful program
 makes that op produce the state's new value while reading the old one
@@ -18,8 +18,8 @@ from torch import nn
 
 from memplan.experiments.bench.state_report import state_copies
 from memplan.experiments.zoo import ZooModel, runtime
+from memplan.planner.levers.state_in_place import ALIAS_SAFE_ARGS, StateStatus
 from memplan.planner.pass_ import PlannerPass
-from memplan.planner.state_in_place import ALIAS_SAFE_ARGS, StateStatus
 
 
 class Update(nn.Module):

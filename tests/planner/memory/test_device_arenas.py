@@ -19,7 +19,7 @@ from executorch.runtime import Runtime
 from memplan import PlannerPass, viz
 from memplan.errors import PlanningError, SharedStatePolicyError
 from memplan.experiments.zoo import runtime
-from memplan.planner.pte import read_program
+from memplan.planner.pte.program import read_program
 from memplan.validate import validate
 from memplan.viz.gantt import POOL_LABEL
 

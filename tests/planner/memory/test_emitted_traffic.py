@@ -1,6 +1,6 @@
 """Bank traffic as the emitted program counts it: predicted exactly, and never worse than BankedGreedy.
 
-The measure (memplan.planner.traffic): the bytes of every kernel and delegate
+The measure (memplan.planner.memory.instruction_traffic): the bytes of every kernel and delegate
 call's tensor arguments, by the arena they live in. The pass predicts it from
 the graph before emission (`MethodResult.traffic`); under a memory map it keeps
 memplan's plan only when its traffic cost (slow-bank bytes, weighted) is no
@@ -19,8 +19,8 @@ from memplan import PlannerPass
 from memplan.bounds import lower_bound
 from memplan.experiments import zoo
 from memplan.experiments.zoo import runtime
-from memplan.planner.cat.decisions import CatRefusal
-from memplan.planner.traffic import emitted_traffic
+from memplan.planner.levers.cat.decisions import CatRefusal
+from memplan.planner.memory.instruction_traffic import emitted_traffic
 
 SLOW = pytest.mark.slow
 ROOMY = 16 << 20
