@@ -31,6 +31,8 @@ from executorch.exir.operator.convert import unwrap_op_overload
 from executorch.exir.tensor import TensorSpec, num_bytes_from_shape_and_dtype
 from torch.utils._pytree import tree_flatten
 
+from memplan.planner.levers.graph_facts import view_base
+
 # Where a tensor's bytes sit: (the TensorSpec owning the region, byte offset inside it). A tensor
 # no lever places sits at offset 0 of its own spec.
 Placement = Callable[[TensorSpec], tuple[TensorSpec, int]]
@@ -156,7 +158,7 @@ def written_specs(node: torch.fx.Node) -> list[TensorSpec]:
         given = node.args[i] if i < len(node.args) and not arg.kwarg_only else node.kwargs.get(arg.name)
         for value in tree_flatten(given)[0]:
             if isinstance(value, torch.fx.Node):
-                spec = _view_base(value).meta.get("spec")
+                spec = view_base(value).meta.get("spec")
                 if isinstance(spec, TensorSpec):
                     found.append(spec)
     return found
@@ -209,9 +211,3 @@ def _overlaps(placed: tuple[TensorSpec, int], nbytes: int, region: TensorSpec, l
 
 def _nbytes(spec: TensorSpec) -> int:
     return num_bytes_from_shape_and_dtype(torch.Size(spec.shape), spec.dtype)
-
-
-def _view_base(node: torch.fx.Node) -> torch.fx.Node:
-    while node.op == "call_function" and node.target is memory.view:
-        node = node.args[0]  # type: ignore[assignment]
-    return node

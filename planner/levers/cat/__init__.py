@@ -15,7 +15,7 @@ copy soundly, and turns each decision into planning constraints:
 * PARTIAL (opt-in): the inputs that can move become members; the rest are
   copied into their slice by a stock `clone.out` where the cat stood.
 
-Every other cat is REFUSED with `CatRefusal` reasons.
+Every other cat is REFUSED with `Refusal` reasons.
 
 Modules, in the order a graph goes through them:
   decisions  the status/refusal vocabulary and the per-cat records

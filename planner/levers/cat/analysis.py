@@ -21,18 +21,10 @@ from memplan.planner.levers.cat.decisions import (
     CatDecision,
     CatFusion,
     CatInput,
-    CatRefusal,
     CatStatus,
 )
 from memplan.planner.levers.cat.grouping import copy_slots, copy_source_ends, grouped_problem
-from memplan.planner.levers.cat.legality import (
-    CatFacts,
-    GraphFacts,
-    InputFacts,
-    elem_size,
-    inspect_cat,
-    is_cat,
-)
+from memplan.planner.levers.cat.legality import CatFacts, InputFacts, inspect_cat, is_cat
 from memplan.planner.levers.cat.regions import (
     Copies,
     Interval,
@@ -46,6 +38,8 @@ from memplan.planner.levers.cat.regions import (
     value_locations,
 )
 from memplan.planner.levers.cat.state_reads import held_cats
+from memplan.planner.levers.graph_facts import GraphFacts, elem_size
+from memplan.planner.levers.refusals import Refusal
 from memplan.planner.memory.instruction_traffic import without_instructions
 
 
@@ -57,7 +51,7 @@ def analyze(
     relax_alignment: bool = False,
     partial: bool = False,
     blocked: Iterable[str] = (),
-    blocked_by: CatRefusal = CatRefusal.ARENA_GREW,
+    blocked_by: Refusal = Refusal.ARENA_GREW,
 ) -> CatFusion:
     """Decide every cat of the graph and build the grouped problem.
 
@@ -77,13 +71,13 @@ def analyze(
 
 
 _BLOCKED_DETAIL = {
-    CatRefusal.ARENA_GREW: "removable, but fusing it made the arena larger",
-    CatRefusal.TRAFFIC_GREW: "removable, but with it fused more bytes went through slower banks",
+    Refusal.ARENA_GREW: "removable, but fusing it made the arena larger",
+    Refusal.TRAFFIC_GREW: "removable, but with it fused more bytes went through slower banks",
 }
 
 
 def _decide(
-    facts: GraphFacts, partial: bool, blocked: tuple[frozenset[str], CatRefusal], held: Mapping[str, str]
+    facts: GraphFacts, partial: bool, blocked: tuple[frozenset[str], Refusal], held: Mapping[str, str]
 ) -> tuple[CatFusion, _Decider, list[CatFacts]]:
     """One round of decisions with the cats in `blocked` and `held` refused."""
     decider = _Decider(facts, partial, blocked, held)
@@ -122,7 +116,7 @@ class _Decider:
         self,
         facts: GraphFacts,
         allow_partial: bool,
-        blocked: tuple[frozenset[str], CatRefusal],
+        blocked: tuple[frozenset[str], Refusal],
         held: Mapping[str, str],
     ) -> None:
         self.facts = facts
@@ -131,7 +125,7 @@ class _Decider:
         self.held = held
         self.status: dict[str, CatStatus] = {}
         self.placement: dict[tuple[str, int], str] = {}  # (cat, input position) -> placement
-        self.input_reason: dict[tuple[str, int], tuple[CatRefusal, str]] = {}
+        self.input_reason: dict[tuple[str, int], tuple[Refusal, str]] = {}
         self.member_of: MemberOf = {}
         self.copies: Copies = []
 
@@ -140,14 +134,14 @@ class _Decider:
         if cat.reasons:
             return
         ok: list[InputFacts] = []
-        bad: list[tuple[int, InputFacts, tuple[CatRefusal, str]]] = []
+        bad: list[tuple[int, InputFacts, tuple[Refusal, str]]] = []
         for pos, inp in enumerate(cat.inputs):
             if inp.detail == "empty":
                 continue
             why = (inp.reason, inp.detail) if inp.reason else None
             if why is None and inp.bid in self.member_of:
                 why = (
-                    CatRefusal.INPUT_PINNED,
+                    Refusal.INPUT_PINNED,
                     f"{inp.bid} already sits in the output of {self.member_of[inp.bid][0]}",
                 )
             if why is None:
@@ -167,7 +161,7 @@ class _Decider:
                     bad[n] = (
                         pos,
                         inp,
-                        (CatRefusal.MISALIGNED, f"offset {inp.offset} is not a multiple of {need}"),
+                        (Refusal.MISALIGNED, f"offset {inp.offset} is not a multiple of {need}"),
                     )
                     self.input_reason[(cat.node.name, pos)] = bad[n][2]
         if bad and not (self.allow_partial and all(why[0] in COPYABLE for _, _, why in bad)):
@@ -188,7 +182,7 @@ class _Decider:
         """True (and the cat refused) if the cat could go but fusing it would overwrite a state's old
         value before its last read (STATE_READ_LATER) or the plan cost more with it (`blocked_by`)."""
         if cat.node.name in self.held:
-            cat.reasons.append((CatRefusal.STATE_READ_LATER, self.held[cat.node.name]))
+            cat.reasons.append((Refusal.STATE_READ_LATER, self.held[cat.node.name]))
             return True
         if cat.node.name not in self.blocked:
             return False
@@ -229,7 +223,7 @@ class _Decider:
         if crossing:
             cat.reasons.append(
                 (
-                    CatRefusal.ALIAS_NOT_NESTED,
+                    Refusal.ALIAS_NOT_NESTED,
                     "its inputs sit back to back, but that range straddles a placed tensor",
                 )
             )

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from memplan.planner.levers.refusals import Refusal
 from memplan.problem import Problem
 
 
@@ -23,52 +24,23 @@ WHOLLY_PLACED = frozenset({CatStatus.FUSED, CatStatus.ALIASED})
 """Statuses whose cat copies nothing: every input sits in the output, the instruction goes."""
 
 
-class CatRefusal(str, Enum):
-    """Why a cat (or one of its inputs) cannot be fused."""
-
-    INNER_DIM = "inner_dim"  # concatenated over a dim with a leading dim > 1: inputs interleave
-    DTYPE_MISMATCH = "dtype_mismatch"  # an input's dtype differs from the output's (cat promotes)
-    NOT_CONTIGUOUS = "not_contiguous"  # a tensor not in the default dim order
-    DYNAMIC_SHAPE = "dynamic_shape"  # the real size is only known at run time
-    OUTPUT_NOT_PLANNED = "output_not_planned"  # e.g. a graph output with alloc_graph_output=False
-    OUTPUT_PINNED = "output_pinned"  # output at a fixed offset, in a same-offset set, or storage-aliased
-    OUTPUT_WRITTEN_IN_PLACE = "output_written_in_place"  # an in-place op would also change the inputs
-    GRAPH_INPUT = "graph_input"  # filled by the caller, not by an op of this method
-    CONSTANT = "constant"  # parameter, buffer read here, lifted constant: lives in the program
-    MUTABLE_BUFFER = "mutable_buffer"  # state that must keep its own place across calls
-    DELEGATE_OUTPUT = "delegate_output"  # a backend blob may not write only its own bytes
-    CONTROL_FLOW_OUTPUT = "control_flow_output"  # written by a submodule planned on its own
-    NOT_AN_OUT_OP = "not_an_out_op"  # not produced by an op writing into a planned out buffer
-    VIEW_OF_OTHER_SIZE = "view_of_other_size"  # a view whose base has a different byte size
-    INPUT_NOT_PLANNED = "input_not_planned"  # no planned buffer (unplanned graph output, dynamic)
-    INPUT_WRITTEN_IN_PLACE = "input_written_in_place"  # a later in-place op would change the output
-    INPUT_PINNED = "input_pinned"  # fixed offset, storage alias, or a member of another fused cat
-    DUPLICATE_INPUT = "duplicate_input"  # the same bytes cannot sit at two offsets
-    MISALIGNED = "misaligned"  # the input's offset inside the output breaks the alignment
-    POOL_MISMATCH = "pool_mismatch"  # input and output were assigned different mem_ids
-    ALIAS_NOT_NESTED = "alias_not_nested"  # the region over the inputs straddles another placed tensor
-    ARENA_GREW = "arena_grew"  # fusing it made the arena larger (the region lives longer than its parts)
-    TRAFFIC_GREW = "traffic_grew"  # under a memory map, the fused plan moved more bytes through slow banks
-    STATE_READ_LATER = "state_read_later"  # a piece would overwrite a state before its old value's last read
-
-
 # Input reasons a PARTIAL fusion works around by cloning that input into its slice. Not
 # here: a misaligned slice, and inputs a plain copy would get wrong (a promoting cat, a
 # non-default dim order, a dynamic size).
 COPYABLE = frozenset(
     {
-        CatRefusal.GRAPH_INPUT,
-        CatRefusal.CONSTANT,
-        CatRefusal.MUTABLE_BUFFER,
-        CatRefusal.DELEGATE_OUTPUT,
-        CatRefusal.CONTROL_FLOW_OUTPUT,
-        CatRefusal.NOT_AN_OUT_OP,
-        CatRefusal.VIEW_OF_OTHER_SIZE,
-        CatRefusal.INPUT_NOT_PLANNED,
-        CatRefusal.INPUT_WRITTEN_IN_PLACE,
-        CatRefusal.INPUT_PINNED,
-        CatRefusal.DUPLICATE_INPUT,
-        CatRefusal.POOL_MISMATCH,
+        Refusal.GRAPH_INPUT,
+        Refusal.CONSTANT,
+        Refusal.MUTABLE_BUFFER,
+        Refusal.DELEGATE_OUTPUT,
+        Refusal.CONTROL_FLOW_OUTPUT,
+        Refusal.NOT_AN_OUT_OP,
+        Refusal.VIEW_OF_OTHER_SIZE,
+        Refusal.INPUT_NOT_PLANNED,
+        Refusal.INPUT_WRITTEN_IN_PLACE,
+        Refusal.INPUT_PINNED,
+        Refusal.DUPLICATE_INPUT,
+        Refusal.POOL_MISMATCH,
     }
 )
 
@@ -87,7 +59,7 @@ class CatInput:
     offset: int
     nbytes: int
     placement: str = ""
-    reason: CatRefusal | None = None
+    reason: Refusal | None = None
     detail: str = ""
 
 
@@ -98,7 +70,7 @@ class CatDecision:
     nbytes: int
     dim: int
     status: CatStatus
-    reasons: tuple[CatRefusal, ...]
+    reasons: tuple[Refusal, ...]
     detail: str
     inputs: tuple[CatInput, ...]
 

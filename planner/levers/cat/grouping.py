@@ -14,8 +14,9 @@ from collections import defaultdict
 from executorch.exir.memory_planning import get_node_tensor_specs
 
 from memplan.planner.levers.cat.decisions import CatStatus, CopySlot
-from memplan.planner.levers.cat.legality import CatFacts, GraphFacts
+from memplan.planner.levers.cat.legality import CatFacts
 from memplan.planner.levers.cat.regions import Copies, Interval, Roots
+from memplan.planner.levers.graph_facts import GraphFacts
 from memplan.problem import ContiguousGroup, Problem
 
 

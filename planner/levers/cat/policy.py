@@ -25,8 +25,9 @@ from memplan.errors import InfeasibleError
 from memplan.plan import Plan
 from memplan.planner.graph.extract import Extraction
 from memplan.planner.levers.cat.analysis import analyze
-from memplan.planner.levers.cat.decisions import CatDecision, CatFusion, CatRefusal
+from memplan.planner.levers.cat.decisions import CatDecision, CatFusion
 from memplan.planner.levers.cat.legality import is_cat
+from memplan.planner.levers.refusals import Refusal
 from memplan.problem import Problem
 
 
@@ -52,7 +53,7 @@ def plan_with_cat_fusion(
     refused (ARENA_GREW) when only the unfused one does.
     """
 
-    def decide(blocked: frozenset[str], by: CatRefusal = CatRefusal.ARENA_GREW) -> CatFusion:
+    def decide(blocked: frozenset[str], by: Refusal = Refusal.ARENA_GREW) -> CatFusion:
         return analyze(
             graph_module,
             graph_signature,
@@ -63,7 +64,7 @@ def plan_with_cat_fusion(
             blocked_by=by,
         )
 
-    def keep_every_cat(by: CatRefusal = CatRefusal.ARENA_GREW) -> CatFusion:
+    def keep_every_cat(by: Refusal = Refusal.ARENA_GREW) -> CatFusion:
         return decide(frozenset(n.name for n in graph_module.graph.nodes if is_cat(n)), by)
 
     fusion = decide(frozenset())
@@ -84,7 +85,7 @@ def plan_with_cat_fusion(
     if isinstance(without, InfeasibleError):
         return fusion, fused, None
     if cost is not None and cost(fusion, fused) > cost(None, without):
-        return keep_every_cat(CatRefusal.TRAFFIC_GREW), without, without
+        return keep_every_cat(Refusal.TRAFFIC_GREW), without, without
     if not allow_growth and fused.arena_size > without.arena_size:
         return keep_every_cat(), without, without
     return fusion, fused, without

@@ -13,7 +13,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from memplan.planner.levers.cat.legality import CatFacts, GraphFacts, InputFacts, is_cat
+from memplan.planner.levers.cat.legality import CatFacts, InputFacts, is_cat
+from memplan.planner.levers.graph_facts import GraphFacts
 
 Roots = dict[str, tuple[str, int]]  # buffer id -> (root region, absolute byte offset)
 MemberOf = dict[str, tuple[str, int]]  # buffer id -> (cat output buffer, offset) from FUSED/PARTIAL

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 from memplan.bounds import lower_bound
 from memplan.plan import Plan
-from memplan.planner.levers.cat.decisions import CatDecision, CatFusion, CatRefusal, CatStatus
+from memplan.planner.levers.cat.decisions import CatDecision, CatFusion, CatStatus
+from memplan.planner.levers.refusals import Refusal
 
 
 @dataclass(frozen=True)
@@ -44,7 +45,7 @@ class CatReport:
     def copy_bytes_removed(self) -> int:
         return sum(d.copy_bytes_removed for d in self.decisions)
 
-    def refusals(self) -> dict[CatRefusal, int]:
+    def refusals(self) -> dict[Refusal, int]:
         """How many refused cats name each reason."""
         refused = (d for d in self.decisions if d.status is CatStatus.REFUSED)
         return dict(Counter(r for d in refused for r in d.reasons))

@@ -3,7 +3,7 @@
 With state in place a cat's output can be a state's own storage. Fusing
 that cat makes the producer of each (nested) piece write into the state as
 it runs, so the state's write window opens at the earliest of them
-(`memplan.planner.levers.state_in_place.window`). `held_cats` names, for every such
+(`memplan.planner.levers.write_window`). `held_cats` names, for every such
 write followed by a read of the old value, the cat that put the piece
 there; `analyze` refuses those cats (STATE_READ_LATER) and decides again.
 """
@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from executorch.exir.tensor import TensorSpec
 
 from memplan.planner.levers.cat.decisions import CatFusion, CatStatus, CopySlot
-from memplan.planner.levers.cat.legality import CatFacts, GraphFacts, InputFacts
-from memplan.planner.levers.state_in_place.window import ExtraWrite, late_reads
+from memplan.planner.levers.cat.legality import CatFacts, InputFacts
+from memplan.planner.levers.graph_facts import GraphFacts
+from memplan.planner.levers.write_window import ExtraWrite, late_reads
 
 
 def held_cats(

@@ -2,7 +2,7 @@
 
 An output is a no-op when its bytes are one contiguous run of the input's
 bytes that nothing changes while the output is read. Legality is read off the
-graph (planner.levers.cat.legality's facts): the run is contiguous when every dim
+graph (the levers' shared facts, levers.graph_facts): the run is contiguous when every dim
 before the sliced one has size 1, the step is 1 and both tensors are in the
 default dim order; the input's bytes stay put when its producer is an
 ordinary out-variant op (not a graph input, constant, mutable buffer, delegate
@@ -30,8 +30,9 @@ from torch.export.exported_program import ExportGraphSignature
 from memplan.bounds import lower_bound
 from memplan.planner.compat import is_out_var_node
 from memplan.planner.graph.extract import Extraction
-from memplan.planner.levers.cat.legality import GraphFacts, producer_refusal, view_base
-from memplan.planner.levers.slice_noop.decisions import SliceDecision, SliceNoops, SliceRefusal
+from memplan.planner.levers.graph_facts import GraphFacts, default_dim_order, producer_refusal, view_base
+from memplan.planner.levers.refusals import Refusal
+from memplan.planner.levers.slice_noop.decisions import SliceDecision, SliceNoops
 from memplan.planner.memory.instruction_traffic import without_instructions
 from memplan.problem import ContiguousGroup, Problem
 
@@ -77,7 +78,7 @@ def analyze_slices(
                 decisions += node_decisions
                 continue
             node_decisions = [
-                _refused(d, SliceRefusal.ARENA_GREW, "the input lives longer") for d in node_decisions
+                _refused(d, Refusal.ARENA_GREW, "the input lives longer") for d in node_decisions
             ]
         elif any(d.removed for d in node_decisions):  # a split keeps its instruction: every output does
             node_decisions = [
@@ -85,7 +86,7 @@ def analyze_slices(
                 if not d.removed
                 else _refused(
                     d,
-                    d.reasons[0] if d.reasons else SliceRefusal.ARENA_GREW,
+                    d.reasons[0] if d.reasons else Refusal.ARENA_GREW,
                     "another output of the split is refused",
                 )
                 for d in node_decisions
@@ -109,7 +110,7 @@ def _nested(problem: Problem, d: SliceDecision) -> SliceDecision:
         other = problem.buffer(member).size
         if rel < d.offset + size and d.offset < rel + other:
             if not (rel <= d.offset and d.offset + size <= rel + other):
-                return _refused(d, SliceRefusal.OVERLAPS_SLICE, f"overlaps the no-op output {member}")
+                return _refused(d, Refusal.OVERLAPS_SLICE, f"overlaps the no-op output {member}")
             holders.append((other, member, rel))
     if not holders:
         return d
@@ -121,7 +122,7 @@ def _members(problem: Problem, parent: str) -> list[tuple[str, int]]:
     return [m for g in problem.groups if g.parent == parent for m in g.members]
 
 
-def _refused(d: SliceDecision, reason: SliceRefusal, detail: str) -> SliceDecision:
+def _refused(d: SliceDecision, reason: Refusal, detail: str) -> SliceDecision:
     return dataclasses.replace(d, removed=False, reasons=(*d.reasons, reason), detail=d.detail or detail)
 
 
@@ -202,36 +203,34 @@ def _input_reasons(
     sspec: TensorSpec,
     dim: int,
     input_bid: str,
-) -> list[tuple[SliceRefusal, str]]:
-    reasons: list[tuple[SliceRefusal, str]] = []
+) -> list[tuple[Refusal, str]]:
+    reasons: list[tuple[Refusal, str]] = []
     if any(s != 1 for s in in_spec.shape[:dim]):
-        reasons.append((SliceRefusal.INNER_DIM, f"dim {dim} of shape {list(in_spec.shape)}"))
+        reasons.append((Refusal.INNER_DIM, f"dim {dim} of shape {list(in_spec.shape)}"))
     if kind == "slice" and int(_arg(node, 4, "step", 1)) != 1:
-        reasons.append((SliceRefusal.STEP, f"step {_arg(node, 4, 'step', 1)}"))
+        reasons.append((Refusal.STEP, f"step {_arg(node, 4, 'step', 1)}"))
     if (
         in_spec.shape_dynamism != TensorShapeDynamism.STATIC
         or sspec.shape_dynamism != TensorShapeDynamism.STATIC
     ):
-        reasons.append((SliceRefusal.DYNAMIC_SHAPE, "input shape is dynamic"))
-    if not _default_dim_order(in_spec) or not _default_dim_order(sspec):
-        reasons.append((SliceRefusal.NOT_CONTIGUOUS, f"input dim order {tuple(in_spec.dim_order)}"))
+        reasons.append((Refusal.DYNAMIC_SHAPE, "input shape is dynamic"))
+    if not default_dim_order(in_spec) or not default_dim_order(sspec):
+        reasons.append((Refusal.NOT_CONTIGUOUS, f"input dim order {tuple(in_spec.dim_order)}"))
     producer = producer_refusal(storage, facts.signature)
     if producer is not None:
-        reasons.append((SliceRefusal.INPUT_SOURCE, f"{producer[0].value}: {producer[1]}"))
+        reasons.append((Refusal.INPUT_SOURCE, f"{producer[0].value}: {producer[1]}"))
     elif storage is not source and _nbytes(sspec) != _nbytes(in_spec):
-        reasons.append((SliceRefusal.INPUT_SOURCE, f"a view of {storage.name}, of another size"))
+        reasons.append((Refusal.INPUT_SOURCE, f"a view of {storage.name}, of another size"))
     if id(sspec) in facts.written:
-        reasons.append(
-            (SliceRefusal.INPUT_WRITTEN_IN_PLACE, f"{facts.written[id(sspec)]} writes it in place")
-        )
+        reasons.append((Refusal.INPUT_WRITTEN_IN_PLACE, f"{facts.written[id(sspec)]} writes it in place"))
     if len(writers.get(id(sspec), [])) > 1:
-        reasons.append((SliceRefusal.INPUT_WRITTEN_IN_PLACE, f"written by {', '.join(writers[id(sspec)])}"))
+        reasons.append((Refusal.INPUT_WRITTEN_IN_PLACE, f"written by {', '.join(writers[id(sspec)])}"))
     if not input_bid:
-        reasons.append((SliceRefusal.INPUT_NOT_PLANNED, "the input has no planned buffer"))
+        reasons.append((Refusal.INPUT_NOT_PLANNED, "the input has no planned buffer"))
     else:
         why = facts.pinned(input_bid, sspec)
         if why:
-            reasons.append((SliceRefusal.INPUT_PINNED, why))
+            reasons.append((Refusal.INPUT_PINNED, why))
     return reasons
 
 
@@ -243,33 +242,31 @@ def _output_reasons(
     in_spec: TensorSpec,
     offset: int,
     input_bid: str,
-) -> list[tuple[SliceRefusal, str]]:
-    reasons: list[tuple[SliceRefusal, str]] = []
+) -> list[tuple[Refusal, str]]:
+    reasons: list[tuple[Refusal, str]] = []
     if spec.dtype != in_spec.dtype:
-        reasons.append((SliceRefusal.DTYPE_MISMATCH, f"{in_spec.dtype} to {spec.dtype}"))
+        reasons.append((Refusal.DTYPE_MISMATCH, f"{in_spec.dtype} to {spec.dtype}"))
     if spec.shape_dynamism != TensorShapeDynamism.STATIC:
-        reasons.append((SliceRefusal.DYNAMIC_SHAPE, "output shape is dynamic"))
-    if not _default_dim_order(spec):
-        reasons.append((SliceRefusal.NOT_CONTIGUOUS, f"output dim order {tuple(spec.dim_order)}"))
+        reasons.append((Refusal.DYNAMIC_SHAPE, "output shape is dynamic"))
+    if not default_dim_order(spec):
+        reasons.append((Refusal.NOT_CONTIGUOUS, f"output dim order {tuple(spec.dim_order)}"))
     if id(spec) in graph_outputs:
-        reasons.append((SliceRefusal.GRAPH_OUTPUT, "a graph output"))
+        reasons.append((Refusal.GRAPH_OUTPUT, "a graph output"))
     if id(spec) in facts.written:
-        reasons.append(
-            (SliceRefusal.OUTPUT_WRITTEN_IN_PLACE, f"{facts.written[id(spec)]} writes it in place")
-        )
+        reasons.append((Refusal.OUTPUT_WRITTEN_IN_PLACE, f"{facts.written[id(spec)]} writes it in place"))
     if not bid:
-        reasons.append((SliceRefusal.OUTPUT_NOT_PLANNED, "the output has no planned buffer"))
+        reasons.append((Refusal.OUTPUT_NOT_PLANNED, "the output has no planned buffer"))
         return reasons
     why = facts.pinned(bid, spec)
     if why:
-        reasons.append((SliceRefusal.OUTPUT_PINNED, why))
+        reasons.append((Refusal.OUTPUT_PINNED, why))
     if input_bid:
         member, parent = facts.problem.buffer(bid), facts.problem.buffer(input_bid)
         if (member.pool, member.banks) != (parent.pool, parent.banks):
-            reasons.append((SliceRefusal.OUTPUT_PINNED, f"mem_id {member.pool} vs the input's {parent.pool}"))
+            reasons.append((Refusal.OUTPUT_PINNED, f"mem_id {member.pool} vs the input's {parent.pool}"))
         if offset % member.alignment or offset + member.size > parent.size:
             reasons.append(
-                (SliceRefusal.MISALIGNED, f"offset {offset} (alignment {member.alignment}, {member.size} B)")
+                (Refusal.MISALIGNED, f"offset {offset} (alignment {member.alignment}, {member.size} B)")
             )
     return reasons
 
@@ -329,7 +326,3 @@ def _graph_output_specs(graph_module: torch.fx.GraphModule) -> list[TensorSpec]:
 
 def _nbytes(spec: TensorSpec) -> int:
     return num_bytes_from_shape_and_dtype(torch.Size(spec.shape), spec.dtype)
-
-
-def _default_dim_order(spec: TensorSpec) -> bool:
-    return tuple(int(d) for d in spec.dim_order) == tuple(range(len(spec.shape)))

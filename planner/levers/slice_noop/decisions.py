@@ -9,30 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass
-from enum import Enum
 
+from memplan.planner.levers.refusals import Refusal
 from memplan.problem import Problem
-
-
-class SliceRefusal(str, Enum):
-    """Why a slice/select/split output keeps its own bytes (and its copy)."""
-
-    INNER_DIM = "inner_dim"  # sliced over a dim with a leading dim > 1: the run is not contiguous
-    STEP = "step"  # a step other than 1 skips bytes
-    NOT_CONTIGUOUS = "not_contiguous"  # input or output not in the default dim order
-    DTYPE_MISMATCH = "dtype_mismatch"  # output dtype differs from the input's
-    DYNAMIC_SHAPE = "dynamic_shape"  # sizes known only at run time
-    OUTPUT_NOT_PLANNED = "output_not_planned"  # the output has no planned buffer
-    GRAPH_OUTPUT = "graph_output"  # the caller reads the output's own buffer
-    OUTPUT_PINNED = "output_pinned"  # fixed offset, same-offset set, already inside another tensor
-    OUTPUT_WRITTEN_IN_PLACE = "output_written_in_place"  # an op mutates the output: it would change the input
-    INPUT_SOURCE = "input_source"  # input is a graph input, constant, mutable buffer, delegate output ...
-    INPUT_NOT_PLANNED = "input_not_planned"  # the input has no planned buffer
-    INPUT_WRITTEN_IN_PLACE = "input_written_in_place"  # an op mutates the input while the output lives
-    INPUT_PINNED = "input_pinned"  # the input sits at a fixed offset or shares its offset
-    MISALIGNED = "misaligned"  # the output's offset inside the input breaks its alignment
-    OVERLAPS_SLICE = "overlaps_slice"  # overlaps another no-op output of the input without nesting in it
-    ARENA_GREW = "arena_grew"  # keeping the input alive longer raised the lower bound
 
 
 @dataclass(frozen=True)
@@ -46,7 +25,7 @@ class SliceDecision:
     offset: int  # byte offset of the output inside the input
     nbytes: int
     removed: bool
-    reasons: tuple[SliceRefusal, ...] = ()
+    reasons: tuple[Refusal, ...] = ()
     detail: str = ""
 
 
@@ -76,7 +55,7 @@ class SliceNoops:
         gone = set(self.nodes_removed)
         return sum(d.nbytes for d in self.decisions if d.node in gone)
 
-    def refusals(self) -> dict[SliceRefusal, int]:
+    def refusals(self) -> dict[Refusal, int]:
         """How many refused outputs name each reason."""
         return dict(Counter(r for d in self.decisions if not d.removed for r in d.reasons))
 

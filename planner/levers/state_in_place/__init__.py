@@ -1,22 +1,16 @@
-"""Mutable state updated where it lives: write-back `copy_` removal (see `writeback`), and the
-write window every lever that places a tensor inside another must respect (see `window`)."""
+"""Mutable state updated where it lives: write-back `copy_` removal (`analysis` decides, `rewrite`
+carries the decisions out, `report` counts them; the write window it shares with every placing lever
+is `levers.write_window`)."""
 
 from __future__ import annotations
 
 import torch
 from torch.export.exported_program import ExportGraphSignature
 
-from memplan.planner.levers.state_in_place.analysis import (
-    StateRefusal,
-    StateStatus,
-    WriteBack,
-    analyze,
-    is_write_back,
-)
+from memplan.planner.levers.state_in_place.analysis import StateStatus, WriteBack, analyze, is_write_back
 from memplan.planner.levers.state_in_place.kernels import ALIAS_SAFE_ARGS, alias_safe_args
 from memplan.planner.levers.state_in_place.report import StateReport
 from memplan.planner.levers.state_in_place.rewrite import StateRewriteError, rewrite
-from memplan.planner.levers.state_in_place.window import ExtraWrite, LateRead, late_reads
 
 
 def update_state_in_place(
@@ -36,9 +30,6 @@ def update_state_in_place(
 
 __all__ = [
     "ALIAS_SAFE_ARGS",
-    "ExtraWrite",
-    "LateRead",
-    "StateRefusal",
     "StateReport",
     "StateRewriteError",
     "StateStatus",
@@ -46,7 +37,6 @@ __all__ = [
     "alias_safe_args",
     "analyze",
     "is_write_back",
-    "late_reads",
     "rewrite",
     "update_state_in_place",
 ]

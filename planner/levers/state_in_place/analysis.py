@@ -23,7 +23,7 @@ does and decides each write-back (nothing here touches the graph;
   value's life ends early.
 * KEPT: the copy stays at the end.
 
-Every decision that is not IN_PLACE names its reasons (`StateRefusal`) and
+Every decision that is not IN_PLACE names its reasons (`Refusal`) and
 the nodes behind them.
 """
 
@@ -46,6 +46,7 @@ from torch.export.exported_program import ExportGraphSignature
 from torch.utils._pytree import tree_flatten
 
 from memplan.planner.compat import is_inplace_node, is_out_var_node
+from memplan.planner.levers.refusals import Refusal
 from memplan.planner.levers.state_in_place.kernels import alias_safe_args
 
 _CONTROL_FLOW = (
@@ -62,33 +63,9 @@ class StateStatus(str, Enum):
     KEPT = "kept"  # the copy stays at the end of the method
 
 
-class StateRefusal(str, Enum):
-    """Why a write-back copy cannot be removed."""
-
-    OLD_VALUE_READ_LATER = "old_value_read_later"  # a node reads the old state after the producer starts
-    KERNEL_NOT_ALIAS_SAFE = (
-        "kernel_not_alias_safe"  # the producer reads the state; its kernel may not alias it
-    )
-    DTYPE_MISMATCH = "dtype_mismatch"  # copy_ converts the dtype
-    SHAPE_MISMATCH = "shape_mismatch"  # copy_ broadcasts
-    DIM_ORDER_MISMATCH = "dim_order_mismatch"  # copy_ changes the memory layout
-    DYNAMIC_SHAPE = "dynamic_shape"  # the value's size is only known at run time
-    DELEGATE_OUTPUT = "delegate_output"  # a backend writes the value into memory of its own choosing
-    CONTROL_FLOW_OUTPUT = "control_flow_output"  # written by a submodule planned on its own
-    NEW_VALUE_IS_INPUT = "new_value_is_input"  # a placeholder: user input, parameter, constant, other state
-    NEW_VALUE_IS_VIEW = "new_value_is_view"  # a view of another tensor's bytes
-    NOT_AN_OUT_OP = "not_an_out_op"  # not the single out= buffer of an out-variant op
-    NEW_VALUE_SHARED = "new_value_shared"  # also written back into another buffer
-    NEW_VALUE_IS_GRAPH_OUTPUT = "new_value_is_graph_output"  # the caller may supply (or keep) its memory
-    NEW_VALUE_WRITTEN_IN_PLACE = "new_value_written_in_place"  # an in-place op changes it after it is made
-    STATE_WRITTEN_IN_PLACE = "state_written_in_place"  # another op also writes the state
-    STATE_NOT_PLANNED = "state_not_planned"  # alloc_mutable_buffers=False: the runtime owns the state
-    USER_INPUT_MUTATION = "user_input_mutation"  # the caller's input tensor, not state of the program
-
-
 # Reasons for which the copy stays where it is: moving it would change what the program does.
 _UNMOVABLE = frozenset(
-    {StateRefusal.STATE_WRITTEN_IN_PLACE, StateRefusal.USER_INPUT_MUTATION, StateRefusal.STATE_NOT_PLANNED}
+    {Refusal.STATE_WRITTEN_IN_PLACE, Refusal.USER_INPUT_MUTATION, Refusal.STATE_NOT_PLANNED}
 )
 
 
@@ -107,7 +84,7 @@ class WriteBack:
     producer: str  # node that writes the value's bytes ("" if none)
     nbytes: int  # bytes the copy moves per call
     status: StateStatus
-    reasons: tuple[StateRefusal, ...] = ()
+    reasons: tuple[Refusal, ...] = ()
     detail: str = ""
     moved_after: str = ""
     redirected: tuple[str, ...] = ()
@@ -174,21 +151,21 @@ class _Analyzer:
     def _decide(self, copy: torch.fx.Node) -> WriteBack:
         state, value = cast(torch.fx.Node, copy.args[0]), copy.args[1]
         known = self._fqn(state)
-        reasons: list[tuple[StateRefusal, str]] = []
+        reasons: list[tuple[Refusal, str]] = []
         if known is None:
-            reasons.append((StateRefusal.USER_INPUT_MUTATION, f"{state.name} is a user input"))
+            reasons.append((Refusal.USER_INPUT_MUTATION, f"{state.name} is a user input"))
             fqn = state.name
         else:
             fqn = known
         if known is not None and not self.state_planned:
-            reasons.append((StateRefusal.STATE_NOT_PLANNED, f"{fqn} is not memory planned"))
+            reasons.append((Refusal.STATE_NOT_PLANNED, f"{fqn} is not memory planned"))
         state_aliases = self._aliases(state, stop=copy)
         for writer in self._writers(state_aliases, exclude=copy):
-            reasons.append((StateRefusal.STATE_WRITTEN_IN_PLACE, f"{writer.name} writes {fqn} in place"))
+            reasons.append((Refusal.STATE_WRITTEN_IN_PLACE, f"{writer.name} writes {fqn} in place"))
         spec: TensorSpec = state.meta["spec"]
         nbytes = num_bytes_from_shape_and_dtype(torch.Size(spec.shape), spec.dtype)
         if not isinstance(value, torch.fx.Node) or not isinstance(value.meta.get("spec"), TensorSpec):
-            reasons.append((StateRefusal.NOT_AN_OUT_OP, f"{fqn} is set from a non-tensor value"))
+            reasons.append((Refusal.NOT_AN_OUT_OP, f"{fqn} is set from a non-tensor value"))
             return self._refused(copy, state, fqn, value, None, nbytes, reasons)
 
         producer, why = self._producer(value)
@@ -199,7 +176,7 @@ class _Analyzer:
         reasons += self._value_escapes(copy, value, value_aliases)
         for writer in self._writers(value_aliases, exclude=None):
             reasons.append(
-                (StateRefusal.NEW_VALUE_WRITTEN_IN_PLACE, f"{writer.name} writes {value.name} in place")
+                (Refusal.NEW_VALUE_WRITTEN_IN_PLACE, f"{writer.name} writes {value.name} in place")
             )
         if producer is not None:
             readers = self._readers(state_aliases, exclude=copy)
@@ -207,7 +184,7 @@ class _Analyzer:
             if late:
                 names = ", ".join(r.name for r in late[:5])
                 reasons.append(
-                    (StateRefusal.OLD_VALUE_READ_LATER, f"{names} read(s) {fqn} after {producer.name} starts")
+                    (Refusal.OLD_VALUE_READ_LATER, f"{names} read(s) {fqn} after {producer.name} starts")
                 )
             if producer in readers and why is None:  # a plain out-variant op: its kernel decides
                 reasons += self._unsafe_reads(producer, state, state_aliases, fqn)
@@ -224,7 +201,7 @@ class _Analyzer:
         value: object,
         producer: torch.fx.Node | None,
         nbytes: int,
-        reasons: list[tuple[StateRefusal, str]],
+        reasons: list[tuple[Refusal, str]],
     ) -> WriteBack:
         codes = tuple(dict.fromkeys(r for r, _ in reasons))
         detail = "; ".join(d for _, d in reasons)
@@ -244,57 +221,57 @@ class _Analyzer:
         )
 
     # -- the new value ---------------------------------------------------------------------
-    def _producer(self, value: torch.fx.Node) -> tuple[torch.fx.Node | None, tuple[StateRefusal, str] | None]:
+    def _producer(self, value: torch.fx.Node) -> tuple[torch.fx.Node | None, tuple[Refusal, str] | None]:
         """The node writing the value's bytes, and why it cannot write them into the state (or None)."""
         if value.op == "placeholder":
-            return None, (StateRefusal.NEW_VALUE_IS_INPUT, f"{value.name} is an input of the method")
+            return None, (Refusal.NEW_VALUE_IS_INPUT, f"{value.name} is an input of the method")
         if value.op != "call_function":
-            return None, (StateRefusal.NOT_AN_OUT_OP, f"{value.name} is a {value.op} node")
+            return None, (Refusal.NOT_AN_OUT_OP, f"{value.name} is a {value.op} node")
         if value.target is memory.view:
-            return value, (StateRefusal.NEW_VALUE_IS_VIEW, f"{value.name} is a view of {value.args[0]}")
+            return value, (Refusal.NEW_VALUE_IS_VIEW, f"{value.name} is a view of {value.args[0]}")
         if value.target is operator.getitem:
             source = cast(torch.fx.Node, value.args[0])
             if source.target is executorch_call_delegate:
                 return source, (
-                    StateRefusal.DELEGATE_OUTPUT,
+                    Refusal.DELEGATE_OUTPUT,
                     f"{value.name} comes from delegate {source.name}",
                 )
             if source.target in _CONTROL_FLOW:
-                return source, (StateRefusal.CONTROL_FLOW_OUTPUT, f"{value.name} comes from {source.name}")
+                return source, (Refusal.CONTROL_FLOW_OUTPUT, f"{value.name} comes from {source.name}")
             return source, (
-                StateRefusal.NOT_AN_OUT_OP,
+                Refusal.NOT_AN_OUT_OP,
                 f"{value.name} is one of several outputs of {source.name}",
             )
         if value.target is executorch_call_delegate:
-            return value, (StateRefusal.DELEGATE_OUTPUT, f"{value.name} is a delegate call")
+            return value, (Refusal.DELEGATE_OUTPUT, f"{value.name} is a delegate call")
         if value.target in _CONTROL_FLOW:
-            return value, (StateRefusal.CONTROL_FLOW_OUTPUT, f"{value.name} is a control-flow op")
+            return value, (Refusal.CONTROL_FLOW_OUTPUT, f"{value.name} is a control-flow op")
         if is_inplace_node(value) or not is_out_var_node(value):
-            return value, (StateRefusal.NOT_AN_OUT_OP, f"{value.name} ({value.target}) writes no out buffer")
+            return value, (Refusal.NOT_AN_OUT_OP, f"{value.name} ({value.target}) writes no out buffer")
         outs = get_out_args_from_opoverload(unwrap_op_overload(value.target))
         alloc = value.kwargs.get(outs[0]) if len(outs) == 1 else None
         if not isinstance(alloc, torch.fx.Node) or alloc.meta.get("spec") is not value.meta["spec"]:
             return value, (
-                StateRefusal.NOT_AN_OUT_OP,
+                Refusal.NOT_AN_OUT_OP,
                 f"{value.name} has no memory.alloc out= node of its own",
             )
         return value, None
 
     def _value_escapes(
         self, copy: torch.fx.Node, value: torch.fx.Node, aliases: set[torch.fx.Node]
-    ) -> list[tuple[StateRefusal, str]]:
+    ) -> list[tuple[Refusal, str]]:
         """The value must reach only this write-back: not another one, not the caller."""
         found = []
         for other in self.copies:
             if other is not copy and other.args[1] in aliases:
-                found.append((StateRefusal.NEW_VALUE_SHARED, f"{other.name} also writes {value.name} back"))
+                found.append((Refusal.NEW_VALUE_SHARED, f"{other.name} also writes {value.name} back"))
         if any(arg in aliases for arg in self.output.all_input_nodes):
-            found.append((StateRefusal.NEW_VALUE_IS_GRAPH_OUTPUT, f"{value.name} is returned to the caller"))
+            found.append((Refusal.NEW_VALUE_IS_GRAPH_OUTPUT, f"{value.name} is returned to the caller"))
         return found
 
     def _unsafe_reads(
         self, producer: torch.fx.Node, state: torch.fx.Node, aliases: set[torch.fx.Node], fqn: str
-    ) -> list[tuple[StateRefusal, str]]:
+    ) -> list[tuple[Refusal, str]]:
         """The producer reads the old state: only allowed through arguments its kernel may alias."""
         op = unwrap_op_overload(producer.target)
         safe = alias_safe_args(op)
@@ -309,14 +286,14 @@ class _Analyzer:
                 if node is not state:
                     found.append(
                         (
-                            StateRefusal.KERNEL_NOT_ALIAS_SAFE,
+                            Refusal.KERNEL_NOT_ALIAS_SAFE,
                             f"{producer.name} reads a view of {fqn} as {arg.name}",
                         )
                     )
                 elif arg.name not in safe:
                     found.append(
                         (
-                            StateRefusal.KERNEL_NOT_ALIAS_SAFE,
+                            Refusal.KERNEL_NOT_ALIAS_SAFE,
                             f"{producer.name} ({op}) reads {fqn} as {arg.name!r}, which its kernel"
                             " is not known to allow out= to alias",
                         )
@@ -404,16 +381,16 @@ class _Analyzer:
 # -- helpers ---------------------------------------------------------------------------
 
 
-def _layout_mismatches(value: TensorSpec, state: TensorSpec) -> list[tuple[StateRefusal, str]]:
+def _layout_mismatches(value: TensorSpec, state: TensorSpec) -> list[tuple[Refusal, str]]:
     found = []
     if value.dtype != state.dtype:
-        found.append((StateRefusal.DTYPE_MISMATCH, f"{value.dtype} into {state.dtype}"))
+        found.append((Refusal.DTYPE_MISMATCH, f"{value.dtype} into {state.dtype}"))
     if tuple(value.shape) != tuple(state.shape):
-        found.append((StateRefusal.SHAPE_MISMATCH, f"shape {list(value.shape)} into {list(state.shape)}"))
+        found.append((Refusal.SHAPE_MISMATCH, f"shape {list(value.shape)} into {list(state.shape)}"))
     elif tuple(value.dim_order) != tuple(state.dim_order):
         found.append(
             (
-                StateRefusal.DIM_ORDER_MISMATCH,
+                Refusal.DIM_ORDER_MISMATCH,
                 f"dim order {tuple(value.dim_order)} into {tuple(state.dim_order)}",
             )
         )
@@ -421,7 +398,7 @@ def _layout_mismatches(value: TensorSpec, state: TensorSpec) -> list[tuple[State
         TensorShapeDynamism.STATIC != value.shape_dynamism
         or state.shape_dynamism != TensorShapeDynamism.STATIC
     ):
-        found.append((StateRefusal.DYNAMIC_SHAPE, "dynamic shape"))
+        found.append((Refusal.DYNAMIC_SHAPE, "dynamic shape"))
     return found
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from memplan.planner.levers.state_in_place.analysis import StateRefusal, StateStatus, WriteBack
+from memplan.planner.levers.refusals import Refusal
+from memplan.planner.levers.state_in_place.analysis import StateStatus, WriteBack
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,7 @@ class StateReport:
         """Bytes the write-back copies that stay still move per call."""
         return sum(d.nbytes for d in self.refused)
 
-    def refusals(self) -> dict[StateRefusal, int]:
+    def refusals(self) -> dict[Refusal, int]:
         """How many write-backs that stay name each reason."""
         return dict(Counter(r for d in self.refused for r in d.reasons))
 

@@ -14,7 +14,8 @@ from memplan.experiments.bench.catfusion_report import main as report_main
 from memplan.experiments.zoo import ZooModel, runtime
 from memplan.experiments.zoo.models.common import zoo_recipe
 from memplan.experiments.zoo.models.concat import DenseBlock, DenseNetStem
-from memplan.planner.levers.cat.decisions import CatRefusal, CatStatus
+from memplan.planner.levers.cat.decisions import CatStatus
+from memplan.planner.levers.refusals import Refusal
 from memplan.planner.pass_ import PlannerPass
 from memplan.validate import validate
 
@@ -137,7 +138,7 @@ def bare_dense_block() -> ZooModel:
 def test_bare_densenet_block_keeps_its_cats_because_every_cat_reads_the_graph_input():
     program, result = lower(bare_dense_block())
     assert statuses(result) == [CatStatus.REFUSED] * 5
-    assert all(d.reasons == (CatRefusal.GRAPH_INPUT,) for d in result.cat_report.decisions)
+    assert all(d.reasons == (Refusal.GRAPH_INPUT,) for d in result.cat_report.decisions)
     assert kernels(program).count("aten::cat") == 5
 
 
@@ -182,10 +183,10 @@ def test_partial_fusion_clones_a_parameter_a_graph_input_and_a_repeat():
     assert decision.status is CatStatus.PARTIAL
     assert [i.placement for i in decision.inputs] == ["copy", "member", "copy", "copy"]
     assert [i.reason for i in decision.inputs] == [
-        CatRefusal.CONSTANT,
+        Refusal.CONSTANT,
         None,
-        CatRefusal.GRAPH_INPUT,
-        CatRefusal.DUPLICATE_INPUT,
+        Refusal.GRAPH_INPUT,
+        Refusal.DUPLICATE_INPUT,
     ]
     assert kernels(program).count("aten::clone") == 3 and "aten::cat" not in kernels(program)
     assert decision.copy_bytes_removed == 256
@@ -196,7 +197,7 @@ def test_partial_fusion_never_clones_what_a_plain_copy_would_get_wrong():
     planner = PlannerPass(solver="bestfit", cat_fusion_partial=True)
     runtime.lower(model, memory_planning_pass=planner)
     [decision] = planner.results["forward"].cat_report.decisions
-    assert decision.status is CatStatus.REFUSED and decision.reasons == (CatRefusal.DTYPE_MISMATCH,)
+    assert decision.status is CatStatus.REFUSED and decision.reasons == (Refusal.DTYPE_MISMATCH,)
 
 
 class Nested(nn.Module):
@@ -344,27 +345,27 @@ REINPLACE = {"backend_config": {"run_reinplace_pass": True}}
 INDEX_PUT_INPUTS = (torch.randn(4, 8), torch.tensor([1, 2]), torch.randn(2, 8))
 
 REFUSED = {
-    "two_graph_inputs": (TwoInputs(), (torch.randn(4, 16), torch.randn(2, 16)), {}, CatRefusal.GRAPH_INPUT),
-    "graph_input_and_op": (GraphInputAndOp(), (torch.randn(4, 16),), {}, CatRefusal.GRAPH_INPUT),
-    "parameter_and_buffer": (ParamAndConstants(), (torch.randn(4, 16),), {}, CatRefusal.CONSTANT),
-    "same_tensor_twice": (Twice(), (torch.randn(4, 16),), {}, CatRefusal.DUPLICATE_INPUT),
-    "inner_dim": (InnerDim(), (torch.randn(4, 16),), {}, CatRefusal.INNER_DIM),
-    "misaligned": (Misaligned(), (torch.randn(3), torch.randn(5)), {}, CatRefusal.MISALIGNED),
-    "mutable_buffer": (State(), (torch.randn(4, 16),), {}, CatRefusal.MUTABLE_BUFFER),
+    "two_graph_inputs": (TwoInputs(), (torch.randn(4, 16), torch.randn(2, 16)), {}, Refusal.GRAPH_INPUT),
+    "graph_input_and_op": (GraphInputAndOp(), (torch.randn(4, 16),), {}, Refusal.GRAPH_INPUT),
+    "parameter_and_buffer": (ParamAndConstants(), (torch.randn(4, 16),), {}, Refusal.CONSTANT),
+    "same_tensor_twice": (Twice(), (torch.randn(4, 16),), {}, Refusal.DUPLICATE_INPUT),
+    "inner_dim": (InnerDim(), (torch.randn(4, 16),), {}, Refusal.INNER_DIM),
+    "misaligned": (Misaligned(), (torch.randn(3), torch.randn(5)), {}, Refusal.MISALIGNED),
+    "mutable_buffer": (State(), (torch.randn(4, 16),), {}, Refusal.MUTABLE_BUFFER),
     "input_written_in_place_later": (
         WrittenLater(),
         INDEX_PUT_INPUTS,
         REINPLACE,
-        CatRefusal.INPUT_WRITTEN_IN_PLACE,
+        Refusal.INPUT_WRITTEN_IN_PLACE,
     ),
     "output_written_in_place_later": (
         OutputWrittenLater(),
         INDEX_PUT_INPUTS,
         REINPLACE,
-        CatRefusal.OUTPUT_WRITTEN_IN_PLACE,
+        Refusal.OUTPUT_WRITTEN_IN_PLACE,
     ),
-    "control_flow_output": (CondInput(), (torch.randn(4, 16),), {}, CatRefusal.CONTROL_FLOW_OUTPUT),
-    "dynamic_shape": (Dynamic(), (torch.randn(4, 16),), {}, CatRefusal.DYNAMIC_SHAPE),
+    "control_flow_output": (CondInput(), (torch.randn(4, 16),), {}, Refusal.CONTROL_FLOW_OUTPUT),
+    "dynamic_shape": (Dynamic(), (torch.randn(4, 16),), {}, Refusal.DYNAMIC_SHAPE),
 }
 
 
@@ -409,14 +410,14 @@ def test_unplanned_graph_outputs_refuse_both_as_output_and_as_input():
     model = make("out_input", GraphOutputInput(), torch.randn(4, 16))
     program, result = lower(model, alloc_graph_output=False)
     [decision] = result.cat_report.decisions
-    assert decision.reasons == (CatRefusal.INPUT_NOT_PLANNED,)
+    assert decision.reasons == (Refusal.INPUT_NOT_PLANNED,)
 
     class CatIsOutput(nn.Module):
         def forward(self, x):
             return torch.cat([x.sin(), x.cos()])
 
     program, result = lower(make("cat_out", CatIsOutput(), torch.randn(4, 16)), alloc_graph_output=False)
-    assert result.cat_report.decisions[0].reasons == (CatRefusal.OUTPUT_NOT_PLANNED,)
+    assert result.cat_report.decisions[0].reasons == (Refusal.OUTPUT_NOT_PLANNED,)
 
 
 class MixedDtypes(nn.Module):
@@ -439,13 +440,13 @@ class ChannelsLast(nn.Module):
             make(
                 "dtypes", MixedDtypes(), torch.randn(4, 16), torch.randint(0, 5, (4, 16), dtype=torch.int32)
             ),
-            CatRefusal.DTYPE_MISMATCH,
+            Refusal.DTYPE_MISMATCH,
         ),
         # The runtime's channels-last output does not compare equal to eager's in this harness.
         (
             "channels_last",
             make("channels_last", ChannelsLast(), torch.randn(1, 3, 4, 4)),
-            CatRefusal.NOT_CONTIGUOUS,
+            Refusal.NOT_CONTIGUOUS,
         ),
     ],
 )
@@ -483,7 +484,7 @@ def test_a_delegate_output_is_refused():
     planner = PlannerPass(solver="bestfit")
     program = edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=planner))
     [decision] = planner.results["forward"].cat_report.decisions
-    assert CatRefusal.DELEGATE_OUTPUT in decision.reasons
+    assert Refusal.DELEGATE_OUTPUT in decision.reasons
     [[got]] = runtime.run_pte(program.buffer, [("forward", (x,))])
     assert torch.allclose(got, module(x), atol=1e-4)
 
@@ -507,7 +508,7 @@ def test_an_alias_that_would_straddle_another_is_refused():
         [CatStatus.FUSED, CatStatus.ALIASED, CatStatus.REFUSED]
     )
     [refused] = [r for s, r in by_status.values() if s is CatStatus.REFUSED]
-    assert CatRefusal.ALIAS_NOT_NESTED in refused
+    assert Refusal.ALIAS_NOT_NESTED in refused
 
 
 class LongLivedSlot(nn.Module):
@@ -525,7 +526,7 @@ def test_a_fusion_that_grows_the_arena_is_undone_unless_growth_is_allowed():
     model = make("grow", LongLivedSlot(), torch.randn(4, 16), torch.randn(64, 64))
     program, result = lower(model)
     [decision] = result.cat_report.decisions
-    assert decision.reasons == (CatRefusal.ARENA_GREW,)
+    assert decision.reasons == (Refusal.ARENA_GREW,)
     assert result.cat_report.arena_with == result.cat_report.arena_without
     assert kernels(program).count("aten::cat") == 1
     program, result = lower(model, cat_fusion_allow_growth=True)
@@ -568,5 +569,5 @@ def test_under_a_capacity_only_the_unfused_plan_fits():
     _, result = lower(model, cat_fusion_allow_growth=True)
     report = result.cat_report
     program, result = lower(model, cat_fusion_allow_growth=True, capacity=report.arena_without)
-    assert result.cat_report.decisions[0].reasons == (CatRefusal.ARENA_GREW,)
+    assert result.cat_report.decisions[0].reasons == (Refusal.ARENA_GREW,)
     assert arena(program) == report.arena_without

@@ -16,8 +16,8 @@ from torch import nn
 
 from memplan import PlannerPass
 from memplan.experiments.zoo import runtime
+from memplan.planner.levers.refusals import Refusal
 from memplan.planner.levers.slice_noop.analysis import slice_kind
-from memplan.planner.levers.slice_noop.decisions import SliceRefusal
 from memplan.validate import check_plan
 
 
@@ -135,14 +135,14 @@ def test_split_pieces_and_a_leading_one_slice_become_no_ops():
 def test_inner_dim_slice_keeps_its_copy():
     program, noops = planned("columns")
     (decision,) = noops.decisions
-    assert not decision.removed and SliceRefusal.INNER_DIM in decision.reasons
+    assert not decision.removed and Refusal.INNER_DIM in decision.reasons
     assert remaining_slices(program) == 1
 
 
 def test_slice_of_a_tensor_written_while_read_is_refused():
     program, noops = planned("written_while_read")
     (decision,) = [d for d in noops.decisions if d.op == "slice"]
-    assert not decision.removed and SliceRefusal.INPUT_WRITTEN_IN_PLACE in decision.reasons
+    assert not decision.removed and Refusal.INPUT_WRITTEN_IN_PLACE in decision.reasons
     assert remaining_slices(program) >= 1
 
 
@@ -150,7 +150,7 @@ def test_slices_of_state_are_refused_and_state_stays_correct():
     _, noops = planned("state_slice")
     state_slices = [d for d in noops.decisions if "state" in d.detail or "mutable" in d.detail]
     assert state_slices and not any(d.removed for d in state_slices)
-    assert all(SliceRefusal.INPUT_SOURCE in d.reasons for d in state_slices)
+    assert all(Refusal.INPUT_SOURCE in d.reasons for d in state_slices)
 
 
 def test_slice_read_before_the_larger_slice_holding_it():
@@ -182,7 +182,7 @@ def test_forcing_the_refused_no_op_gives_wrong_outputs(monkeypatch):
     original = analysis._input_reasons
 
     def ignoring_writes(*args):
-        return [r for r in original(*args) if r[0] is not SliceRefusal.INPUT_WRITTEN_IN_PLACE]
+        return [r for r in original(*args) if r[0] is not Refusal.INPUT_WRITTEN_IN_PLACE]
 
     monkeypatch.setattr(analysis, "_input_reasons", ignoring_writes)
     model = MODELS["written_while_read"]()

@@ -18,7 +18,8 @@ from memplan.experiments.zoo import ZooModel, runtime
 from memplan.experiments.zoo.lowering import Lowered
 from memplan.experiments.zoo.models import hybrid
 from memplan.experiments.zoo.models.stateful import multi_method_cache
-from memplan.planner.levers.state_in_place import StateRefusal, StateStatus, analyze, is_write_back
+from memplan.planner.levers.refusals import Refusal
+from memplan.planner.levers.state_in_place import StateStatus, analyze, is_write_back
 from memplan.planner.pass_ import PlannerPass
 
 N_CALLS = 5
@@ -168,16 +169,16 @@ def inputs_4x8(i: int) -> tuple:
 
 
 REFUSED = {
-    "old_value_read_later": (ReadAfterUpdate(), inputs_4x8, {StateRefusal.OLD_VALUE_READ_LATER}),
+    "old_value_read_later": (ReadAfterUpdate(), inputs_4x8, {Refusal.OLD_VALUE_READ_LATER}),
     "kernel_not_alias_safe": (
         Where(),
         lambda i: (torch.randn(64, 32),),
-        {StateRefusal.KERNEL_NOT_ALIAS_SAFE},
+        {Refusal.KERNEL_NOT_ALIAS_SAFE},
     ),
-    "dtype_change": (DtypeChange(), inputs_4x8, {StateRefusal.DTYPE_MISMATCH}),
-    "control_flow_output": (CondState(), inputs_4x8, {StateRefusal.CONTROL_FLOW_OUTPUT}),
-    "graph_output": (ReturnsTheState(), inputs_4x8, {StateRefusal.NEW_VALUE_IS_GRAPH_OUTPUT}),
-    "value_is_an_input": (StateFromInput(), inputs_4x8, {StateRefusal.NEW_VALUE_IS_INPUT}),
+    "dtype_change": (DtypeChange(), inputs_4x8, {Refusal.DTYPE_MISMATCH}),
+    "control_flow_output": (CondState(), inputs_4x8, {Refusal.CONTROL_FLOW_OUTPUT}),
+    "graph_output": (ReturnsTheState(), inputs_4x8, {Refusal.NEW_VALUE_IS_GRAPH_OUTPUT}),
+    "value_is_an_input": (StateFromInput(), inputs_4x8, {Refusal.NEW_VALUE_IS_INPUT}),
 }
 
 
@@ -247,7 +248,7 @@ def test_a_delegate_output_keeps_its_copy():
     program, pass_ = lower(model)
     [d] = decisions(pass_)
     assert d.status is not StateStatus.IN_PLACE
-    assert d.reasons == (StateRefusal.DELEGATE_OUTPUT,), d.detail
+    assert d.reasons == (Refusal.DELEGATE_OUTPUT,), d.detail
     assert "delegate" in d.detail
     assert state_copies(program) == (1, 128)
 
@@ -345,7 +346,7 @@ def test_shared_state_one_method_updates_in_place_the_other_out_of_place(form):
     [bump] = results["bump"].state_report.decisions
     [gate] = results["gate"].state_report.decisions
     assert bump.status is StateStatus.IN_PLACE
-    assert gate.status is not StateStatus.IN_PLACE and gate.reasons == (StateRefusal.KERNEL_NOT_ALIAS_SAFE,)
+    assert gate.status is not StateStatus.IN_PLACE and gate.reasons == (Refusal.KERNEL_NOT_ALIAS_SAFE,)
     assert state_copies(program) == (1, 128)
 
 
@@ -393,7 +394,7 @@ def test_a_mutated_user_input_keeps_its_copy():
     pass_ = PlannerPass(solver="bestfit")
     program = runtime.lower(model, memory_planning_pass=pass_)
     [d] = decisions(pass_)
-    assert d.status is StateStatus.KEPT and d.reasons == (StateRefusal.USER_INPUT_MUTATION,)
+    assert d.status is StateStatus.KEPT and d.reasons == (Refusal.USER_INPUT_MUTATION,)
     assert state_copies(program) == (1, 128)
     got = runtime.run_pte(program.buffer, model.calls)
     want = runtime.eager_outputs(model)
@@ -439,7 +440,7 @@ def test_a_value_written_back_into_two_buffers_is_refused_for_both():
     copy_b.replace_input_with(copy_b.args[1], copy_a.args[1])  # b gets a's new value too
     found = analyze(gm, signature)
     assert [d.status for d in found] != [StateStatus.IN_PLACE] * 2
-    assert all(StateRefusal.NEW_VALUE_SHARED in d.reasons for d in found)
+    assert all(Refusal.NEW_VALUE_SHARED in d.reasons for d in found)
     assert copy_b.name in found[0].detail and copy_a.name in found[1].detail
 
 
@@ -449,7 +450,7 @@ def test_state_another_op_writes_in_place_is_refused():
     with gm.graph.inserting_before(copy_a):
         writer = gm.graph.call_function(torch.ops.aten.mul_.Scalar, (state, 2.0))
     [a, b] = analyze(gm, signature)
-    assert a.status is StateStatus.KEPT and StateRefusal.STATE_WRITTEN_IN_PLACE in a.reasons
+    assert a.status is StateStatus.KEPT and Refusal.STATE_WRITTEN_IN_PLACE in a.reasons
     assert f"{writer.name} writes a in place" in a.detail
     assert b.status is StateStatus.IN_PLACE
 
@@ -457,5 +458,5 @@ def test_state_another_op_writes_in_place_is_refused():
 def test_unplanned_state_is_refused():
     gm, signature, _ = planning_graph(TwoStates())
     found = analyze(gm, signature, state_planned=False)
-    assert all(d.reasons == (StateRefusal.STATE_NOT_PLANNED,) for d in found)
+    assert all(d.reasons == (Refusal.STATE_NOT_PLANNED,) for d in found)
     assert all(d.status is StateStatus.KEPT for d in found)

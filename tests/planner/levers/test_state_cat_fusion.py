@@ -14,9 +14,10 @@ from torch import nn
 
 from memplan.experiments.bench.state_report import state_copies
 from memplan.experiments.zoo import ZooModel, runtime
-from memplan.planner.levers.cat.decisions import CatRefusal, CatStatus
+from memplan.planner.levers.cat.decisions import CatStatus
+from memplan.planner.levers.refusals import Refusal
 from memplan.planner.levers.state_in_place import StateStatus
-from memplan.planner.levers.state_in_place.window import ExtraWrite, late_reads
+from memplan.planner.levers.write_window import ExtraWrite, late_reads
 from memplan.planner.pass_ import PlannerPass
 
 N_CALLS = 6
@@ -79,7 +80,7 @@ def test_issue_program_matches_eager_with_the_default_pass(module):
     [state] = result.state_report.decisions
     assert state.status is StateStatus.IN_PLACE and state_copies(program) == (0, 0)
     [cat] = result.cat_report.decisions
-    assert cat.status is CatStatus.REFUSED and cat.reasons == (CatRefusal.STATE_READ_LATER,)
+    assert cat.status is CatStatus.REFUSED and cat.reasons == (Refusal.STATE_READ_LATER,)
     assert "writes into b_s's bytes before aten_slice_copy_tensor" in cat.detail, cat.detail
 
 
@@ -149,14 +150,14 @@ class NestedCatIntoState(State8x4):
 )
 def test_generator_finding_matches_eager_with_the_default_pass(module):
     _, result = run_default(model(module(), rows=8))
-    refused = [d for d in result.cat_report.decisions if CatRefusal.STATE_READ_LATER in d.reasons]
+    refused = [d for d in result.cat_report.decisions if Refusal.STATE_READ_LATER in d.reasons]
     assert refused and all(d.status is CatStatus.REFUSED for d in refused)
 
 
 def test_a_nested_cat_is_refused_with_its_outer_cat_once_its_own_copy_lands_early():
     _, result = run_default(model(NestedCatIntoState(), rows=8))
     assert [d.status for d in result.cat_report.decisions] == [CatStatus.REFUSED] * 2
-    assert all(d.reasons == (CatRefusal.STATE_READ_LATER,) for d in result.cat_report.decisions)
+    assert all(d.reasons == (Refusal.STATE_READ_LATER,) for d in result.cat_report.decisions)
 
 
 # -- what stays fused ----------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from memplan import PlannerPass
 from memplan.bounds import lower_bound
 from memplan.experiments import zoo
 from memplan.experiments.zoo import runtime
-from memplan.planner.levers.cat.decisions import CatRefusal
+from memplan.planner.levers.refusals import Refusal
 from memplan.planner.memory.instruction_traffic import emitted_traffic
 
 SLOW = pytest.mark.slow
@@ -98,5 +98,5 @@ def test_never_more_slow_bank_traffic_than_banked_greedy(
             report = planner.results["forward"].cat_report
             assert report is not None
             refused = {reason for d in report.decisions for reason in d.reasons}
-            assert (CatRefusal.TRAFFIC_GREW in refused) == traffic_refuses_cats, refused
+            assert (Refusal.TRAFFIC_GREW in refused) == traffic_refuses_cats, refused
         runtime.check_outputs(model, program.buffer)
