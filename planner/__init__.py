@@ -1,12 +1,12 @@
 """The ExecuTorch layer: extract a Problem from an edge program, plan it with memplan's solvers, apply it.
 
-`pass_` (the drop-in `MemoryPlanningPass`) runs the steps: `extract` (lifetimes, sizes, pools with
-ExecuTorch's own semantics), the levers that reshape the problem — `cat` (cat fusion),
-`state_in_place` (a method's mutable state written where it lives, no write-back copy),
-`cross_method_state` (state that several methods of one program share sits at one offset in each),
-`banks` (memory maps) — then `apply` (offsets into TensorSpecs, after the validator) and `verify`.
-`pte` and `replan` read and re-plan built `.pte` programs. Private ExecuTorch names are imported
-only in `compat`.
+`pass_` (the drop-in `MemoryPlanningPass`) composes the stages in `stages/` (extract -> levers ->
+solve -> apply -> verify, and the state several methods share). Below them: `levers/` (cat fusion,
+state in place, slice no-ops: one protocol, one refusal vocabulary, shared graph facts), `algorithms/`
+(ExecuTorch's algorithms translated, run as given, and memplan's solvers as one), `graph/` (a graph's
+tensors as a Problem, the signature ExecuTorch's helpers read), `memory/` (memory maps' banks, device
+arenas, the bytes instructions move) and `cadence/` (Cadence's algorithm). `pte/` reads, checks and
+re-plans built `.pte` programs. Private ExecuTorch names are imported only in `compat`.
 """
 
 if __name__ != "memplan.planner":  # pragma: no cover - only a wrong sys.path gets here

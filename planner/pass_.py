@@ -3,68 +3,58 @@
     edge.to_executorch(ExecutorchBackendConfig(
         memory_planning_pass=PlannerPass(solver="cpsat", time_limit_s=10)))
 
-It extracts each method's `Problem` (planner.graph.extract), solves it with a
-memplan solver, validates the plan, writes it into the TensorSpecs the way
-`apply_algo` would, and checks the result with ExecuTorch's `Verifier`
-semantics (planner.graph.storage_reuse: its storage-reuse check in O(n log n), its
-graph input/output check as is). The
-per-method dict form of `memory_planning_pass` works too. Problems and plans
-stay available as `pass_.results[method].problem` / `.plan`.
+A composition of stages (planner.stages), one job each, as TVM's unified
+static memory planner composes its passes. Per method, the graph levers
+rewrite the graph (`stages.levers`: state in place); then per graph and
+control-flow submodule: extract (`stages.problem`: the tensors as the
+problem the given algorithm plans) -> levers (`stages.levers`: each lever
+decides and reshapes the problem) -> solve (`stages.solve`: memplan's plan
+unless the reference is better) -> apply (`stages.apply`: the plan into the
+TensorSpecs, validated first; the levers rewrite the graph) -> verify
+(`stages.verify`: ExecuTorch's checks). The algorithm and solver are read
+once (`stages.solver`). The per-method dict form of `memory_planning_pass`
+works too. Problems and plans stay available as
+`pass_.results[method].problem` / `.plan`.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 import torch
-import torch.utils._pytree as pytree
-from executorch.exir.banked_memory_planning import BankedGreedy, TargetMemoryMap
-from executorch.exir.memory_planning import (
-    MemoryPlanningAlgorithmSuite,
-    Verifier,
-    insert_calls_to_free,
-)
+from executorch.exir.banked_memory_planning import TargetMemoryMap
+from executorch.exir.memory_planning import insert_calls_to_free
 from executorch.exir.pass_base import PassResult
 from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass
-from executorch.exir.tensor import ALIGNMENT, TensorSpec
+from executorch.exir.tensor import ALIGNMENT
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
-from memplan.banks import traffic, traffic_cost
-from memplan.errors import PlanningError, ProblemError, UnsupportedProblemError
-from memplan.plan import Outcome, Plan
-from memplan.planner.algorithms.given import GivenPlan, placed_by
-from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
-from memplan.planner.algorithms.translate import NO_FUSION, Translation, Untranslated, translate
+from memplan.errors import PlanningError
+from memplan.planner.algorithms.translate import Translation, Untranslated
 from memplan.planner.compat import ExportContext, export_context, merge_bufsizes
-from memplan.planner.graph.extract import (
-    Extraction,
-    ExtractionError,
-    control_flow_submodules,
-    extract,
-    state_buffers,
-)
-from memplan.planner.graph.offsets import apply_plan
+from memplan.planner.graph.extract import ExtractionError, control_flow_submodules, extract, state_buffers
 from memplan.planner.graph.signature import frozen
-from memplan.planner.graph.storage_reuse import verify_storage_reuse
-from memplan.planner.levers.cat.decisions import CatFusion
-from memplan.planner.levers.cat.policy import plan_with_cat_fusion
-from memplan.planner.levers.cat.report import CatReport
-from memplan.planner.levers.cat.rewrite import fuse_cats
-from memplan.planner.levers.slice_noop.analysis import analyze_slices
-from memplan.planner.levers.slice_noop.decisions import SliceNoops
-from memplan.planner.levers.slice_noop.rewrite import remove_noop_slices
-from memplan.planner.levers.state_in_place import StateReport, StateStatus, analyze, rewrite
-from memplan.planner.memory.bank_maps import bank_buffer_sizes, with_memory_map
+from memplan.planner.levers.cat.lever import CatFusionOptions
+from memplan.planner.levers.lever import Site
+from memplan.planner.levers.slice_noop.lever import SliceNoopOptions
+from memplan.planner.levers.state_in_place.lever import StateInPlaceOptions
 from memplan.planner.memory.bank_maps import state_pool as banked_state_pool
-from memplan.planner.memory.bank_maps import stock_sizes as banked_stock_sizes
-from memplan.planner.memory.devices import DeviceArenas, place_zero_size, split_by_device, with_device_arenas
 from memplan.planner.memory.instruction_traffic import argument_bytes
+from memplan.planner.stages.apply import written
+from memplan.planner.stages.costs import Costs
+from memplan.planner.stages.levers import (
+    Reshaped,
+    configured,
+    reshape,
+    rewrite_after_plan,
+    rewrite_before_extraction,
+    switched_off,
+)
+from memplan.planner.stages.problem import constrained
+from memplan.planner.stages.result import MethodResult
 from memplan.planner.stages.shared_state import (
     STATE_POOL,
     MethodState,
@@ -76,63 +66,12 @@ from memplan.planner.stages.shared_state import (
     reject_foreign_planners,
     with_state,
 )
-from memplan.problem import Problem
+from memplan.planner.stages.solve import Graph, as_given, choose
+from memplan.planner.stages.solver import algorithm
+from memplan.planner.stages.stock import Stock, before_rewrite, stock_of, with_shared_state_arena
+from memplan.planner.stages.verify import verify_method
 
-
-@dataclass
-class MethodResult:
-    """What the pass did for one method (or control-flow submodule).
-
-    `buffer_sizes` is the `non_const_buffer_sizes` written into the program;
-    `stock_sizes` is the `non_const_buffer_sizes` of the program ExecuTorch's
-    own `MemoryPlanningPass` (under a memory map: its BankedGreedy; [] when
-    that raises BankPlacementError) builds from the same edge program, for
-    comparison: the write-backs as ExecuTorch emits them (the problem is taken
-    before `state_in_place` rewrites them), and the shared-state arena when
-    state is shared across methods (ExecuTorch's `share_mutable_buffers` lays
-    it out the same way). Without a memory map it is computed on first use by
-    memplan's byte-exact replica of that greedy (solvers.greedy), so the pass
-    does not pay for the solve. In a method with control flow, the bytes
-    reserved for its submodules are memplan's.
-    """
-
-    problem: Problem
-    plan: Plan
-    buffer_sizes: list[int]
-    stock: Callable[[], list[int]] = field(repr=False)  # computes `stock_sizes`
-    submodules: dict[str, MethodResult] = field(default_factory=dict)
-    cat_report: CatReport | None = None  # set when cat fusion is on (memplan.planner.levers.cat)
-    specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
-    padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
-    state_report: StateReport | None = (
-        None  # set when state_in_place is on (memplan.planner.levers.state_in_place)
-    )
-    algorithm: str = (
-        ""  # the algorithm given to the pass (memplan.planner.algorithms.translate.algorithm_name)
-    )
-    note: str = ""  # how it was honoured: translated (and whose plan was kept) or run as given
-    arenas: DeviceArenas = field(default_factory=DeviceArenas)  # the device of each non-host arena
-    slice_noops: SliceNoops | None = None  # set when slice_noop is on (memplan.planner.levers.slice_noop)
-    # Bytes per arena of every instruction's tensor arguments, as the emitted program counts them
-    # (planner.memory.instruction_traffic): what a memory map's fast banks serve.
-    traffic: dict[int, int] = field(default_factory=dict)
-
-    @cached_property
-    def stock_sizes(self) -> list[int]:
-        return self.stock()
-
-
-@dataclass
-class _Choice:
-    """The plan chosen for one graph (`PlannerPass._choose`) and how it was chosen."""
-
-    planned: Extraction  # the extraction the plan is for (cat fusion's problem when cats are fused)
-    plan: Plan
-    note: str
-    fusion: CatFusion | None = None
-    without: Plan | None = None  # the plan without cat fusion
-    as_given: GivenPlan | None = None  # set when the given algorithm ran as given
-    reference_kept: bool = False  # the reference algorithm's plan of the extraction before any lever
+Flags = tuple[bool, bool, bool]  # (alloc_graph_input, alloc_graph_output, alloc_mutable_buffers) of one graph
 
 
 class PlannerPass(MemoryPlanningPass):
@@ -201,38 +140,30 @@ class PlannerPass(MemoryPlanningPass):
         time_limit_s: float | None = solvers.DEFAULT_TIME_LIMIT_S,
         solver_options: dict[str, Any] | None = None,
         capacity: int | None = None,
-        cat_fusion: bool = True,
-        cat_fusion_relax_alignment: bool = False,
-        cat_fusion_partial: bool = False,
-        cat_fusion_allow_growth: bool = False,
+        cat_fusion: bool | CatFusionOptions = True,
+        cat_fusion_relax_alignment: bool | None = None,
+        cat_fusion_partial: bool | None = None,
+        cat_fusion_allow_growth: bool | None = None,
         memory_map: TargetMemoryMap | None = None,
-        state_in_place: bool = True,
-        slice_noop: bool = False,
+        state_in_place: bool | StateInPlaceOptions = True,
+        slice_noop: bool | SliceNoopOptions = False,
     ) -> None:
-        solvers.entry(solver).make_params(dict(solver_options or {}))  # bad names fail here, not mid-export
         if share_mutable_buffers and not alloc_mutable_buffers:
             raise PlanningError("share_mutable_buffers is only meaningful when alloc_mutable_buffers is True")
-        if memory_planning_algo is None:
-            memory_planning_algo = MemoryPlanningAlgorithmSuite(
-                algo_list=[MemplanAlgorithm(solver, time_limit_s, solver_options)]
-            )
-        self.translation = translate(memory_planning_algo)
-        if isinstance(self.translation, Translation) and self.translation.solver is not None:
-            solver, time_limit_s = self.translation.solver, self.translation.time_limit_s
-            solver_options = dict(self.translation.solver_options)
-        if isinstance(self.translation, Translation) and self.translation.memory_map is not None:
-            if memory_map is not None and memory_map is not self.translation.memory_map:
-                raise PlanningError(
-                    f"memory_map was given twice: as an argument and by {self.translation.name}; give one"
-                )
-            memory_map = self.translation.memory_map
-        if memory_map is not None:
-            try:
-                solvers.for_memory_map(solver)
-            except UnsupportedProblemError as e:
-                raise PlanningError(str(e)) from None
+        options = dict(solver_options or {})
+        self.algorithm = algorithm(memory_planning_algo, solver, time_limit_s, options, capacity, memory_map)
+        self.levers = configured(
+            {
+                "cat_fusion": cat_fusion,
+                "cat_fusion_relax_alignment": cat_fusion_relax_alignment,
+                "cat_fusion_partial": cat_fusion_partial,
+                "cat_fusion_allow_growth": cat_fusion_allow_growth,
+                "state_in_place": state_in_place,
+                "slice_noop": slice_noop,
+            }
+        )
         super().__init__(
-            memory_planning_algo,
+            self.algorithm.given,
             allow_lifetime_and_storage_overlap=allow_lifetime_and_storage_overlap,
             alloc_graph_input=alloc_graph_input,
             alloc_graph_output=alloc_graph_output,
@@ -241,17 +172,6 @@ class PlannerPass(MemoryPlanningPass):
             alignment=alignment,
         )
         self.share_mutable_buffers: bool | None = share_mutable_buffers  # type: ignore[assignment]
-        self.solver = solver
-        self.time_limit_s = time_limit_s
-        self.solver_options = dict(solver_options or {})
-        self.capacity = capacity
-        self.cat_fusion = cat_fusion
-        self.cat_fusion_relax_alignment = cat_fusion_relax_alignment
-        self.cat_fusion_partial = cat_fusion_partial
-        self.cat_fusion_allow_growth = cat_fusion_allow_growth
-        self.memory_map = memory_map
-        self.state_in_place = state_in_place
-        self.slice_noop = slice_noop
         self.results: dict[str, MethodResult] = {}
         self.shared_state: SharedLayout | None = None
 
@@ -265,37 +185,35 @@ class PlannerPass(MemoryPlanningPass):
         method = context.method if context else self._fallback_name()
         share = self._shares(context)
         self._set_alloc_node_spec(graph_module)
-        if share and graph_signature is not None and self.memory_map is None:
+        if share and graph_signature is not None and self.algorithm.memory_map is None:
             check_default_mem_ids(graph_module)
-        alloc_mutable = self.alloc_mutable_buffers and not share
-        state_report, stock = None, None
-        if self.state_in_place:
-            state_report, stock = self._update_state_in_place(graph_module, graph_signature, alloc_mutable)
-        result = self._plan_graph(
-            graph_module,
-            graph_signature,
-            method,
-            self.alloc_graph_input,
-            self.alloc_graph_output,
-            alloc_mutable,
+        flags = (self.alloc_graph_input, self.alloc_graph_output, self.alloc_mutable_buffers and not share)
+        site = Site(graph_module, frozen(graph_signature), graph_signature, self.alloc_mutable_buffers)
+        before: list[Stock] = []  # the stock figure of the graph before a graph lever changes it
+
+        def before_change() -> None:
+            if not control_flow_submodules(graph_module):
+                before.append(
+                    before_rewrite(graph_module, site.signature, self.algorithm, self.alignment, flags)
+                )
+
+        reports = rewrite_before_extraction(self.levers, site, before_change)
+        result = self._plan_graph(graph_module, graph_signature, method, flags)
+        result.reports.update(reports)
+        layout = functools.partial(lambda: self.shared_state if share else None)
+        result.stock = functools.partial(
+            with_shared_state_arena, before[0] if before else result.stock, layout
         )
-        result.state_report = state_report
-        result.stock = functools.partial(self._with_shared_state_arena, stock or result.stock, share)
         self.results[method] = result
         checked = frozen(graph_signature)  # after cat fusion renamed outputs
-        # An algorithm run as given keeps its mem_obj_ids; a translation may waive the check.
-        if isinstance(self.translation, Translation) and self.translation.check_storage_reuse:
-            verify_storage_reuse(
-                graph_module,
-                checked,
-                alloc_graph_input=self.alloc_graph_input,
-                alloc_graph_output=self.alloc_graph_output,
-                alloc_mutable_buffers=alloc_mutable,
-                allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap,
-            )
-        Verifier(
-            graph_module, self.alloc_graph_input, self.alloc_graph_output, alloc_mutable, checked
-        ).verify_graph_input_output()
+        translation = self.algorithm.translation
+        verify_method(
+            graph_module,
+            checked,
+            flags,
+            storage_reuse=isinstance(translation, Translation) and translation.check_storage_reuse,
+            allow_lifetime_and_storage_overlap=self.allow_lifetime_and_storage_overlap,
+        )
         if checked is not None:
             self._register(context, method, graph_module, checked, share)
         return PassResult(graph_module, True)
@@ -330,14 +248,13 @@ class PlannerPass(MemoryPlanningPass):
         graph_module: torch.fx.GraphModule,
         graph_signature: ExportGraphSignature | None,
         where: str,
-        alloc_graph_input: bool,
-        alloc_graph_output: bool,
-        alloc_mutable_buffers: bool,
+        flags: Flags,
     ) -> MethodResult:
-        """Plan `graph_module` and its control-flow submodules like `apply_algo`.
+        """Plan `graph_module` and its control-flow submodules like `apply_algo`: extract -> levers ->
+        solve -> apply (the module docstring).
 
-        ExecuTorch's helpers read a `frozen` signature; only `fuse_cats`, which
-        renames outputs in the program's own signature, gets `graph_signature`.
+        ExecuTorch's helpers read a `frozen` signature; only a lever's rewrite (cat fusion renames
+        outputs in the program's own signature) gets `graph_signature`.
         """
         submodules: dict[str, MethodResult] = {}
         signature = frozen(graph_signature)
@@ -347,49 +264,53 @@ class PlannerPass(MemoryPlanningPass):
             for node, sub_alloc_input in control_flow_submodules(graph_module):
                 target = str(node.target)
                 sub = getattr(graph_module, target)
-                res = self._plan_graph(sub, graph_signature, f"{where}/{target}", sub_alloc_input, True, True)
+                res = self._plan_graph(
+                    sub, graph_signature, f"{where}/{target}", (sub_alloc_input, True, True)
+                )
                 sub.meta["non_const_buffer_sizes"] = res.buffer_sizes
                 submodules[target] = res
                 merge_bufsizes(sizes, res.buffer_sizes)
             return sizes
 
+        alloc_input, alloc_output, alloc_mutable = flags
         ex = extract(
             graph_module,
             signature,
             alignment=self.alignment,
-            alloc_graph_input=alloc_graph_input,
-            alloc_graph_output=alloc_graph_output,
-            alloc_mutable_buffers=alloc_mutable_buffers,
+            alloc_graph_input=alloc_input,
+            alloc_graph_output=alloc_output,
+            alloc_mutable_buffers=alloc_mutable,
             submodules=plan_submodules,
             name=where,
         )
-        ex, arenas = self._constrained(ex, graph_module, where)
-        stock = self._stock(ex, graph_module, signature)
-        noops, plain = None, ex
-        if self.slice_noop and not self._shared_objects:  # before cat fusion: cats leave grouped slices alone
-            noops = analyze_slices(graph_module, signature, ex)
-            ex = dataclasses.replace(ex, problem=noops.problem)
-        removed = frozenset(noops.nodes_removed) if noops else frozenset()
-        costs = _Costs(plain, list(graph_module.graph.nodes), removed)
-        choice = self._choose(ex, graph_module, signature, where, arenas, costs)
-        planned, plan, fusion, note = choice.planned, choice.plan, choice.fusion, choice.note
-        levers = not (choice.reference_kept or choice.as_given is not None)
-        if not levers:
-            noops = None  # the kept plan is of the graph with every slice's copy
-        moved = costs.traffic(planned.problem, plan, fusion, levers)
-        sizes = self._written(choice, arenas, graph_module)
+        devices = self.enable_non_cpu_memory_planning
+        ex, arenas = constrained(ex, graph_module, where, self.algorithm, self.alignment, devices)
+        stock = stock_of(ex, graph_module, signature, self.algorithm, self.alignment)
+        costs = Costs(ex, list(graph_module.graph.nodes))
+        site = Site(
+            graph_module,
+            signature,
+            graph_signature,
+            solve=functools.partial(self.algorithm.solver.solve, where=where),
+            cost=costs.of if self.algorithm.memory_map is not None else None,
+        )
+        graph = Graph(graph_module, signature, where, self.alignment, arenas)
+        if isinstance(self.algorithm.translation, Untranslated):
+            reshaped, choice = Reshaped(ex), as_given(self.algorithm, graph, ex)
+        else:
+            reshaped = reshape(self.levers, site, ex, self.algorithm.shared_objects)
+            choice = choose(self.algorithm, graph, reshaped, costs, switched_off(self.levers))
+        planned, plan = choice.planned, choice.plan
+        removed = reshaped.removed if choice.levers else frozenset()
+        sizes = written(choice, arenas, graph_module, self.algorithm.memory_map)
+        note = choice.note
         if arenas.devices:
             note += "; device arenas: " + ", ".join(
                 planned.problem.pool_label(p) for p in sorted(arenas.devices)
             )
         insert_calls_to_free(graph_module, set(ex.specs))
-        report = None
-        if fusion is not None:
-            report = CatReport.of(
-                fusion, plan, choice.without, fuse_cats(graph_module, fusion, ex.spec_of, graph_signature)
-            )
-        if noops is not None:
-            remove_noop_slices(graph_module, noops, ex.spec_of)
+        spec_of = reshaped.extraction.spec_of
+        reports = rewrite_after_plan(reshaped, site, spec_of, plan) if choice.levers else {}
         graph_module.meta["non_const_buffer_sizes"] = sizes
         return MethodResult(
             planned.problem,
@@ -397,213 +318,14 @@ class PlannerPass(MemoryPlanningPass):
             sizes,
             stock,
             submodules,
-            report,
+            reports,
             dict(planned.spec_of),
             ex.extra_padding,
-            algorithm=self.translation.name,
+            algorithm=self.algorithm.translation.name,
             note=note,
             arenas=arenas,
-            slice_noops=noops,
-            traffic=moved,
+            traffic=costs.traffic(planned.problem, plan, removed),
         )
-
-    def _constrained(
-        self, ex: Extraction, graph_module: torch.fx.GraphModule, where: str
-    ) -> tuple[Extraction, DeviceArenas]:
-        """The extraction with the memory map's banks, the algorithm's own constraints, its form and one
-        pool per device; the submodule reservations set where ExecuTorch's algorithms read them."""
-        if self.memory_map is not None:
-            ex = with_memory_map(ex, graph_module, self.memory_map, self.alignment)
-        if isinstance(self.translation, Translation) and self.translation.constrain is not None:
-            ex = self.translation.constrain(ex, graph_module, where)
-        ex = self._in_form(ex)
-        arenas = DeviceArenas()
-        if self.enable_non_cpu_memory_planning:
-            ex, arenas = split_by_device(ex, where)
-        reserved = [0] * (max(ex.reserved, default=0) + 1)
-        for pool, size in ex.reserved.items():
-            reserved[pool] = size
-        graph_module.input_mem_buffer_sizes = reserved  # type: ignore[assignment]  # what ExecuTorch's greedy reads
-        return ex, arenas
-
-    def _written(
-        self, choice: _Choice, arenas: DeviceArenas, graph_module: torch.fx.GraphModule
-    ) -> list[int]:
-        """Write the chosen plan into the specs; the `non_const_buffer_sizes` (and devices) to emit."""
-        planned, plan = choice.planned, choice.plan
-        sizes = apply_plan(planned, plan)
-        if choice.as_given is not None:
-            sizes = merge_bufsizes(sizes, choice.as_given.buffer_sizes)  # it may reserve more than it places
-            # Its mem_obj_ids may mean more than shared bytes (Vulkan reads them as allocations).
-            for spec, obj in choice.as_given.objects:
-                spec.mem_obj_id = obj
-        if arenas.devices:
-            place_zero_size(planned, arenas)
-            sizes = with_device_arenas(sizes, arenas)
-            if (devices := arenas.buffer_devices(len(sizes))) is not None:
-                graph_module.meta["non_const_buffer_device"] = devices
-        if self.memory_map is not None:
-            sizes = bank_buffer_sizes(sizes, planned.problem.banks, dict(plan.arena_sizes))
-        return sizes
-
-    def _choose(
-        self,
-        ex: Extraction,
-        graph_module: torch.fx.GraphModule,
-        signature: ExportGraphSignature | None,
-        where: str,
-        arenas: DeviceArenas,
-        costs: _Costs,
-    ) -> _Choice:
-        """The plan of one graph: the given algorithm's run as given, or memplan's unless a reference is better.
-
-        The reference is the given algorithm's own plan, or ExecuTorch's BankedGreedy under a
-        memory map given by keyword; it plans `costs.plain` (the extraction before slice no-ops), as
-        stock would. Plans are ordered by `_Costs`: under a memory map the emitted program's
-        traffic cost comes first.
-        """
-        translation = self.translation
-        plain = costs.plain
-
-        def given(algorithm: Callable[..., Any], name: str, keep: bool) -> GivenPlan:
-            return placed_by(
-                algorithm, name, plain, graph_module, signature, self.alignment, arenas, keep=keep
-            )
-
-        if isinstance(translation, Untranslated):
-            own = given(self.memory_planning_algo, translation.name, True)
-            note = f"{translation.name} run as given ({translation.reason}); its plan passed validation"
-            return _Choice(dataclasses.replace(plain, problem=own.problem), own.plan, note, as_given=own)
-        reference: GivenPlan | str | None = None
-        if translation.reference:
-            reference = self._reference(functools.partial(given, self.memory_planning_algo, translation.name))
-        elif self.memory_map is not None:
-            banked = MemoryPlanningAlgorithmSuite(algo_list=[BankedGreedy(self.memory_map)])
-            reference = self._reference(functools.partial(given, banked, "banked_greedy"))
-        fusion, without = None, None
-        if self.cat_fusion and not translation.shared_objects:
-            fusion, plan, without = plan_with_cat_fusion(
-                graph_module,
-                signature,
-                ex,
-                lambda problem: self._solve(problem, where),
-                relax_alignment=self.cat_fusion_relax_alignment,
-                partial=self.cat_fusion_partial,
-                allow_growth=self.cat_fusion_allow_growth or self.memory_map is not None,
-                cost=(lambda f, p: costs.of(f.problem if f else ex.problem, p, f))
-                if self.memory_map
-                else None,
-            )
-            planned = dataclasses.replace(ex, problem=fusion.problem)
-        else:
-            plan, planned = self._solve(ex.problem, where), ex
-        note = f"{translation.name}: planned by memplan {self.solver}"
-        choice = _Choice(planned, plan, note, fusion, without)
-        off = [
-            name for name, on in (("cat fusion", self.cat_fusion), ("slice no-ops", self.slice_noop)) if on
-        ]
-        aside = f" ({' and '.join(off)} off: {NO_FUSION})" if translation.shared_objects and off else ""
-        if isinstance(reference, str):
-            choice.note = f"{translation.name} translated; its own plan was not kept: {reference}{aside}"
-        elif reference is not None:
-            mine = costs.of(choice.planned.problem, choice.plan, choice.fusion)
-            theirs = costs.of(reference.problem, reference.plan, None, levers=False)
-            choice.note = (
-                f"{translation.name} translated; memplan {self.solver}: {_shown(mine)}, the reference"
-                f" ({reference.plan.solver}): {_shown(theirs)}{aside}"
-            )
-            removes = costs.slices_removed or (choice.fusion is not None and bool(choice.fusion.removed))
-            if theirs < mine or (theirs == mine and not removes):  # memplan's replaces it only when better
-                planned = dataclasses.replace(plain, problem=reference.problem)
-                return _Choice(
-                    planned, reference.plan, choice.note + ", the reference's kept", reference_kept=True
-                )
-        else:
-            choice.note += aside
-        return choice
-
-    def _reference(self, given: Callable[[bool], GivenPlan]) -> GivenPlan | str:
-        """The reference algorithm's own plan, or why there is none (it failed, or its plan is invalid)."""
-        try:
-            return given(False)
-        except ProblemError as e:
-            return f"{type(e).__name__}: {str(e).splitlines()[0]}"
-        except Exception as e:  # the algorithm's own failure: memplan's plan stands
-            return f"it raised {type(e).__name__}: {e}"
-
-    def _stock(
-        self, ex: Extraction, graph_module: torch.fx.GraphModule, signature: ExportGraphSignature | None
-    ) -> Callable[[], list[int]]:
-        """What computes `stock_sizes` for `ex`: lazily, except ExecuTorch's BankedGreedy, which needs
-        the specs unplanned."""
-        if self.memory_map is None:
-            return functools.partial(_greedy_sizes, ex)
-        banked = banked_stock_sizes(self.memory_map, self.alignment, ex, graph_module, signature)
-        return functools.partial(list, [0, *banked[1:]] if banked else [])
-
-    def _update_state_in_place(
-        self,
-        graph_module: torch.fx.GraphModule,
-        graph_signature: ExportGraphSignature | None,
-        alloc_mutable_buffers: bool,
-    ) -> tuple[StateReport, Callable[[], list[int]] | None]:
-        """Rewrite the write-backs; and, when that changes the graph, the stock figure of the graph
-        ExecuTorch would plan (taken before, so the write-backs' values and copies are in it)."""
-        signature = frozen(graph_signature)
-        decisions = analyze(graph_module, signature, state_planned=self.alloc_mutable_buffers)
-        stock = None
-        changes = any(d.status is not StateStatus.KEPT for d in decisions)
-        if changes and not control_flow_submodules(graph_module):
-            before = extract(
-                graph_module,
-                signature,
-                alignment=self.alignment,
-                alloc_graph_input=self.alloc_graph_input,
-                alloc_graph_output=self.alloc_graph_output,
-                alloc_mutable_buffers=alloc_mutable_buffers,
-            )
-            if self.memory_map is not None:
-                before = with_memory_map(before, graph_module, self.memory_map, self.alignment)
-            stock = self._stock(self._in_form(before), graph_module, signature)
-            _forget_lifetimes(graph_module)  # ExecuTorch's lifetime analysis only ever widens them
-        return StateReport(tuple(decisions), rewrite(graph_module, decisions)), stock
-
-    @property
-    def _shared_objects(self) -> bool:
-        """True if the given algorithm plans the shared-objects form (translate.Translation.shared_objects)."""
-        return isinstance(self.translation, Translation) and self.translation.shared_objects
-
-    def _in_form(self, ex: Extraction) -> Extraction:
-        """The extraction with its problem in the form the given algorithm plans (shared objects or not)."""
-        if not self._shared_objects:
-            return ex
-        return dataclasses.replace(ex, problem=dataclasses.replace(ex.problem, shared_objects=True))
-
-    def _with_shared_state_arena(self, stock: Callable[[], list[int]], share: bool) -> list[int]:
-        """`stock()`, plus the arena of state shared across methods (as `share_mutable_buffers` lays it out)."""
-        sizes = list(stock())
-        layout = self.shared_state
-        if share and layout is not None and sizes:
-            sizes += [0] * (layout.pool - len(sizes)) + [layout.arena]
-        return sizes
-
-    def _solve(self, problem: Problem, where: str) -> Plan:
-        """The plan `solve` chooses with fallbacks (solvers.fallback), validated; errors name the method.
-
-        A failure keeps its type (`InfeasibleError`, `InvalidPlanError`, ...) and gets a note
-        naming the method and the solver.
-        """
-        if not problem.buffers:
-            return Plan(
-                offsets={}, arena_sizes={}, solver=self.solver, proven_optimal=True, outcome=Outcome.OPTIMAL
-            )
-        try:
-            return solvers.solve(
-                problem, self.solver, self.time_limit_s, self.capacity, fallback=True, **self.solver_options
-            )
-        except ProblemError as e:
-            e.add_note(f"memory planning of {where!r} with solver {self.solver!r} failed")
-            raise
 
     # -- methods and shared state --------------------------------------------------
     def _shares(self, context: ExportContext | None) -> bool:
@@ -626,6 +348,7 @@ class PlannerPass(MemoryPlanningPass):
     ) -> None:
         """Record the method for `run_multimethod`; `graph_signature` is read only from here on."""
         session = current_session(context.key if context else None, method)
+        memory_map = self.algorithm.memory_map
         session.methods[method] = MethodState(
             method=method,
             graph_module=graph_module,
@@ -638,69 +361,10 @@ class PlannerPass(MemoryPlanningPass):
             owner=self,
             state_pool=(
                 STATE_POOL
-                if self.memory_map is None
-                else banked_state_pool(self.memory_map, self.results[method].problem)
+                if memory_map is None
+                else banked_state_pool(memory_map, self.results[method].problem)
             ),
         )
-
-
-@dataclass
-class _Costs:
-    """What "better" means between two valid plans of one graph: under a memory map, less traffic
-    cost as the emitted program counts it (planner.memory.instruction_traffic: every instruction's tensor arguments at
-    their bytes, by bank); then fewer bytes.
-
-    memplan's plans are counted without the instructions their levers delete (fused cats, no-op
-    slices); a reference plan (`fusion` None, `levers` False) keeps every instruction. The bytes
-    each buffer moves are read off the graph once per set of deleted instructions.
-    """
-
-    plain: Extraction
-    nodes: list[torch.fx.Node]
-    slices_removed: frozenset[str]
-    _moved: dict[frozenset[str], dict[str, int]] = field(default_factory=dict)
-
-    def moved(self, fusion: CatFusion | None, levers: bool = True) -> dict[str, int]:
-        """Per buffer id: the bytes the emitted instructions move through it."""
-        gone = self.slices_removed | (fusion.instructions_removed if fusion else frozenset())
-        gone = gone if levers else frozenset()
-        if gone not in self._moved:
-            self._moved[gone] = argument_bytes(
-                self.plain.spec_of, [n for n in self.nodes if n.name not in gone]
-            )
-        return self._moved[gone]
-
-    def traffic(
-        self, problem: Problem, plan: Plan, fusion: CatFusion | None, levers: bool = True
-    ) -> dict[int, int]:
-        """Bytes per arena of every instruction's tensor arguments in the program this plan emits."""
-        return traffic(problem, plan.pools, self.moved(fusion, levers))
-
-    def of(
-        self, problem: Problem, plan: Plan, fusion: CatFusion | None, levers: bool = True
-    ) -> tuple[float, int]:
-        if not problem.banks:
-            return 0.0, plan.arena_size
-        return traffic_cost(problem, plan.pools, self.moved(fusion, levers)), plan.arena_size
-
-
-def _shown(cost: tuple[float, int]) -> str:
-    traffic_cost, size = cost
-    return f"{size:,} B" + (f", bank traffic cost {traffic_cost:,.0f}" if traffic_cost else "")
-
-
-def _forget_lifetimes(graph_module: torch.fx.GraphModule) -> None:
-    """Every TensorSpec of the graph back to the lifetime it had before any analysis."""
-    for node in graph_module.graph.nodes:
-        for spec in pytree.tree_leaves(node.meta.get("spec")):
-            if isinstance(spec, TensorSpec):
-                spec.lifetime = [None, None]
-
-
-def _greedy_sizes(ex: Extraction) -> list[int]:
-    """`non_const_buffer_sizes` ExecuTorch's greedy gives the extracted tensors (its replica, solvers.greedy;
-    `fallback` lays it out above the submodules' reservation, as ExecuTorch does)."""
-    return ex.pool_sizes(dict(solvers.solve(ex.problem, "greedy", fallback=True).arena_sizes))
 
 
 __all__ = ["PlannerPass", "PlanningError", "MethodResult", "ExtractionError"]

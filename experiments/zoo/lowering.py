@@ -115,12 +115,13 @@ def lower_planned(
 def levers(planner_pass: Any) -> str:
     """Which of memplan's levers the pass had on, e.g. "cat fusion + state in place" ("none": the
     solver alone, so `greedy` is ExecuTorch's algorithm on the program it was given)."""
+    switched_on = {lever.name for lever in planner_pass.levers}
     on = [
         name
         for name, flag in (
-            ("cat fusion", planner_pass.cat_fusion),
-            ("state in place", planner_pass.state_in_place),
-            ("banks", planner_pass.memory_map is not None),
+            ("cat fusion", "cat fusion" in switched_on),
+            ("state in place", "state in place" in switched_on),
+            ("banks", planner_pass.algorithm.memory_map is not None),
         )
         if flag
     ]

@@ -209,17 +209,22 @@ def _banked(algorithm: Any) -> Translation | None:
     return _shared_objects(algorithm_name(algorithm), algorithm.target)
 
 
+def own_solver(solver: str, time_limit_s: float | None, options: dict[str, Any]) -> Translation:
+    """memplan's own solver as the algorithm: planned by that solver, nothing to compare with (a solver of
+    one form, `shared_objects`, plans that form)."""
+    return Translation(
+        f"memplan_{solver}",
+        solver=solver,
+        solver_options=tuple(sorted(options.items())),
+        time_limit_s=time_limit_s,
+        reference=False,
+        shared_objects=solver in FORM_ONLY,
+    )
+
+
 @register_translator
 def _memplan(algorithm: Any) -> Translation | None:
-    """memplan's own solver as an algorithm: planned by that solver, nothing to compare with (a solver of
-    one form, `shared_objects`, plans that form)."""
+    """`MemplanAlgorithm(solver)`: its solver, as `own_solver`."""
     if isinstance(algorithm, MemplanAlgorithm):
-        return Translation(
-            algorithm.__name__,
-            solver=algorithm.solver,
-            solver_options=tuple(sorted(algorithm.solver_options.items())),
-            time_limit_s=algorithm.time_limit_s,
-            reference=False,
-            shared_objects=algorithm.solver in FORM_ONLY,
-        )
+        return own_solver(algorithm.solver, algorithm.time_limit_s, algorithm.solver_options)
     return None

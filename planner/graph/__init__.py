@@ -1,3 +1,2 @@
 """An edge graph module as memory planning sees it: its tensors as a `Problem` (`extract`), the
-signature ExecuTorch's helpers read (`signature`), the shared facts every lever reads (`facts`), a
-plan written into its TensorSpecs (`offsets`) and ExecuTorch's storage-reuse check (`storage_reuse`)."""
+signature ExecuTorch's helpers read (`signature`), and the `mem_obj_id`s of a plan (`offsets`)."""

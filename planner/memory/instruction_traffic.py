@@ -29,11 +29,38 @@ import torch
 from executorch.exir import memory, schema
 from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.memory_planning import get_node_tensor_specs
+from executorch.exir.scalar_type import ScalarType
 from executorch.exir.tensor import TensorSpec
 from torch.utils._pytree import tree_flatten
 
-from memplan.planner.pte.program import ELEMENT_BYTES
 from memplan.problem import Problem
+
+ELEMENT_BYTES = {  # bytes per element of each scalar type a program's tensors carry
+    ScalarType.BYTE: 1,
+    ScalarType.CHAR: 1,
+    ScalarType.SHORT: 2,
+    ScalarType.INT: 4,
+    ScalarType.LONG: 8,
+    ScalarType.HALF: 2,
+    ScalarType.FLOAT: 4,
+    ScalarType.DOUBLE: 8,
+    ScalarType.COMPLEX32: 4,
+    ScalarType.COMPLEX64: 8,
+    ScalarType.COMPLEX128: 16,
+    ScalarType.BOOL: 1,
+    ScalarType.QINT8: 1,
+    ScalarType.QUINT8: 1,
+    ScalarType.QINT32: 4,
+    ScalarType.BFLOAT16: 2,
+    ScalarType.BITS16: 2,
+    ScalarType.FLOAT8E5M2: 1,
+    ScalarType.FLOAT8E4M3FN: 1,
+    ScalarType.FLOAT8E5M2FNUZ: 1,
+    ScalarType.FLOAT8E4M3FNUZ: 1,
+    ScalarType.UINT16: 2,
+    ScalarType.UINT32: 4,
+    ScalarType.UINT64: 8,
+}
 
 # Calls the emitter turns into no instruction that touches tensor bytes.
 _NO_INSTRUCTION = (memory.alloc, memory.free, operator.getitem)

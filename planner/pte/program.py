@@ -43,37 +43,11 @@ from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.planner.compat import PTEFile, deserialize_pte_binary
 from memplan.planner.memory.devices import device_name
+from memplan.planner.memory.instruction_traffic import ELEMENT_BYTES
 from memplan.planner.pte.structure import PteError, check_method
 from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem
 from memplan.solvers import DEFAULT_ALIGNMENT
 from memplan.validate import validate
-
-ELEMENT_BYTES = {
-    ScalarType.BYTE: 1,
-    ScalarType.CHAR: 1,
-    ScalarType.SHORT: 2,
-    ScalarType.INT: 4,
-    ScalarType.LONG: 8,
-    ScalarType.HALF: 2,
-    ScalarType.FLOAT: 4,
-    ScalarType.DOUBLE: 8,
-    ScalarType.COMPLEX32: 4,
-    ScalarType.COMPLEX64: 8,
-    ScalarType.COMPLEX128: 16,
-    ScalarType.BOOL: 1,
-    ScalarType.QINT8: 1,
-    ScalarType.QUINT8: 1,
-    ScalarType.QINT32: 4,
-    ScalarType.BFLOAT16: 2,
-    ScalarType.BITS16: 2,
-    ScalarType.FLOAT8E5M2: 1,
-    ScalarType.FLOAT8E4M3FN: 1,
-    ScalarType.FLOAT8E5M2FNUZ: 1,
-    ScalarType.FLOAT8E4M3FNUZ: 1,
-    ScalarType.UINT16: 2,
-    ScalarType.UINT32: 4,
-    ScalarType.UINT64: 8,
-}
 
 READ, WRITE, READ_WRITE = "r", "w", "rw"
 VIEW_OPS = ("executorch_prim::et_view",)  # out shares self's data pointer at run time

@@ -32,8 +32,8 @@ from torch.export.exported_program import ExportedProgram, ExportGraphSignature
 from memplan.errors import SharedStatePolicyError
 from memplan.plan import Outcome, Plan
 from memplan.planner.graph.extract import StateRef
-from memplan.planner.graph.storage_reuse import verify_storage_reuse
 from memplan.planner.memory.instruction_traffic import argument_counts
+from memplan.planner.stages.verify import verify_storage_reuse
 from memplan.problem import Buffer, BufferKind, Problem, SameOffset
 from memplan.validate import check_plan
 

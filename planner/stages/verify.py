@@ -1,4 +1,8 @@
-"""ExecuTorch's storage-reuse check on written TensorSpecs, in O(n log n).
+"""The verify stage: ExecuTorch's checks of a written plan, its storage-reuse check in O(n log n).
+
+`verify_method` runs what stock's pass runs after planning: the storage-reuse
+check (unless the algorithm's translation waives it) and `Verifier`'s graph
+input/output check as is.
 
 `Verifier.verify_storage_reuse` (exir/memory_planning.py) compares every pair
 of planned specs and formats an error message for each pair it looks at, so a
@@ -29,7 +33,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 
 import torch
-from executorch.exir.memory_planning import collect_specs_from_nodes
+from executorch.exir.memory_planning import Verifier, collect_specs_from_nodes
 from executorch.exir.tensor import TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
@@ -38,6 +42,30 @@ from memplan.errors import ProblemError
 
 class StorageReuseError(ProblemError):
     """A written plan that ExecuTorch's `Verifier.verify_storage_reuse` rejects; names both tensors."""
+
+
+def verify_method(
+    graph_module: torch.fx.GraphModule,
+    signature: ExportGraphSignature | None,
+    flags: tuple[bool, bool, bool],
+    *,
+    storage_reuse: bool,
+    allow_lifetime_and_storage_overlap: bool,
+) -> None:
+    """ExecuTorch's checks of the written plan; `flags` are (alloc_graph_input, alloc_graph_output,
+    alloc_mutable_buffers). An algorithm run as given keeps its mem_obj_ids, and a translation may
+    waive the storage-reuse check (`storage_reuse` False)."""
+    alloc_input, alloc_output, alloc_mutable = flags
+    if storage_reuse:
+        verify_storage_reuse(
+            graph_module,
+            signature,
+            alloc_graph_input=alloc_input,
+            alloc_graph_output=alloc_output,
+            alloc_mutable_buffers=alloc_mutable,
+            allow_lifetime_and_storage_overlap=allow_lifetime_and_storage_overlap,
+        )
+    Verifier(graph_module, alloc_input, alloc_output, alloc_mutable, signature).verify_graph_input_output()
 
 
 def verify_storage_reuse(

@@ -19,6 +19,7 @@ from memplan.experiments.zoo import runtime
 from memplan.plan import Outcome
 from memplan.planner.graph.extract import buffer_names
 from memplan.planner.graph.offsets import shared_slots
+from memplan.planner.stages.solver import Solver
 from memplan.problem import Buffer, BufferKind, Problem
 from memplan.solvers.contract import SolverEntry
 from memplan.solvers.units import make_plan, units_of
@@ -40,7 +41,7 @@ def specs_by_id_in_graph(et):
 
 def test_default_pass_is_cpsat_with_a_short_limit_and_beats_bestfit_or_ties():
     pass_ = PlannerPass()
-    assert (pass_.solver, pass_.time_limit_s) == ("cpsat", 5.0)
+    assert (pass_.algorithm.solver.name, pass_.algorithm.solver.time_limit_s) == ("cpsat", 5.0)
     et = runtime.lower(model("chain"), memory_planning_pass=pass_)
     result = pass_.results["forward"]
     bestfit = solvers.solve(result.problem, "bestfit")
@@ -141,11 +142,9 @@ class _Unvalidated(PlannerPass):
         self.graph_module = graph_module
         return super().run(graph_module, graph_signature)
 
-    def _solve(self, problem, where):
-        return _everything_at_zero(problem)
 
-
-def test_an_invalid_plan_never_reaches_a_tensor_spec():
+def test_an_invalid_plan_never_reaches_a_tensor_spec(monkeypatch):
+    monkeypatch.setattr(Solver, "solve", lambda self, problem, where: _everything_at_zero(problem))
     pass_ = _Unvalidated(solver="bestfit")
     with pytest.raises(ProblemError, match="overlap"):
         runtime.lower(model("chain"), memory_planning_pass=pass_)

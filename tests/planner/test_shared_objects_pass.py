@@ -108,18 +108,18 @@ def test_cat_fusion_and_slice_noops_stay_off_with_the_reason():
 
 def test_memplans_own_plan_is_written_when_it_is_better(monkeypatch):
     """With the algorithm's own plan set aside, memplan's packing is what is written (and no larger)."""
-    from memplan.planner import pass_ as pass_module
+    from memplan.planner.stages import solve as solve_stage
 
     model = tiny("cond")
     pass_ = PlannerPass(_suite(NO_OVERLAP), state_in_place=False)
     seen = []
-    real = pass_module.PlannerPass._reference
+    real = solve_stage._reference
 
-    def reference(self, given):
-        seen.append(real(self, given))
+    def reference(given):
+        seen.append(real(given))
         return "the algorithm's plan is left out here"
 
-    monkeypatch.setattr(pass_module.PlannerPass, "_reference", reference)
+    monkeypatch.setattr(solve_stage, "_reference", reference)
     program = runtime.lower(model, memory_planning_pass=pass_)
     runtime.check_outputs(model, program.buffer)
     result = pass_.results["forward"]
@@ -157,7 +157,7 @@ def test_executorchs_own_test_of_the_flag_passes_with_planner_pass(monkeypatch):
     built = banked_memory_planning.banked_memory_planning_pass(
         wheel.flat_map(), allow_overlapping_allocations=False
     )
-    assert isinstance(built, PlannerPass) and built.translation.shared_objects
+    assert isinstance(built, PlannerPass) and built.algorithm.translation.shared_objects
 
 
 @pytest.mark.slow
@@ -190,7 +190,7 @@ def test_memplans_solver_as_an_algorithm_plans_objects_in_the_stock_pass_too():
         _arenas(runtime.lower(model, memory_planning_pass=MemoryPlanningPass(_suite(NO_OVERLAP))))
     )
     pass_ = PlannerPass(_suite(algorithm))
-    assert isinstance(pass_.translation, Translation) and pass_.translation.shared_objects
+    assert isinstance(pass_.algorithm.translation, Translation) and pass_.algorithm.translation.shared_objects
     program = runtime.lower(model, memory_planning_pass=pass_)
     runtime.check_outputs(model, program.buffer)
     assert pass_.results["forward"].problem.shared_objects

@@ -18,7 +18,7 @@ copy soundly, and turns each decision into planning constraints:
 Every other cat is REFUSED with `Refusal` reasons.
 
 Modules, in the order a graph goes through them:
-  decisions  the status/refusal vocabulary and the per-cat records
+  decisions  the status vocabulary and the per-cat records (reasons: levers.refusals)
   legality   per-cat facts from the graph: may the output and each input move?
   regions    where placed tensors sit inside their root region, and their nesting tree
   grouping   decisions -> groups, widened/shortened lifetimes, clone slots
@@ -27,4 +27,5 @@ Modules, in the order a graph goes through them:
   policy     `plan_with_cat_fusion`: solve with and without, undo fusions that grow the arena
   report     `CatReport`: what fusion bought, for reports and sweeps
   rewrite    `fuse_cats`: after planning, delete the cat instructions from the graph
+  lever      `CatFusionLever` and `CatFusionOptions`: the lever protocol's face
 """

@@ -1,4 +1,4 @@
-"""What slice no-ops decided: the refusal vocabulary, the per-op records and the report.
+"""What slice no-ops decided: the per-op records and the problem that makes them real.
 
 The mirror of cat fusion (planner.levers.cat): a slice, select or split output that
 is one contiguous run of its input's bytes is placed inside the input and the
@@ -7,7 +7,6 @@ copy disappears. Nothing here looks at a graph.
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass
 
 from memplan.planner.levers.refusals import Refusal
@@ -54,20 +53,3 @@ class SliceNoops:
     def copy_bytes_removed(self) -> int:
         gone = set(self.nodes_removed)
         return sum(d.nbytes for d in self.decisions if d.node in gone)
-
-    def refusals(self) -> dict[Refusal, int]:
-        """How many refused outputs name each reason."""
-        return dict(Counter(r for d in self.decisions if not d.removed for r in d.reasons))
-
-    def summary(self) -> str:
-        """One line per output, then the totals."""
-        lines = []
-        for d in self.decisions:
-            status = "no-op" if d.node in self.nodes_removed else "refused" if not d.removed else "kept"
-            why = f"  [{', '.join(r.value for r in d.reasons)}] {d.detail}" if d.reasons else ""
-            lines.append(f"{d.node:32s} {d.op:7s} {status:8s} {d.nbytes:>9d} B at +{d.offset}{why}")
-        lines.append(
-            f"{len(self.nodes_removed)} of {len({d.node for d in self.decisions})} ops removed,"
-            f" {self.copy_bytes_removed} B of copies per call"
-        )
-        return "\n".join(lines)

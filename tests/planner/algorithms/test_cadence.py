@@ -240,7 +240,7 @@ def test_planner_pass_given_a_cadence_algorithm_honours_its_constraints(mem_algo
     monkeypatch.setattr(cadence_planning, "MemoryPlanningPass", RecordingPlannerPass)
     program = lower("cat_slice", THREE_MEMORIES, mem_algo)
     (pass_,) = RecordingPlannerPass.made
-    assert isinstance(pass_.translation, Translation), pass_.translation
+    assert isinstance(pass_.algorithm.translation, Translation), pass_.algorithm.translation
     result = pass_.results["forward"]
     assert "translated" in result.note, result.note
     problem, plan = result.problem, result.plan

@@ -134,7 +134,7 @@ def test_banked_greedy_is_translated_and_never_worse_in_traffic():
     program = runtime.lower(model, memory_planning_pass=pass_)
     runtime.check_outputs(model, program.buffer)
     result = pass_.results["forward"]
-    assert pass_.memory_map is memory_map and "translated" in result.note
+    assert pass_.algorithm.memory_map is memory_map and "translated" in result.note
     sizes = program.executorch_program.execution_plan[0].non_const_buffer_sizes
     assert sizes[1] <= 256 and len(sizes) == 3
 

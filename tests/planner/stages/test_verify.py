@@ -1,4 +1,4 @@
-"""`planner.graph.storage_reuse` accepts and rejects exactly what ExecuTorch's `Verifier.verify_storage_reuse` does.
+"""`planner.stages.verify` accepts and rejects exactly what ExecuTorch's `Verifier.verify_storage_reuse` does.
 
 Each planned program is corrupted at random (offsets moved onto other
 tensors, mem_obj_ids swapped or dropped, lifetimes widened or removed,
@@ -18,8 +18,8 @@ from executorch.exir.tensor import TensorSpec
 
 from memplan.experiments import zoo
 from memplan.experiments.zoo import runtime
-from memplan.planner.graph.storage_reuse import StorageReuseError, check_specs, verify_storage_reuse
 from memplan.planner.pass_ import PlannerPass
+from memplan.planner.stages.verify import StorageReuseError, check_specs, verify_storage_reuse
 
 FIELDS = ("mem_id", "mem_offset", "mem_obj_id", "lifetime", "storage_base", "storage_base_offset")
 

@@ -1,0 +1,85 @@
+"""What the pass did for one method: `PlannerPass.results[method]`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TypeVar
+
+from executorch.exir.tensor import TensorSpec
+
+from memplan.plan import Plan
+from memplan.planner.levers.cat.report import CatReport
+from memplan.planner.levers.slice_noop.decisions import SliceNoops
+from memplan.planner.levers.slice_noop.report import SliceReport
+from memplan.planner.levers.state_in_place.report import StateReport
+from memplan.planner.memory.devices import DeviceArenas
+from memplan.problem import Problem
+
+_Report = TypeVar("_Report")
+
+
+@dataclass
+class MethodResult:
+    """What the pass did for one method (or control-flow submodule).
+
+    `buffer_sizes` is the `non_const_buffer_sizes` written into the program;
+    `stock_sizes` is the `non_const_buffer_sizes` of the program ExecuTorch's
+    own `MemoryPlanningPass` (under a memory map: its BankedGreedy; [] when
+    that raises BankPlacementError) builds from the same edge program, for
+    comparison: the write-backs as ExecuTorch emits them (the problem is taken
+    before `state_in_place` rewrites them), and the shared-state arena when
+    state is shared across methods (ExecuTorch's `share_mutable_buffers` lays
+    it out the same way). Without a memory map it is computed on first use by
+    memplan's byte-exact replica of that greedy (solvers.greedy), so the pass
+    does not pay for the solve. In a method with control flow, the bytes
+    reserved for its submodules are memplan's. `reports` holds each lever's
+    report under its name (memplan.planner.levers).
+    """
+
+    problem: Problem
+    plan: Plan
+    buffer_sizes: list[int]
+    stock: Callable[[], list[int]] = field(repr=False)  # computes `stock_sizes`
+    submodules: dict[str, MethodResult] = field(default_factory=dict)
+    reports: dict[str, object] = field(default_factory=dict)  # lever name -> its report
+    specs: dict[str, TensorSpec] = field(default_factory=dict)  # buffer id -> its TensorSpec
+    padding: int = 0  # bytes added on top of every arena with tensors (XNNPACK)
+    algorithm: str = (
+        ""  # the algorithm given to the pass (memplan.planner.algorithms.translate.algorithm_name)
+    )
+    note: str = ""  # how it was honoured: translated (and whose plan was kept) or run as given
+    arenas: DeviceArenas = field(default_factory=DeviceArenas)  # the device of each non-host arena
+    # Bytes per arena of every instruction's tensor arguments, as the emitted program counts them
+    # (planner.memory.instruction_traffic): what a memory map's fast banks serve.
+    traffic: dict[int, int] = field(default_factory=dict)
+
+    @cached_property
+    def stock_sizes(self) -> list[int]:
+        return self.stock()
+
+    @property
+    def cat_report(self) -> CatReport | None:
+        """Set when cat fusion is on (memplan.planner.levers.cat)."""
+        return self._report("cat fusion", CatReport)
+
+    @property
+    def state_report(self) -> StateReport | None:
+        """Set when state_in_place is on (memplan.planner.levers.state_in_place)."""
+        return self._report("state in place", StateReport)
+
+    @property
+    def slice_report(self) -> SliceReport | None:
+        """Set when slice_noop is on (memplan.planner.levers.slice_noop)."""
+        return self._report("slice no-ops", SliceReport)
+
+    @property
+    def slice_noops(self) -> SliceNoops | None:
+        """The slice no-ops' decisions and problem, when slice_noop is on."""
+        report = self.slice_report
+        return report.noops if report is not None else None
+
+    def _report(self, name: str, kind: type[_Report]) -> _Report | None:
+        report = self.reports.get(name)
+        return report if isinstance(report, kind) else None
