@@ -5,9 +5,9 @@
 
 A composition of stages (planner.stages), one job each, as TVM's unified
 static memory planner composes its passes. Per method, the graph levers
-rewrite the graph (`stages.levers`: state in place); then per graph and
-control-flow submodule: extract (`stages.problem`: the tensors as the
-problem the given algorithm plans) -> levers (`stages.levers`: each lever
+rewrite the graph (`stages.run_levers`: state in place); then per graph and
+control-flow submodule: extract (`stages.constrain`: the tensors as the
+problem the given algorithm plans) -> levers (`stages.run_levers`: each lever
 decides and reshapes the problem) -> solve (`stages.solve`: memplan's plan
 unless the reference is better) -> apply (`stages.apply`: the plan into the
 TensorSpecs, validated first; the levers rewrite the graph) -> verify
@@ -33,9 +33,15 @@ from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
 from memplan.errors import PlanningError
-from memplan.planner.algorithms.translate import Translation, Untranslated
+from memplan.planner.algorithms.translation import Translation, Untranslated
 from memplan.planner.compat import ExportContext, export_context, merge_bufsizes
-from memplan.planner.graph.extract import ExtractionError, control_flow_submodules, extract, state_buffers
+from memplan.planner.graph.extract import (
+    Extraction,
+    ExtractionError,
+    control_flow_submodules,
+    extract,
+    state_buffers,
+)
 from memplan.planner.graph.signature import frozen
 from memplan.planner.levers.cat.lever import CatFusionOptions
 from memplan.planner.levers.lever import Site
@@ -44,8 +50,10 @@ from memplan.planner.levers.state_in_place.lever import StateInPlaceOptions
 from memplan.planner.memory.bank_maps import state_pool as banked_state_pool
 from memplan.planner.memory.instruction_traffic import argument_bytes
 from memplan.planner.stages.apply import written
+from memplan.planner.stages.constrain import constrained
 from memplan.planner.stages.costs import Costs
-from memplan.planner.stages.levers import (
+from memplan.planner.stages.result import MethodResult
+from memplan.planner.stages.run_levers import (
     Reshaped,
     configured,
     reshape,
@@ -53,8 +61,6 @@ from memplan.planner.stages.levers import (
     rewrite_before_extraction,
     switched_off,
 )
-from memplan.planner.stages.problem import constrained
-from memplan.planner.stages.result import MethodResult
 from memplan.planner.stages.shared_state import (
     STATE_POOL,
     MethodState,
@@ -285,16 +291,28 @@ class PlannerPass(MemoryPlanningPass):
         )
         devices = self.enable_non_cpu_memory_planning
         ex, arenas = constrained(ex, graph_module, where, self.algorithm, self.alignment, devices)
-        stock = stock_of(ex, graph_module, signature, self.algorithm, self.alignment)
+        stock = stock_of(ex, graph_module, signature, self.algorithm, self.alignment)  # needs specs unplanned
+        graph = Graph(graph_module, signature, where, self.alignment, arenas)
+        return self._planned(ex, graph, graph_signature, stock, submodules)
+
+    def _planned(
+        self,
+        ex: Extraction,
+        graph: Graph,
+        graph_signature: ExportGraphSignature | None,
+        stock: Stock,
+        submodules: dict[str, MethodResult],
+    ) -> MethodResult:
+        """The constrained extraction through levers -> solve -> apply; the lever rewrites after."""
+        graph_module, arenas = graph.graph_module, graph.arenas
         costs = Costs(ex, list(graph_module.graph.nodes))
         site = Site(
             graph_module,
-            signature,
+            graph.signature,
             graph_signature,
-            solve=functools.partial(self.algorithm.solver.solve, where=where),
+            solve=functools.partial(self.algorithm.solver.solve, where=graph.where),
             cost=costs.of if self.algorithm.memory_map is not None else None,
         )
-        graph = Graph(graph_module, signature, where, self.alignment, arenas)
         if isinstance(self.algorithm.translation, Untranslated):
             reshaped, choice = Reshaped(ex), as_given(self.algorithm, graph, ex)
         else:
@@ -319,8 +337,8 @@ class PlannerPass(MemoryPlanningPass):
             stock,
             submodules,
             reports,
-            dict(planned.spec_of),
-            ex.extra_padding,
+            specs=dict(planned.spec_of),
+            padding=ex.extra_padding,
             algorithm=self.algorithm.translation.name,
             note=note,
             arenas=arenas,

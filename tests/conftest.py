@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import matplotlib
 import pytest
 
-from memplan.planner.cadence.compat import preserve_ops_kept
+from memplan.planner.algorithms.cadence.importable import preserve_ops_kept
 
 matplotlib.use("Agg")  # before any test imports pyplot: no display on CI
 
@@ -28,6 +28,6 @@ def close_figures() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def cadence_preserve_ops_restored() -> Iterator[None]:
-    """Every test leaves Cadence's preserve-ops list as it found it (planner.cadence.compat)."""
+    """Every test leaves Cadence's preserve-ops list as it found it (planner.algorithms.cadence.importable)."""
     with preserve_ops_kept():
         yield

@@ -5,7 +5,7 @@
 Every program goes through Cadence's own flow (`backends/cadence/aot`: edge
 lowering, Cadence's graph passes, `CadenceMemoryPlanning` with its placement
 constraints: cat inputs inside the output, slice/select outputs inside the
-input). The planning algorithm is `MemplanCadenceAlgo` (planner.cadence),
+input). The planning algorithm is `MemplanCadenceAlgo` (planner.algorithms.cadence),
 which also runs Cadence's `PositionBasedGreedyWithHierarchy` and
 `GreedyWithHeuristic` on the same specs and constraints, so all three plan
 exactly the same problem; the table shows each one's plan.
@@ -41,7 +41,7 @@ import torch
 from memplan.banks import traffic
 from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli import tables
-from memplan.planner.cadence.compat import cadence_passes_importable
+from memplan.planner.algorithms.cadence.importable import cadence_passes_importable
 
 # Cadence's test programs (backends/cadence/aot/tests/test_memory_passes.py) and zoo models that
 # lower through Cadence's passes in seconds (llama_nokv lowers too, in about 100 s of Cadence passes).
@@ -115,8 +115,8 @@ def cadence_lowering(module: torch.nn.Module, inputs: tuple[Any, ...]) -> Callab
     from executorch.exir import ExecutorchBackendConfig
     from executorch.exir.passes.sym_shape_eval_pass import ConstraintBasedSymShapeEvalPass
 
-    from memplan.planner.cadence.algo import MemplanCadenceAlgo
-    from memplan.planner.cadence.compat import preserve_ops_kept
+    from memplan.planner.algorithms.cadence.algo import MemplanCadenceAlgo
+    from memplan.planner.algorithms.cadence.importable import preserve_ops_kept
 
     ep = torch.export.export(module, inputs, strict=False)
     with preserve_ops_kept():  # one lowering per program; ExecuTorch's verifier grows the list otherwise
@@ -189,7 +189,7 @@ def rows(names: Sequence[str], time_limit_s: float) -> list[Row]:
     from executorch.backends.cadence.aot.utils import MemoryConfig
 
     from memplan.bounds import lower_bound
-    from memplan.planner.cadence.algo import MemplanCadenceAlgo
+    from memplan.planner.algorithms.cadence.algo import MemplanCadenceAlgo
 
     table = []
     for name in names:

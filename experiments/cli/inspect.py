@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from memplan.experiments.cli.tables import markdown
-from memplan.planner.pte.program import MethodLayout, ProgramLayout
+from memplan.planner.pte.layout import MethodLayout, ProgramLayout
 from memplan.planner.pte.replan import Replan
 
 MAX_OVERLAPS_SHOWN = 20

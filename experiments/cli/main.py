@@ -298,7 +298,8 @@ def _inspect(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import one_model
     from memplan.experiments.sweep import grid as sweep_grid
     from memplan.experiments.zoo.lowering import library_warnings_silenced
-    from memplan.planner.pte.program import PteError, read_program
+    from memplan.planner.pte.program import read_program
+    from memplan.planner.pte.structure import PteError
 
     sweep_grid.check_alignment(args.alignment)
     if args.out:
@@ -324,8 +325,8 @@ def _replan(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import inspect as inspect_pte
     from memplan.experiments.sweep import grid as sweep_grid
     from memplan.experiments.zoo.lowering import library_warnings_silenced
-    from memplan.planner.pte.program import PteError
     from memplan.planner.pte.replan import replan
+    from memplan.planner.pte.structure import PteError
 
     sweep_grid.check_choice("solver", args.solver, solvers.available())
     sweep_grid.check_alignment(args.alignment)

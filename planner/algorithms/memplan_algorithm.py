@@ -29,7 +29,7 @@ from memplan import solvers
 from memplan.errors import ExtractionError
 from memplan.plan import Outcome, Plan
 from memplan.planner.graph.extract import DEFAULT_POOL, buffer_names
-from memplan.planner.graph.offsets import shared_slots
+from memplan.planner.graph.shared_slots import shared_slots
 from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem
 
 

@@ -12,84 +12,30 @@ also runs on the same tensors (`reference`) and its plan is kept if it is the
 better one. An algorithm no translator recognises is run as given
 (`Untranslated`, with the reason).
 
-A backend adds its algorithms with `register_translator`: a function taking
-the algorithm object and returning a `Translation`, or None when it does not
-recognise it. Translators registered later are asked first. Backends whose
+A backend adds its algorithms with `register_translator` (algorithms.translation):
+a function taking the algorithm object and returning a `Translation`, or None
+when it does not recognise it. Translators registered later are asked first. Backends whose
 code may be missing register on first use, when importable (Cadence:
-planner.cadence.translate).
+planner.algorithms.cadence.as_translation).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
-import torch
 from executorch.exir.banked_memory_planning import BankedGreedy, TargetMemoryMap
 from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, greedy, naive
 
 from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
-from memplan.planner.graph.extract import Extraction
-from memplan.solvers import DEFAULT_TIME_LIMIT_S, FORM_ONLY
-
-Constrain = Callable[[Extraction, torch.fx.GraphModule, str], Extraction]
-"""Adds an algorithm's own constraints to a graph's extraction (the graph, its name for errors)."""
-
-
-@dataclass(frozen=True)
-class Translation:
-    """What a given algorithm plans, in memplan's terms.
-
-    `solver` (with its options and time limit) is the memplan solver the
-    algorithm asks for; None means the pass's own. `reference` runs the given
-    algorithm too, so the pass never returns a worse plan than it would.
-    `check_storage_reuse` False skips ExecuTorch's `verify_storage_reuse` on the
-    written plan, for problems whose members are placed by their exact bytes
-    (Cadence's, whose padding may reach a neighbour; stock skips the check for
-    every algorithm but greedy); memplan's validator still checks the plan.
-    `shared_objects` says the algorithm plans the shared-objects form
-    (`allow_overlapping_allocations=False`: each tensor at offset 0 of its
-    object, `mem_obj_id` one allocation, as Vulkan reads it): the problem asks
-    for it (`Problem.shared_objects`), and cat fusion and slice no-ops stay off
-    (`NO_FUSION`).
-    """
-
-    name: str
-    memory_map: TargetMemoryMap | None = None
-    constrain: Constrain | None = None
-    solver: str | None = None
-    solver_options: tuple[tuple[str, Any], ...] = ()
-    time_limit_s: float | None = None
-    reference: bool = True
-    check_storage_reuse: bool = True
-    shared_objects: bool = False
-
-
-NO_FUSION = (
-    "they place a tensor at an offset inside another tensor's allocation, which a consumer reading"
-    " mem_obj_id as one allocation (Vulkan) does not see"
+from memplan.planner.algorithms.translation import (
+    TRANSLATORS,
+    Translation,
+    Untranslated,
+    register_translator,
 )
-"""Why cat fusion and slice no-ops stay off for an algorithm planning shared objects."""
-
-
-@dataclass(frozen=True)
-class Untranslated:
-    """A given algorithm memplan cannot translate: it is run as given, and `reason` says why."""
-
-    name: str
-    reason: str
-
-
-Translator = Callable[[Any], Translation | None]
-_TRANSLATORS: list[Translator] = []
-
-
-def register_translator(translator: Translator) -> Translator:
-    """Add a translator (asked before those registered earlier); usable as a decorator."""
-    _TRANSLATORS.insert(0, translator)
-    return translator
+from memplan.solvers import DEFAULT_TIME_LIMIT_S, FORM_ONLY
 
 
 def algorithm_name(algorithm: Any) -> str:
@@ -119,7 +65,7 @@ def translate(memory_planning_algo: Any) -> Translation | Untranslated:
     )
     found = []
     for item in items:
-        translation = next((t for t in map(lambda f: f(item), _TRANSLATORS) if t is not None), None)
+        translation = next((t for t in map(lambda f: f(item), TRANSLATORS) if t is not None), None)
         if translation is None:
             return Untranslated(name, f"{algorithm_name(item)} has no memplan translation")
         found.append(translation)
@@ -156,7 +102,7 @@ def _load_backend_translators() -> None:
         return
     _BACKENDS_LOADED.append(True)
     try:
-        from memplan.planner.cadence.translate import register
+        from memplan.planner.algorithms.cadence.as_translation import register
     except ImportError:  # Cadence's compiler is not installed: its algorithms stay untranslated
         return
     register()

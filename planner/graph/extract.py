@@ -138,18 +138,7 @@ def extract(
     kinds = _buffer_kinds(nodes, graph_signature)
 
     planned = set(specs)
-    spec_of: dict[str, TensorSpec] = {}
-    zero_size: dict[str, TensorSpec] = {}
-    for spec in specs:
-        spec.realign(alignment)
-        bid, _ = names[spec]
-        pool = _pool_of(spec)
-        if pool < DEFAULT_POOL:
-            raise ExtractionError(
-                f"{bid}: mem_id {pool} is reserved for constants; planned tensors need mem_id >= 1"
-            )
-        (spec_of if spec.allocated_memory > 0 else zero_size)[bid] = spec
-
+    spec_of, zero_size = _by_size(specs, names, alignment)
     buffers: list[Buffer] = []
     members: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for bid, spec in spec_of.items():
@@ -171,20 +160,7 @@ def extract(
             )
         )
     reserved = {pool: size for pool, size in enumerate(submodule_sizes) if pool >= DEFAULT_POOL and size > 0}
-    for pool, size in reserved.items():
-        buffers.append(
-            Buffer(
-                id=f"submodules@mem_id{pool}",
-                start=0,
-                end=len(nodes),
-                size=size,
-                alignment=alignment,
-                offset=0,
-                pool=pool,
-                kind=BufferKind.SUBMODULE,
-                label="control-flow submodules",
-            )
-        )
+    buffers += _reservations(reserved, len(nodes), alignment)
     groups = [ContiguousGroup(parent, tuple(ms)) for parent, ms in members.items()]
     try:
         problem = Problem(tuple(buffers), tuple(groups), name=name)
@@ -199,6 +175,42 @@ def extract(
         extra_padding=XNNPACK_PADDING if contains_xnnpack_delegate(graph_module) else 0,
         reserved=reserved,
     )
+
+
+def _by_size(
+    specs: list[TensorSpec], names: dict[TensorSpec, tuple[str, str]], alignment: int
+) -> tuple[dict[str, TensorSpec], dict[str, TensorSpec]]:
+    """The specs realigned, by buffer id: those with bytes, and those of zero bytes."""
+    spec_of: dict[str, TensorSpec] = {}
+    zero_size: dict[str, TensorSpec] = {}
+    for spec in specs:
+        spec.realign(alignment)
+        bid, _ = names[spec]
+        pool = _pool_of(spec)
+        if pool < DEFAULT_POOL:
+            raise ExtractionError(
+                f"{bid}: mem_id {pool} is reserved for constants; planned tensors need mem_id >= 1"
+            )
+        (spec_of if spec.allocated_memory > 0 else zero_size)[bid] = spec
+    return spec_of, zero_size
+
+
+def _reservations(reserved: dict[int, int], end: int, alignment: int) -> list[Buffer]:
+    """The bytes reserved for the control-flow submodules: fixed at offset 0 of each arena, all method long."""
+    return [
+        Buffer(
+            id=f"submodules@mem_id{pool}",
+            start=0,
+            end=end,
+            size=size,
+            alignment=alignment,
+            offset=0,
+            pool=pool,
+            kind=BufferKind.SUBMODULE,
+            label="control-flow submodules",
+        )
+        for pool, size in reserved.items()
+    ]
 
 
 def control_flow_submodules(graph_module: torch.fx.GraphModule) -> list[tuple[torch.fx.Node, bool]]:

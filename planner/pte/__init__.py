@@ -1,2 +1,3 @@
-"""Built `.pte` programs: read one and its memory layout (`program`), check its structure
-(`structure`), and plan it again (`replan`)."""
+"""Built `.pte` programs: read one (`program`) into per-method layouts (`layout`): each method's
+instructions scanned for accesses and lifetimes (`accesses`), its problem derived (`method_problem`);
+its structure checked (`structure`), and the program planned again (`replan`)."""

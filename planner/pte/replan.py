@@ -16,7 +16,9 @@ from memplan import solvers
 from memplan.errors import MemplanError
 from memplan.plan import Plan
 from memplan.planner.compat import serialize_pte_binary
-from memplan.planner.pte.program import MethodLayout, ProgramLayout, PteError, read_program
+from memplan.planner.pte.layout import MethodLayout, ProgramLayout
+from memplan.planner.pte.program import read_program
+from memplan.planner.pte.structure import PteError
 from memplan.validate import check_plan
 
 

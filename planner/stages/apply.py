@@ -1,7 +1,7 @@
 """The apply stage: the chosen plan written into ExecuTorch's TensorSpecs, the arena sizes to emit.
 
 The plan is validated first, so an invalid plan never reaches a TensorSpec;
-`mem_obj_id`s are handed out per shared slot (planner.graph.offsets). An
+`mem_obj_id`s are handed out per shared slot (planner.graph.shared_slots). An
 algorithm run as given keeps its own `mem_obj_id`s and reserved sizes; device
 arenas and a memory map's banks are laid out as stock lays them out.
 """
@@ -15,7 +15,7 @@ from memplan.banks import place_in_banks
 from memplan.plan import Plan
 from memplan.planner.compat import merge_bufsizes
 from memplan.planner.graph.extract import Extraction, _pool_of
-from memplan.planner.graph.offsets import shared_slots
+from memplan.planner.graph.shared_slots import shared_slots
 from memplan.planner.memory.bank_maps import bank_buffer_sizes
 from memplan.planner.memory.devices import DeviceArenas, place_zero_size, with_device_arenas
 from memplan.planner.stages.solve import Choice

@@ -12,7 +12,7 @@ import dataclasses
 
 import torch
 
-from memplan.planner.algorithms.translate import Translation
+from memplan.planner.algorithms.translation import Translation
 from memplan.planner.graph.extract import Extraction
 from memplan.planner.memory.bank_maps import with_memory_map
 from memplan.planner.memory.devices import DeviceArenas, split_by_device

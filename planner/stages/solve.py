@@ -25,11 +25,11 @@ from torch.export.exported_program import ExportGraphSignature
 from memplan.errors import ProblemError
 from memplan.plan import Plan
 from memplan.planner.algorithms.given import GivenPlan, placed_by
-from memplan.planner.algorithms.translate import NO_FUSION, Untranslated
+from memplan.planner.algorithms.translation import NO_FUSION, Untranslated
 from memplan.planner.graph.extract import Extraction
 from memplan.planner.memory.devices import DeviceArenas
 from memplan.planner.stages.costs import Costs, shown
-from memplan.planner.stages.levers import Reshaped
+from memplan.planner.stages.run_levers import Reshaped
 from memplan.planner.stages.solver import Algorithm
 
 

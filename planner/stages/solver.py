@@ -21,13 +21,8 @@ from memplan import solvers
 from memplan.errors import PlanningError, ProblemError, UnsupportedProblemError
 from memplan.plan import Outcome, Plan
 from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
-from memplan.planner.algorithms.translate import (
-    Translation,
-    Untranslated,
-    algorithm_name,
-    own_solver,
-    translate,
-)
+from memplan.planner.algorithms.translate import algorithm_name, own_solver, translate
+from memplan.planner.algorithms.translation import Translation, Untranslated
 from memplan.problem import Problem
 
 

@@ -21,7 +21,7 @@ from memplan import solvers
 from memplan.planner.graph.extract import Extraction, extract
 from memplan.planner.memory.bank_maps import stock_sizes as banked_stock_sizes
 from memplan.planner.memory.bank_maps import with_memory_map
-from memplan.planner.stages.problem import in_form
+from memplan.planner.stages.constrain import in_form
 from memplan.planner.stages.shared_state import SharedLayout
 from memplan.planner.stages.solver import Algorithm
 

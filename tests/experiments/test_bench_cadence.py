@@ -22,13 +22,13 @@ def test_cadence_bench_prints_a_row_per_config_and_memplan_fits_where_cadence_fi
 def test_cadence_lowerings_leave_the_preserve_ops_list_as_they_found_it():
     """ExecuTorch's verifier multiplies Cadence's module-level list on every lowering; the bench
     lowers many programs in one process, so each lowering and plan is wrapped (compat.preserve_ops_kept)."""
-    from memplan.planner.cadence.compat import cadence_passes_importable
+    from memplan.planner.algorithms.cadence.importable import cadence_passes_importable
 
     cadence_passes_importable()
     from executorch.backends.cadence.aot import compiler
     from executorch.backends.cadence.aot.memory_planning import MemoryConfig
 
-    from memplan.planner.cadence.algo import MemplanCadenceAlgo
+    from memplan.planner.algorithms.cadence.algo import MemplanCadenceAlgo
 
     before = list(compiler.TO_EDGE_PRESERVE_OPS)
     plan = cadence.cadence_lowering(*cadence.program("add_chain"))

@@ -18,7 +18,7 @@ from memplan.errors import InfeasibleError, InvalidPlanError, ProblemError, Unkn
 from memplan.experiments.zoo import runtime
 from memplan.plan import Outcome
 from memplan.planner.graph.extract import buffer_names
-from memplan.planner.graph.offsets import shared_slots
+from memplan.planner.graph.shared_slots import shared_slots
 from memplan.planner.stages.solver import Solver
 from memplan.problem import Buffer, BufferKind, Problem
 from memplan.solvers.contract import SolverEntry

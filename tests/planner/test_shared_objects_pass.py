@@ -25,7 +25,8 @@ from random_programs import generate
 
 from memplan import MemplanAlgorithm, PlannerPass
 from memplan.experiments.zoo import runtime
-from memplan.planner.algorithms.translate import NO_FUSION, Translation, Untranslated, translate
+from memplan.planner.algorithms.translate import translate
+from memplan.planner.algorithms.translation import NO_FUSION, Translation, Untranslated
 
 NO_OVERLAP = functools.partial(greedy, allow_overlapping_allocations=False)
 

@@ -6,7 +6,7 @@
 
 One call plans all of Cadence's specs at once (`plan_with_constraints`):
 the memories become banks, blocked and pinned memories the buffers' bank
-choices, relative constraints contiguous groups (planner.cadence.problem_of).
+choices, relative constraints contiguous groups (planner.algorithms.cadence.problem_of).
 Candidates, every one checked by memplan's validator on that problem:
 
 1. memplan's bank solver (least traffic in the fastest memories, then packed);
@@ -43,7 +43,7 @@ from memplan import solvers
 from memplan.banks import place_in_banks, traffic_cost
 from memplan.errors import InfeasibleError, PlanningError, ProblemError
 from memplan.plan import Plan, arena_sizes_of
-from memplan.planner.cadence.problem_of import CadenceProblem, cadence_problem, memory_banks
+from memplan.planner.algorithms.cadence.problem_of import CadenceProblem, cadence_problem, memory_banks
 from memplan.problem import Problem
 from memplan.validate import check_plan, validate
 

@@ -7,7 +7,7 @@ memories as banks (sizes, alignments), the blocked and invalid mem_ids and
 pinned placements as each buffer's bank choices, and the relative
 placements (`GenerateMemConstraints`: cat inputs inside the cat output,
 slice/select outputs inside their input) as contiguous groups
-(planner.cadence.problem_of). Cadence's own algorithm still runs as the
+(planner.algorithms.cadence.problem_of). Cadence's own algorithm still runs as the
 reference, and its plan is kept when at least as good.
 
 `register()` adds the translator; `memplan.planner.algorithms.translate` calls it when
@@ -22,8 +22,8 @@ from typing import Any
 import torch
 
 from memplan.errors import ExtractionError
-from memplan.planner.algorithms.translate import Constrain, Translation, register_translator
-from memplan.planner.cadence.compat import cadence_passes_importable
+from memplan.planner.algorithms.cadence.importable import cadence_passes_importable
+from memplan.planner.algorithms.translation import Constrain, Translation, register_translator
 from memplan.planner.graph.extract import Extraction
 from memplan.problem import Buffer, ContiguousGroup, Problem
 
@@ -35,8 +35,8 @@ from executorch.backends.cadence.aot.memory_planning_algo import (  # noqa: E402
     MemoryPlanningState,
 )
 
-from memplan.planner.cadence.algo import MemplanCadenceAlgo, copy_constraints  # noqa: E402
-from memplan.planner.cadence.problem_of import cadence_problem  # noqa: E402
+from memplan.planner.algorithms.cadence.algo import MemplanCadenceAlgo, copy_constraints  # noqa: E402
+from memplan.planner.algorithms.cadence.problem_of import cadence_problem  # noqa: E402
 
 
 def constrain_for(algo: MemoryPlanningAlgo) -> Constrain:

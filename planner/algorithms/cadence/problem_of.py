@@ -21,7 +21,7 @@ problem and which spec each buffer id stands for; nothing here plans.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -85,16 +85,7 @@ def cadence_problem(
             wanted.setdefault(id(spec), spec)
     ids = {key: _buffer_id(node_of, spec) for key, spec in wanted.items()}
 
-    parent: dict[str, tuple[str, int]] = {}
-    for key, spec in wanted.items():
-        if not constraints.skipped_spec(spec):
-            continue
-        node = node_of.get(key)
-        source = constraints.get_relative_placement_source(node) if node is not None else None
-        source_spec = source.source.meta.get("spec") if source is not None else None
-        if source is None or id(source_spec) not in wanted:
-            continue
-        parent[ids[key]] = (ids[id(source_spec)], source.offset)
+    parent = _relative_parents(wanted, ids, node_of, constraints)
     kept = {
         key: spec for key, spec in wanted.items() if not constraints.skipped_spec(spec) or ids[key] in parent
     }
@@ -116,17 +107,7 @@ def cadence_problem(
     allowed = {
         bid: _allowed_memories(spec, banks, constraints, valid_mem_ids) for bid, spec in spec_of.items()
     }
-    group_choices: dict[str, tuple[int, ...]] = {}
-    for bid in spec_of:
-        top = root(bid)
-        group_choices[top] = tuple(m for m in group_choices.get(top, allowed[top]) if m in allowed[bid])
-    for top, choices in group_choices.items():
-        if not choices:
-            members = sorted(b for b in spec_of if root(b) == top)
-            raise ExtractionError(
-                f"{top!r} (with {', '.join(members)} placed inside it) has no memory left: every mem_id is"
-                " blocked, invalid or pinned elsewhere for one of them"
-            )
+    group_choices = _group_choices(allowed, root)
 
     counts = argument_counts(spec_of, graph_module.graph.nodes)
     buffers = []
@@ -157,6 +138,45 @@ def cadence_problem(
         name=name,
     )
     return CadenceProblem(problem, spec_of, tuple(b for b in spec_of if b not in parent))
+
+
+def _relative_parents(
+    wanted: dict[int, TensorSpec],
+    ids: dict[int, str],
+    node_of: dict[int, torch.fx.Node],
+    constraints: MemConstraints,
+) -> dict[str, tuple[str, int]]:
+    """Buffer id -> (the buffer it sits inside, offset), for every spec Cadence places relative to a
+    planned source."""
+    parent: dict[str, tuple[str, int]] = {}
+    for key, spec in wanted.items():
+        if not constraints.skipped_spec(spec):
+            continue
+        node = node_of.get(key)
+        source = constraints.get_relative_placement_source(node) if node is not None else None
+        source_spec = source.source.meta.get("spec") if source is not None else None
+        if source is None or id(source_spec) not in wanted:
+            continue
+        parent[ids[key]] = (ids[id(source_spec)], source.offset)
+    return parent
+
+
+def _group_choices(
+    allowed: dict[str, tuple[int, ...]], root: Callable[[str], str]
+) -> dict[str, tuple[int, ...]]:
+    """Per group root: the memories every member may go to (in the root's order); none left is an error."""
+    group_choices: dict[str, tuple[int, ...]] = {}
+    for bid in allowed:
+        top = root(bid)
+        group_choices[top] = tuple(m for m in group_choices.get(top, allowed[top]) if m in allowed[bid])
+    for top, choices in group_choices.items():
+        if not choices:
+            members = sorted(b for b in allowed if root(b) == top)
+            raise ExtractionError(
+                f"{top!r} (with {', '.join(members)} placed inside it) has no memory left: every mem_id is"
+                " blocked, invalid or pinned elsewhere for one of them"
+            )
+    return group_choices
 
 
 def _allowed_memories(

@@ -1,4 +1,4 @@
-"""memplan as a Cadence memory-planning algorithm (memplan.planner.cadence).
+"""memplan as a Cadence memory-planning algorithm (memplan.planner.algorithms.cadence).
 
 Cadence's own memory-pass tests (the copy inside the executorch wheel) run with
 `MemplanCadenceAlgo` in place of Cadence's algorithms; plans under several
@@ -23,8 +23,8 @@ import torch
 
 from memplan import PlannerPass
 from memplan.errors import ExtractionError, InfeasibleError, MemplanError
-from memplan.planner.algorithms.translate import Translation
-from memplan.planner.cadence.compat import cadence_passes_importable
+from memplan.planner.algorithms.cadence.importable import cadence_passes_importable
+from memplan.planner.algorithms.translation import Translation
 from memplan.validate import check_plan
 
 cadence_passes_importable()
@@ -33,7 +33,7 @@ from executorch.backends.cadence.aot import compiler  # noqa: E402
 from executorch.backends.cadence.aot import memory_planning as cadence_planning  # noqa: E402
 from executorch.backends.cadence.aot.utils import MemoryConfig  # noqa: E402
 
-from memplan.planner.cadence.algo import MemplanCadenceAlgo  # noqa: E402
+from memplan.planner.algorithms.cadence.algo import MemplanCadenceAlgo  # noqa: E402
 
 WHEEL_TESTS = Path(cadence_planning.__file__).parent / "tests" / "test_memory_passes.py"
 

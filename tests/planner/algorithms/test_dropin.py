@@ -15,7 +15,8 @@ from memplan import PlannerPass
 from memplan.errors import InvalidPlanError, PlanningError
 from memplan.experiments.zoo import runtime
 from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
-from memplan.planner.algorithms.translate import Translation, Untranslated, register_translator, translate
+from memplan.planner.algorithms.translate import translate
+from memplan.planner.algorithms.translation import Translation, Untranslated, register_translator
 
 
 def _arena(program) -> int:

@@ -18,8 +18,9 @@ from memplan.experiments.zoo import programs
 from memplan.experiments.zoo.models.common import zoo_recipe
 from memplan.experiments.zoo.pte_check import ROUNDS, CheckError, check_same_outputs
 from memplan.planner.compat import deserialize_pte_binary
-from memplan.planner.pte.program import PteError, read_program
+from memplan.planner.pte.program import read_program
 from memplan.planner.pte.replan import replan
+from memplan.planner.pte.structure import PteError
 from memplan.validate import validate
 
 

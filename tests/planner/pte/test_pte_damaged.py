@@ -19,8 +19,9 @@ from memplan.experiments.cli.inspect import format_program
 from memplan.experiments.zoo import runtime
 from memplan.experiments.zoo.pte_check import OriginalFailsError, check_same_outputs
 from memplan.planner.compat import deserialize_pte_binary, serialize_pte_binary
-from memplan.planner.pte.program import PteError, read_program
+from memplan.planner.pte.program import read_program
 from memplan.planner.pte.replan import replan
+from memplan.planner.pte.structure import PteError
 
 
 @pytest.fixture(scope="module")
