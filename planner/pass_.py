@@ -48,7 +48,6 @@ from memplan.planner.levers.lever import Site
 from memplan.planner.levers.slice_noop.lever import SliceNoopOptions
 from memplan.planner.levers.state_in_place.lever import StateInPlaceOptions
 from memplan.planner.memory.bank_maps import state_pool as banked_state_pool
-from memplan.planner.memory.instruction_traffic import argument_bytes
 from memplan.planner.stages.apply import written
 from memplan.planner.stages.constrain import constrained
 from memplan.planner.stages.costs import Costs
@@ -70,7 +69,7 @@ from memplan.planner.stages.shared_state import (
     finish_session,
     lay_out,
     reject_foreign_planners,
-    with_state,
+    share_layout,
 )
 from memplan.planner.stages.solve import Graph, as_given, choose
 from memplan.planner.stages.solver import algorithm
@@ -233,20 +232,8 @@ class PlannerPass(MemoryPlanningPass):
         if context is not None:
             reject_foreign_planners(session, context.key)
         layout = lay_out(session)
-        if layout is None:
-            return
-        for m in session.methods.values():
-            if not m.shared:
-                continue
-            owner: PlannerPass = m.owner
-            owner.shared_state = layout
-            res = owner.results[m.method]
-            res.problem, res.plan = with_state(res.problem, res.plan, m, layout)
-            shared = {r.node: r.spec for r in m.refs if r.fqn in layout.offsets}
-            moved = sum(argument_bytes(shared, m.graph_module.graph.nodes).values())
-            res.traffic = {**res.traffic, layout.pool: res.traffic.get(layout.pool, 0) + moved}
-            res.specs.update({r.node: r.spec for r in m.refs if r.fqn in layout.offsets})
-            res.buffer_sizes = list(m.graph_module.meta["non_const_buffer_sizes"])
+        if layout is not None:
+            share_layout(session, layout)
 
     # -- planning one graph ------------------------------------------------------
     def _plan_graph(

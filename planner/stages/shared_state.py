@@ -32,7 +32,7 @@ from torch.export.exported_program import ExportedProgram, ExportGraphSignature
 from memplan.errors import SharedStatePolicyError
 from memplan.plan import Outcome, Plan
 from memplan.planner.graph.extract import StateRef
-from memplan.planner.memory.instruction_traffic import argument_counts
+from memplan.planner.memory.instruction_traffic import argument_bytes, argument_counts
 from memplan.planner.stages.verify import verify_storage_reuse
 from memplan.problem import Buffer, BufferKind, Problem, SameOffset
 from memplan.validate import check_plan
@@ -141,6 +141,22 @@ def lay_out(session: Session) -> SharedLayout | None:
     for m in shared:
         _verify_with_state(m)
     return SharedLayout(offsets, sizes, arena, problem, plan, pool)
+
+
+def share_layout(session: Session, layout: SharedLayout) -> None:
+    """Tell every method sharing the state where it sits: each owner pass's `shared_state`, and its
+    result's problem, plan, traffic, specs and buffer sizes with the state in them."""
+    for m in session.methods.values():
+        if not m.shared:
+            continue
+        m.owner.shared_state = layout
+        res = m.owner.results[m.method]
+        res.problem, res.plan = with_state(res.problem, res.plan, m, layout)
+        shared = {r.node: r.spec for r in m.refs if r.fqn in layout.offsets}
+        moved = sum(argument_bytes(shared, m.graph_module.graph.nodes).values())
+        res.traffic = {**res.traffic, layout.pool: res.traffic.get(layout.pool, 0) + moved}
+        res.specs.update(shared)
+        res.buffer_sizes = list(m.graph_module.meta["non_const_buffer_sizes"])
 
 
 def check_default_mem_ids(graph_module: torch.fx.GraphModule) -> None:
