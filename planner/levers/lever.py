@@ -2,7 +2,7 @@
 
 A lever is one folder under `levers/` with a `lever.py` holding its options
 (a frozen dataclass whose `enabled` switches it) and a class following
-`Lever`; registering it is one line in `stages.levers.LEVERS`. The pass
+`Lever`; registering it is one line in `stages.run_levers.LEVERS`. The pass
 runs every lever the same way:
 
 * `decide(site, extraction)`: every candidate instruction decided, each one

@@ -2,7 +2,7 @@
 
 A state updated where it lives holds its old value until the first write
 into its bytes. Without other levers that write is the new value's
-producer (`writeback` checks that nothing reads the old value after it
+producer (`state_in_place.analysis` checks that nothing reads the old value after it
 starts). A lever that places a tensor inside another one moves writes
 earlier: with cat fusion the producer of every (nested) piece of a cat
 whose output is the state writes that piece into the state's bytes as it
@@ -85,7 +85,7 @@ def late_reads(
     in-place producer or the write-back copy; reads after it read the new
     value). A write into `s`'s bytes of any other spec starts the window
     early, and every such read at or after it is late. A write of the full
-    spec is `writeback`'s to judge, except for no-op aliases: one taken of the
+    spec is `state_in_place.analysis`'s to judge, except for no-op aliases: one taken of the
     old value must see no write into the state's bytes up to its last reader
     (the output node included), one taken later no write after it.
     """
