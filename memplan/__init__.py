@@ -14,8 +14,8 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError, ProblemError
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem, SameOffset
 from memplan.validate import validate

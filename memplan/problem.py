@@ -18,8 +18,8 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from memplan.bounds import lower_bound
 from memplan.errors import ProblemError
+from memplan.peak_bound import lower_bound
 
 __all__ = [
     "MAX_COORDINATE",

@@ -14,7 +14,7 @@ from enum import Enum
 from sortedcontainers import SortedList
 
 import memplan.timeline as timeline
-from memplan.banks import place_in_banks
+from memplan.bank_placement import place_in_banks
 from memplan.errors import InvalidPlanError
 from memplan.plan import Plan, arena_sizes_of
 from memplan.problem import Buffer, Problem

@@ -16,9 +16,9 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from memplan.banks import place_in_banks
-from memplan.bounds import lower_bound
+from memplan.bank_placement import place_in_banks
 from memplan.errors import InfeasibleError, SolverOptionError, UnknownSolverError, UnsupportedProblemError
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.solvers.defaults import (

@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 from memplan.arith import align_up
-from memplan.banks import place_in_banks, traffic_cost
-from memplan.bounds import lower_bound
+from memplan.bank_placement import place_in_banks, traffic_cost
 from memplan.errors import InfeasibleError, UnsupportedProblemError
+from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome, Plan, arena_sizes_of
 from memplan.problem import BufferKind, Problem
 from memplan.solvers.contract import SolverEntry

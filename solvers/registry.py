@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from memplan.banks import place_in_banks
+from memplan.bank_placement import place_in_banks
 from memplan.errors import UnknownSolverError, UnsupportedProblemError
 from memplan.problem import Problem
 from memplan.solvers.contract import Capabilities, SolverEntry
@@ -22,8 +22,8 @@ _EXACT = Capabilities(fixed_offsets=True, groups=True, same_offsets=True, capaci
 # Solvers for problems with banks only (a memory map); `available(banks=True)` lists them.
 BANKED_GREEDY = SolverEntry(
     "banked_greedy",
-    "memplan.solvers.banked_greedy:solve_banked_greedy",
-    "memplan.solvers.banked_greedy:BankedGreedyParams",
+    "memplan.solvers.banked.banked_greedy:solve_banked_greedy",
+    "memplan.solvers.banked.banked_greedy:BankedGreedyParams",
     Capabilities(
         fixed_offsets=True, groups=True, same_offsets=False, capacity=False, banks=True, shared_objects=True
     ),
@@ -31,24 +31,24 @@ BANKED_GREEDY = SolverEntry(
 )
 BANKED_BESTFIT = SolverEntry(
     "banked_bestfit",
-    "memplan.solvers.banked_bestfit:solve_banked_bestfit",
-    "memplan.solvers.banked_bestfit:BankedBestfitParams",
+    "memplan.solvers.banked.banked_bestfit:solve_banked_bestfit",
+    "memplan.solvers.banked.banked_bestfit:BankedBestfitParams",
     dataclasses.replace(_PLACEMENT, banks=True, fixed_in_banks=True),
     reproducible="untimed",
 )
 
 GREEDY = SolverEntry(
     "greedy",
-    "memplan.solvers.greedy:solve_greedy",
-    "memplan.solvers.greedy:GreedyParams",
+    "memplan.solvers.heuristics.greedy:solve_greedy",
+    "memplan.solvers.heuristics.greedy:GreedyParams",
     Capabilities(fixed_offsets=False, groups=True, same_offsets=False, capacity=False, shared_objects=True),
     banked=BANKED_GREEDY,
     reproducible="deterministic",
 )
 BESTFIT = SolverEntry(
     "bestfit",
-    "memplan.solvers.bestfit:solve_bestfit",
-    "memplan.solvers.bestfit:BestfitParams",
+    "memplan.solvers.heuristics.bestfit:solve_bestfit",
+    "memplan.solvers.heuristics.bestfit:BestfitParams",
     _PLACEMENT,
     fallback=(GREEDY,),
     banked=BANKED_BESTFIT,
@@ -56,15 +56,15 @@ BESTFIT = SolverEntry(
 )
 SKYLINE = SolverEntry(
     "skyline",
-    "memplan.solvers.skyline:solve_skyline",
-    "memplan.solvers.skyline:SkylineParams",
+    "memplan.solvers.heuristics.skyline:solve_skyline",
+    "memplan.solvers.heuristics.skyline:SkylineParams",
     _PLACEMENT,
     reproducible="untimed",
 )
 CPSAT = SolverEntry(
     "cpsat",
-    "memplan.solvers.cpsat:solve_cpsat",
-    "memplan.solvers.cpsat:CpsatParams",
+    "memplan.solvers.cpsat.driver:solve_cpsat",
+    "memplan.solvers.cpsat.driver:CpsatParams",
     dataclasses.replace(_EXACT, banks=True, fixed_in_banks=True),
     fallback=(BESTFIT, GREEDY),
     bank_fallback=(BANKED_BESTFIT,),
@@ -72,8 +72,8 @@ CPSAT = SolverEntry(
 )
 MILP = SolverEntry(
     "milp",
-    "memplan.solvers.milp:solve_milp",
-    "memplan.solvers.milp:MilpParams",
+    "memplan.solvers.exact.milp:solve_milp",
+    "memplan.solvers.exact.milp:MilpParams",
     _EXACT,
     fallback=(BESTFIT, GREEDY),
 )
@@ -81,8 +81,8 @@ MILP = SolverEntry(
 # The shared-objects form (`Problem.shared_objects`): with or without banks; its plans suit any problem.
 SHARED_OBJECTS = SolverEntry(
     "shared_objects",
-    "memplan.solvers.shared_objects:solve_shared_objects",
-    "memplan.solvers.shared_objects:SharedObjectsParams",
+    "memplan.solvers.shared_objects.best_packing:solve_shared_objects",
+    "memplan.solvers.shared_objects.best_packing:SharedObjectsParams",
     dataclasses.replace(_PLACEMENT, banks=True, shared_objects=True),
     reproducible="untimed",
 )

@@ -13,8 +13,8 @@ from collections.abc import Mapping, Sequence
 from operator import attrgetter
 from typing import NamedTuple
 
-from memplan.bounds import lower_bound
 from memplan.errors import ProblemError
+from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome, Plan, arena_sizes_of
 from memplan.problem import Buffer, Problem
 

@@ -15,7 +15,7 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from memplan.banks import BankUsage, bank_part, bank_report, place_in_banks
+from memplan.bank_placement import BankUsage, bank_part, bank_report, place_in_banks
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.viz.gantt import gantt

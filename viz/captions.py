@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memplan.bounds import lower_bound
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.viz.style import format_bytes

@@ -19,7 +19,7 @@ from matplotlib.patches import Patch
 from matplotlib.text import Text
 from matplotlib.ticker import MaxNLocator
 
-from memplan.bounds import lower_bounds
+from memplan.peak_bound import lower_bounds
 from memplan.plan import Plan
 from memplan.problem import Buffer, Problem
 from memplan.viz.style import (

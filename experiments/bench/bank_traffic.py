@@ -69,9 +69,9 @@ def rows(models: Sequence[str], time_limit_s: float) -> None:
     from executorch.exir.passes import MemoryPlanningPass
 
     from memplan import PlannerPass
-    from memplan.bounds import lower_bound
     from memplan.experiments import zoo
     from memplan.experiments.zoo import runtime
+    from memplan.peak_bound import lower_bound
 
     table = StreamedTable(HEADER)
     for name in models:

@@ -24,11 +24,11 @@ import dataclasses
 import time
 from collections.abc import Sequence
 
-from memplan.banks import traffic
-from memplan.bounds import lower_bound
+from memplan.bank_placement import traffic
 from memplan.errors import InfeasibleError
 from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli.tables import StreamedTable
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.problem import Problem
 

@@ -6,7 +6,7 @@
 Each measurement is a fresh Python process that builds
 `memplan.generate.layered_problem(n, seed)` and times one call, either
 `solvers.solve(problem, "bestfit")` (what users call: the solver, then the
-independent validator) or `solvers.bestfit.solve_bestfit` alone. The two
+independent validator) or `solvers.heuristics.bestfit.solve_bestfit` alone. The two
 checkouts take turns, repeat by repeat, so both see the same machine load;
 CPU time (`time.process_time`) is printed next to wall time because on a
 shared machine wall time mostly measures the neighbours. The last column
@@ -39,9 +39,9 @@ from memplan.experiments.cli.tables import StreamedTable, shorten
 WORKER = """
 import hashlib, json, sys, time
 from memplan.generate import layered_problem
-from memplan.bounds import lower_bound
+from memplan.peak_bound import lower_bound
 from memplan.solvers import solve
-from memplan.solvers.bestfit import solve_bestfit
+from memplan.solvers.heuristics.bestfit import solve_bestfit
 n, seed, call = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 problem = layered_problem(n, seed)
 cpu, wall = time.process_time(), time.perf_counter()

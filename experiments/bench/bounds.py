@@ -1,4 +1,4 @@
-"""Lower bounds on MiniMalloc's instances: the bytes live at once against window bounds (solvers.bounds_windows).
+"""Lower bounds on MiniMalloc's instances: the bytes live at once against window bounds (solvers.exact.window_bounds).
 
     python -m memplan.experiments.bench.bounds [--instances D,J] [--bound-seconds 30]
         [--sizes 40,80] [--seeds 4] [--time-limit 6]
@@ -24,17 +24,17 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from memplan.bounds import lower_bound
 from memplan.experiments.bench.minimalloc import CHALLENGING, MINIMALLOC_DIR, minimalloc_problem
 from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli.tables import StreamedTable
 from memplan.generate import random_problem
 from memplan.io import read_minimalloc_csv
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan, arena_sizes_of
 from memplan.problem import Problem
 from memplan.solvers import solve
-from memplan.solvers.bounds import pool_bounds
-from memplan.solvers.bounds_windows import window_lower_bounds
+from memplan.solvers.exact.arena_bounds import pool_bounds
+from memplan.solvers.exact.window_bounds import window_lower_bounds
 from memplan.solvers.units import units_of
 from memplan.validate import validate
 

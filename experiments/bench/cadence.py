@@ -38,7 +38,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from memplan.banks import traffic
+from memplan.bank_placement import traffic
 from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli import tables
 from memplan.planner.algorithms.cadence.importable import cadence_passes_importable
@@ -188,7 +188,7 @@ HEADER = [
 def rows(names: Sequence[str], time_limit_s: float) -> list[Row]:
     from executorch.backends.cadence.aot.utils import MemoryConfig
 
-    from memplan.bounds import lower_bound
+    from memplan.peak_bound import lower_bound
     from memplan.planner.algorithms.cadence.algo import MemplanCadenceAlgo
 
     table = []

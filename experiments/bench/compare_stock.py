@@ -25,10 +25,10 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from memplan.bounds import lower_bounds
 from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli.tables import markdown
 from memplan.experiments.zoo import programs, runtime
+from memplan.peak_bound import lower_bounds
 from memplan.planner.pass_ import MethodResult, PlannerPass
 
 

@@ -11,12 +11,12 @@ import argparse
 import time
 from collections.abc import Callable, Sequence
 
-from memplan.bounds import lower_bound
 from memplan.experiments.bench.minimalloc import MINIMALLOC_DIR
 from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli.tables import StreamedTable
 from memplan.generate import layered_problem, pigeonholes, random_problem
 from memplan.io import read_minimalloc_csv
+from memplan.peak_bound import lower_bound
 from memplan.problem import Buffer, Problem
 from memplan.solvers import solve
 

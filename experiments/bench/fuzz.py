@@ -30,12 +30,12 @@ from typing import Any
 
 import pandas as pd
 
-from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError, UnsupportedProblemError
 from memplan.experiments.bench.claims import Report, honest
 from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli.tables import markdown
 from memplan.generate import random_problem
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.problem import Buffer, Gap, Problem
 

@@ -16,12 +16,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from memplan.bounds import lower_bound
 from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli.tables import StreamedTable
 from memplan.generate import layered_problem
+from memplan.peak_bound import lower_bound
 from memplan.solvers import entry
-from memplan.solvers.bestfit import ORDERINGS
+from memplan.solvers.heuristics.bestfit import ORDERINGS
 from memplan.validate import check_plan
 
 COLUMNS = ("buffers", "solver", "arena", "LB", "arena/LB", "seconds", "cpu s")

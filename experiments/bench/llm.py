@@ -242,7 +242,7 @@ def _program_arena(sizes: dict[str, list[int]]) -> int:
 
 def _program_bound(results: dict) -> int:
     """Per pool, the largest per-method lower bound, summed (methods share arenas)."""
-    from memplan.bounds import lower_bounds
+    from memplan.peak_bound import lower_bounds
 
     best: dict[int, int] = defaultdict(int)
     for r in results.values():

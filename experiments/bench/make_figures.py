@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt
 from matplotlib.figure import Figure
 
 from memplan import viz
-from memplan.bounds import lower_bound
+from memplan.peak_bound import lower_bound
 from memplan.solvers import DEFAULT_ALIGNMENT
 from memplan.viz.captions import describe
 from memplan.viz.style import format_bytes

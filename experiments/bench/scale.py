@@ -47,11 +47,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError
 from memplan.experiments.bench.minimalloc import CAPACITY, CHALLENGING, MINIMALLOC_DIR, minimalloc_problem
 from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli.tables import StreamedTable, shorten
+from memplan.peak_bound import lower_bound
 from memplan.problem import Problem
 from memplan.solvers import solve
 

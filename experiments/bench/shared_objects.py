@@ -16,7 +16,7 @@ planners see the same graph):
   bank (sram+dram) in the program, and the share of all traffic (bytes x
   accesses of every tensor) in the fast bank. ExecuTorch's share is read from
   its plan of memplan's problem by memplan's byte-exact replica of
-  BankedGreedy (solvers.banked_greedy).
+  BankedGreedy (solvers.banked.banked_greedy).
 
 `--check` also runs every planned program in executorch.runtime against eager.
 """
@@ -77,10 +77,10 @@ def row(name: str, check: bool) -> list[object]:
     from executorch.exir.passes import MemoryPlanningPass
 
     from memplan import PlannerPass, solvers
-    from memplan.banks import traffic
-    from memplan.bounds import lower_bound
+    from memplan.bank_placement import traffic
     from memplan.experiments import zoo
     from memplan.experiments.zoo import runtime
+    from memplan.peak_bound import lower_bound
 
     model = zoo.get(name)
     no_overlap = functools.partial(greedy, allow_overlapping_allocations=False)

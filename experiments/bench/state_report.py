@@ -22,12 +22,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memplan.bounds import lower_bounds
 from memplan.experiments.cli import args as script_args
 from memplan.experiments.cli.tables import StreamedTable
 from memplan.experiments.zoo import ZooModel, runtime
 from memplan.experiments.zoo.models import hybrid
 from memplan.experiments.zoo.models.stateful import multi_method_cache
+from memplan.peak_bound import lower_bounds
 from memplan.planner.pass_ import PlannerPass
 
 _ELEMENT_BYTES = {"BOOL": 1, "BYTE": 1, "CHAR": 1, "SHORT": 2, "HALF": 2, "BFLOAT16": 2, "INT": 4}

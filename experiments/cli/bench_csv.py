@@ -70,9 +70,9 @@ def _bench_file(
     path: Path, solvers: Sequence[str], time_limit_s: float, capacity_from_name: bool
 ) -> list[dict]:
     from memplan import solvers as registry
-    from memplan.bounds import lower_bound
     from memplan.errors import InfeasibleError, ProblemError
     from memplan.io import read_minimalloc_csv
+    from memplan.peak_bound import lower_bound
 
     try:
         problem = read_minimalloc_csv(path, capacity_from_name=capacity_from_name)

@@ -54,8 +54,8 @@ class Lowered:
 
     def rows(self) -> list[dict[str, Any]]:
         """One sweep row per method (without the model/solver/settings columns)."""
-        from memplan.bounds import lower_bound
         from memplan.experiments.zoo import runtime
+        from memplan.peak_bound import lower_bound
 
         emitted = runtime.stock_arena_bytes(self.program)  # non_const_buffer_sizes, whatever the planner
         rows = []
@@ -134,7 +134,7 @@ def _bank_columns(result: Any) -> dict[str, Any]:
     The share is of the traffic the emitted program moves (the pass's `result.traffic`: every
     instruction's tensor arguments at their bytes, by arena).
     """
-    from memplan.banks import bank_report
+    from memplan.bank_placement import bank_report
 
     if not result.problem.banks:
         return {}

@@ -20,7 +20,7 @@ import torch
 from executorch.exir.tensor import TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
-from memplan.banks import place_in_banks
+from memplan.bank_placement import place_in_banks
 from memplan.errors import InvalidPlanError, ProblemError
 from memplan.plan import Outcome, Plan, arena_sizes_of
 from memplan.planner.graph.extract import Extraction

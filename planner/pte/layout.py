@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memplan.bounds import lower_bound
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.planner.compat import PTEFile
 from memplan.problem import Problem

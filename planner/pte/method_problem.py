@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections import defaultdict
 
 from memplan.arith import align_up
-from memplan.bounds import lower_bound
 from memplan.errors import ProblemError
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.planner.pte.accesses import MethodScan, ScannedTensor
 from memplan.planner.pte.layout import MethodLayout

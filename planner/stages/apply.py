@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from executorch.exir.banked_memory_planning import TargetMemoryMap
 
-from memplan.banks import place_in_banks
+from memplan.bank_placement import place_in_banks
 from memplan.plan import Plan
 from memplan.planner.compat import merge_bufsizes
 from memplan.planner.graph.extract import Extraction, _pool_of

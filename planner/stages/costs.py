@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from memplan.banks import traffic, traffic_cost
+from memplan.bank_placement import traffic, traffic_cost
 from memplan.plan import Plan
 from memplan.planner.graph.extract import Extraction
 from memplan.planner.memory.instruction_traffic import argument_bytes

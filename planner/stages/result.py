@@ -32,7 +32,7 @@ class MethodResult:
     before `state_in_place` rewrites them), and the shared-state arena when
     state is shared across methods (ExecuTorch's `share_mutable_buffers` lays
     it out the same way). Without a memory map it is computed on first use by
-    memplan's byte-exact replica of that greedy (solvers.greedy), so the pass
+    memplan's byte-exact replica of that greedy (solvers.heuristics.greedy), so the pass
     does not pay for the solve. In a method with control flow, the bytes
     reserved for its submodules are memplan's. `reports` holds each lever's
     report under its name (memplan.planner.levers).

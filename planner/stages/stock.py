@@ -1,7 +1,7 @@
 """What ExecuTorch's own pass would have emitted: `MethodResult.stock_sizes`, for comparison.
 
 Without a memory map, memplan's byte-exact replica of ExecuTorch's greedy
-(solvers.greedy), computed on first use; under one, ExecuTorch's BankedGreedy
+(solvers.heuristics.greedy), computed on first use; under one, ExecuTorch's BankedGreedy
 itself, run now (it needs the specs unplanned). A graph lever (state in
 place) changes the graph ExecuTorch would plan, so its figure is taken before
 the rewrite (`before_rewrite`).
@@ -82,6 +82,6 @@ def with_shared_state_arena(stock: Stock, layout: Callable[[], SharedLayout | No
 
 
 def _greedy_sizes(ex: Extraction) -> list[int]:
-    """`non_const_buffer_sizes` ExecuTorch's greedy gives the extracted tensors (its replica, solvers.greedy;
+    """`non_const_buffer_sizes` ExecuTorch's greedy gives the extracted tensors (its replica, solvers.heuristics.greedy;
     `fallback` lays it out above the submodules' reservation, as ExecuTorch does)."""
     return ex.pool_sizes(dict(solvers.solve(ex.problem, "greedy", fallback=True).arena_sizes))

@@ -11,9 +11,9 @@ import pytest
 from cli_helpers import run_cli as _run
 
 from memplan import io, solvers
-from memplan.bounds import lower_bound, lower_bounds
 from memplan.experiments import zoo
 from memplan.experiments.cli import main as cli
+from memplan.peak_bound import lower_bound, lower_bounds
 
 ERROR_CASES = {
     "no command": ([], "choose a command: sweep, plan"),

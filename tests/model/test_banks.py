@@ -6,10 +6,10 @@ import dataclasses
 
 import pytest
 
-from memplan.banks import bank_report, place_in_banks, traffic, traffic_cost
-from memplan.bounds import lower_bound
+from memplan.bank_placement import bank_report, place_in_banks, traffic, traffic_cost
 from memplan.errors import BankCapacityError, ProblemError, UnsupportedProblemError
 from memplan.generate import layered_problem, random_problem, with_banks
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.problem import Bank, Buffer, ContiguousGroup, Problem
 from memplan.solvers import available, solve

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 
 from memplan import solvers
-from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError, ProblemError
 from memplan.io import load_json, read_minimalloc_csv, save_json, write_minimalloc_csv
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan, arena_sizes_of
 from memplan.problem import Buffer, ContiguousGroup, Gap, Problem
 from memplan.validate import ViolationKind, validate

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from minimalloc_files import KNOWN, minimalloc_dir
 
-from memplan.bounds import lower_bound
 from memplan.errors import ProblemError
 from memplan.generate import random_problem
 from memplan.io import FormatError, load_json, read_minimalloc_csv, save_json, write_minimalloc_csv
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem, SameOffset
 from memplan.solvers import solve

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from memplan.bounds import lower_bound, lower_bounds
 from memplan.errors import ProblemError
+from memplan.peak_bound import lower_bound, lower_bounds
 from memplan.problem import Buffer, ContiguousGroup, Problem, SameOffset
 
 

@@ -1,4 +1,4 @@
-"""memplan.solvers.greedy gives exactly what ExecuTorch 1.5.1's own `greedy` gives.
+"""memplan.solvers.heuristics.greedy gives exactly what ExecuTorch 1.5.1's own `greedy` gives.
 
 Each problem is turned into real `TensorSpec`s (same order, inclusive
 lifetimes, mem_id = pool, groups as storage_base + storage_base_offset) and
@@ -17,7 +17,7 @@ from memplan.errors import UnsupportedProblemError
 from memplan.generate import layered_problem, random_problem
 from memplan.problem import Buffer, ContiguousGroup, Problem
 from memplan.solvers import solve
-from memplan.solvers.greedy import GreedyParams, solve_greedy
+from memplan.solvers.heuristics.greedy import GreedyParams, solve_greedy
 
 GRAPH = torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph())
 

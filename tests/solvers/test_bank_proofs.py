@@ -16,7 +16,7 @@ from memplan.experiments.bench.fuzz_banks import check, least_cost, plan_cost
 from memplan.plan import Outcome
 from memplan.problem import Bank, Buffer, ContiguousGroup, Problem
 from memplan.solvers import BANK_SOLVERS, solve
-from memplan.solvers.bank_costs import weights
+from memplan.solvers.banked.bank_costs import weights
 from memplan.validate import validate
 
 

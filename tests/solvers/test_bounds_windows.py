@@ -1,4 +1,4 @@
-"""Window lower bounds (solvers.bounds_windows): never above an optimum, above the peak where search shows it."""
+"""Window lower bounds (solvers.exact.window_bounds): never above an optimum, above the peak where search shows it."""
 
 from __future__ import annotations
 
@@ -6,14 +6,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import problems
 
-from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError
 from memplan.generate import layered_problem, pigeonholes, random_problem
+from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome
 from memplan.problem import Buffer, Gap, Problem
 from memplan.solvers import solve
-from memplan.solvers.bounds import pool_bounds
-from memplan.solvers.bounds_windows import window_lower_bounds
+from memplan.solvers.exact.arena_bounds import pool_bounds
+from memplan.solvers.exact.window_bounds import window_lower_bounds
 from memplan.solvers.units import units_of
 from memplan.validate import validate
 

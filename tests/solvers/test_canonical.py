@@ -1,4 +1,4 @@
-"""MiniMalloc's canonical search (solvers.canonical) and how the cpsat solver uses it."""
+"""MiniMalloc's canonical search (solvers.exact.canonical) and how the cpsat solver uses it."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from minimalloc_files import minimalloc_dir
 from memplan.errors import SolverOptionError
 from memplan.io import read_minimalloc_csv
 from memplan.problem import Buffer, Problem
-from memplan.solvers import canonical, solve
+from memplan.solvers import solve
+from memplan.solvers.exact import canonical
 from memplan.solvers.units import Unit, units_of
 from memplan.validate import validate
 

@@ -11,14 +11,17 @@ from minimalloc_files import minimalloc_dir
 from strategies import problems
 
 from memplan.arith import align_up
-from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError
 from memplan.generate import layered_problem, random_problem
 from memplan.io import read_minimalloc_csv
+from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome
 from memplan.problem import Buffer, ContiguousGroup, Problem, SameOffset
-from memplan.solvers import cpsat, cpsat_model, cpsat_search, solve
-from memplan.solvers.bounds import pool_bounds
+from memplan.solvers import solve
+from memplan.solvers.cpsat import driver as cpsat
+from memplan.solvers.cpsat import placement_model as cpsat_model
+from memplan.solvers.cpsat import searches as cpsat_search
+from memplan.solvers.exact.arena_bounds import pool_bounds
 from memplan.solvers.units import arena_of, make_plan, units_of
 from memplan.validate import validate
 

@@ -6,13 +6,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import problems
 
-from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError
 from memplan.generate import layered_problem
+from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome, Plan
 from memplan.problem import Buffer, Problem, SameOffset
 from memplan.solvers import solve
-from memplan.solvers.decompose import solve_in_parts, split, subproblem
+from memplan.solvers.exact.decompose import solve_in_parts, split, subproblem
 from memplan.validate import validate
 
 

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from minimalloc_files import minimalloc_dir
 
-from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError
 from memplan.generate import pigeonholes
 from memplan.io import read_minimalloc_csv
+from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome
 from memplan.problem import Buffer, Problem
 from memplan.solvers import UnknownSolverError, available, solve

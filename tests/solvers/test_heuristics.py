@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 from minimalloc_files import KNOWN, minimalloc_dir
 
-from memplan.bounds import lower_bound, lower_bounds
 from memplan.errors import InfeasibleError, SolverOptionError, UnsupportedProblemError
 from memplan.generate import layered_problem, random_problem
 from memplan.io import read_minimalloc_csv
+from memplan.peak_bound import lower_bound, lower_bounds
 from memplan.plan import Outcome, Plan
 from memplan.problem import Buffer, BufferKind, Problem, SameOffset
 from memplan.solvers import solve
-from memplan.solvers.bestfit import ORDERINGS
+from memplan.solvers.heuristics.bestfit import ORDERINGS
 from memplan.validate import validate
 
 

@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from memplan.solvers.live_index import LiveIndex
+from memplan.solvers.heuristics.live_index import LiveIndex
 
 
 def as_sorted_pairs(found) -> list[tuple[int, int]]:

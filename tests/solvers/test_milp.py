@@ -7,12 +7,12 @@ import pytest
 from hypothesis import given, settings
 from strategies import problems
 
-from memplan.bounds import lower_bound
 from memplan.generate import random_problem
+from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome
 from memplan.problem import Buffer, Problem
 from memplan.solvers import solve
-from memplan.solvers.milp import overlapping_pairs, settle
+from memplan.solvers.exact.milp import overlapping_pairs, settle
 from memplan.solvers.units import make_plan, units_of
 from memplan.validate import validate
 
@@ -133,7 +133,7 @@ def test_coordinates_near_2_to_the_40_give_a_plan_but_no_proof(backend: str) -> 
 def test_an_infeasibility_claim_that_best_fit_disproves_returns_the_plan(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from memplan.solvers import milp
+    from memplan.solvers.exact import milp
 
     def claims_infeasible(self, solver, seconds):
         return pulp.LpStatusInfeasible, False, 0
@@ -152,7 +152,7 @@ def test_an_infeasibility_claim_beyond_trusted_numbers_is_not_called_a_proof(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from memplan.errors import InfeasibleError
-    from memplan.solvers import milp
+    from memplan.solvers.exact import milp
 
     monkeypatch.setattr(
         milp._Model, "solve", lambda self, solver, seconds: (pulp.LpStatusInfeasible, False, 0)
@@ -172,7 +172,7 @@ def test_a_solution_that_breaks_the_model_when_rounded_is_not_a_proof(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The solver's optimality claim is checked against its own values in exact integer arithmetic."""
-    from memplan.solvers import milp
+    from memplan.solvers.exact import milp
 
     real_solve = milp._Model.solve
 

@@ -8,7 +8,6 @@ import threading
 import pytest
 
 from memplan import solvers
-from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError, SolverOptionError
 from memplan.experiments.cli import main as cli
 from memplan.experiments.sweep import grid as sweep_grid
@@ -16,6 +15,7 @@ from memplan.experiments.sweep import run as sweep
 from memplan.experiments.sweep import run_log
 from memplan.experiments.zoo import lowering
 from memplan.generate import random_problem
+from memplan.peak_bound import lower_bound
 from memplan.validate import validate
 
 

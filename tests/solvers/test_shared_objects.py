@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from strategies import has_fixed_or_same_offset, problems
 
 from memplan import solvers
-from memplan.banks import place_in_banks, traffic_cost
+from memplan.bank_placement import place_in_banks, traffic_cost
 from memplan.errors import BankCapacityError, InfeasibleError, ProblemError, UnsupportedProblemError
 from memplan.io import load_json, save_json
 from memplan.plan import Plan

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import problems
 
-from memplan.bounds import lower_bound, lower_bounds
 from memplan.errors import SolverOptionError
 from memplan.generate import layered_problem, random_problem
+from memplan.peak_bound import lower_bound, lower_bounds
 from memplan.problem import Buffer, Problem
 from memplan.solvers import solve
-from memplan.solvers.skyline import ORDERS
+from memplan.solvers.heuristics.skyline import ORDERS
 from memplan.validate import validate
 
 

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from strategies import has_fixed_or_same_offset, problems
 
-from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError, UnsupportedProblemError
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.solvers import available, solve

@@ -16,15 +16,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import memplan.solvers.bestfit as bestfit
-import memplan.solvers.wave_placer as wave_placer
+import memplan.solvers.heuristics.bestfit as bestfit
+import memplan.solvers.heuristics.wave_placer as wave_placer
 from memplan.generate import layered_problem, random_problem
 from memplan.problem import Buffer, Gap, Problem
-from memplan.solvers.bestfit import ORDERINGS, BestfitParams, solve_bestfit
-from memplan.solvers.holes import best_gap
-from memplan.solvers.orderings import SORT_KEYS, UnitStats, order_of
+from memplan.solvers.heuristics.bestfit import ORDERINGS, BestfitParams, solve_bestfit
+from memplan.solvers.heuristics.holes import best_gap
+from memplan.solvers.heuristics.orderings import SORT_KEYS, UnitStats, order_of
+from memplan.solvers.heuristics.wave_placer import WavePlacer
 from memplan.solvers.units import Unit, arena_of, units_of
-from memplan.solvers.wave_placer import WavePlacer
 
 
 def one_at_a_time(units: list[Unit], order: list[int]) -> list[int]:
@@ -225,7 +225,7 @@ def test_order_of_matches_sort_keys(rows: list[tuple[int, int, int, int]]) -> No
 def test_gc_paused_restores_the_collectors_state() -> None:
     import gc
 
-    from memplan.solvers.gc_pause import gc_paused
+    from memplan.solvers.heuristics.gc_pause import gc_paused
 
     assert gc.isenabled()
     with pytest.raises(ZeroDivisionError), gc_paused():

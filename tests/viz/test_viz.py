@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from memplan import viz
-from memplan.bounds import lower_bounds
 from memplan.generate import layered_problem
+from memplan.peak_bound import lower_bounds
 from memplan.plan import Plan
 from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem, SameOffset
 from memplan.solvers import solve
@@ -320,8 +320,8 @@ def test_anytime_draws_the_best_so_far_per_solver_and_the_bound() -> None:
 
 
 def test_anytime_curve_measures_growing_limits() -> None:
-    from memplan.bounds import lower_bound
     from memplan.experiments.bench.anytime import curve
+    from memplan.peak_bound import lower_bound
 
     problem = layered_problem(30, seed=2, alignment=1)
     points = curve(problem, "cpsat", limits=(0.2, 1.0))

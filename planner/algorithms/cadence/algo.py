@@ -40,7 +40,7 @@ from executorch.exir.tensor import TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
-from memplan.banks import place_in_banks, traffic_cost
+from memplan.bank_placement import place_in_banks, traffic_cost
 from memplan.errors import InfeasibleError, PlanningError, ProblemError
 from memplan.plan import Plan, arena_sizes_of
 from memplan.planner.algorithms.cadence.problem_of import CadenceProblem, cadence_problem, memory_banks

@@ -20,8 +20,8 @@ import torch
 from torch.export.exported_program import ExportGraphSignature
 
 import memplan.timeline as timeline
-from memplan.bounds import lower_bound, lower_bounds
 from memplan.errors import InfeasibleError
+from memplan.peak_bound import lower_bound, lower_bounds
 from memplan.plan import Plan
 from memplan.planner.graph.extract import Extraction
 from memplan.planner.levers.cat.analysis import analyze

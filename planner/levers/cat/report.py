@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from memplan.bounds import lower_bound
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.planner.levers.cat.decisions import CatDecision, CatFusion, CatStatus
 from memplan.planner.levers.refusals import Refusal

@@ -27,7 +27,7 @@ from executorch.exir.schema import TensorShapeDynamism
 from executorch.exir.tensor import TensorSpec, num_bytes_from_shape_and_dtype
 from torch.export.exported_program import ExportGraphSignature
 
-from memplan.bounds import lower_bound
+from memplan.peak_bound import lower_bound
 from memplan.planner.compat import is_out_var_node
 from memplan.planner.graph.extract import Extraction
 from memplan.planner.levers.graph_facts import GraphFacts, default_dim_order, producer_refusal, view_base

@@ -18,8 +18,8 @@ from executorch.exir.backend.utils import tag_mutated_buffer
 from executorch.exir.dialects._ops import ops as exir_ops
 
 from memplan import PlannerPass
-from memplan.bounds import lower_bound
 from memplan.experiments.zoo import runtime
+from memplan.peak_bound import lower_bound
 from memplan.planner.graph.extract import XNNPACK_PADDING, ExtractionError
 from memplan.problem import BufferKind
 

@@ -7,13 +7,13 @@ import pytest
 import torch
 from torch import nn
 
-from memplan.bounds import lower_bound
 from memplan.errors import InfeasibleError
 from memplan.experiments import zoo
 from memplan.experiments.bench.catfusion_report import main as report_main
 from memplan.experiments.zoo import ZooModel, runtime
 from memplan.experiments.zoo.models.common import zoo_recipe
 from memplan.experiments.zoo.models.concat import DenseBlock, DenseNetStem
+from memplan.peak_bound import lower_bound
 from memplan.planner.levers.cat.decisions import CatStatus
 from memplan.planner.levers.refusals import Refusal
 from memplan.planner.pass_ import PlannerPass

@@ -1,4 +1,4 @@
-"""memplan.solvers.banked_greedy gives exactly what ExecuTorch 1.5.1's `BankedGreedy` gives.
+"""memplan.solvers.banked.banked_greedy gives exactly what ExecuTorch 1.5.1's `BankedGreedy` gives.
 
 Each problem becomes real `TensorSpec`s (same order, inclusive lifetimes,
 mem_id = the pool of a pin and None for a free buffer, groups as storage_base)
@@ -15,9 +15,9 @@ from executorch.exir.banked_memory_planning import Bank as EtBank
 from executorch.exir.banked_memory_planning import BankedGreedy, BankPlacementError, TargetMemoryMap
 from executorch.exir.tensor import TensorSpec
 
-from memplan.bounds import lower_bound
 from memplan.errors import BankCapacityError
 from memplan.generate import random_problem, with_banks
+from memplan.peak_bound import lower_bound
 from memplan.problem import Bank, Buffer, BufferKind, Problem
 from memplan.solvers import solve
 from memplan.validate import validate

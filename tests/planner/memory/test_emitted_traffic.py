@@ -16,9 +16,9 @@ from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite
 from executorch.exir.passes import MemoryPlanningPass
 
 from memplan import PlannerPass
-from memplan.bounds import lower_bound
 from memplan.experiments import zoo
 from memplan.experiments.zoo import runtime
+from memplan.peak_bound import lower_bound
 from memplan.planner.levers.refusals import Refusal
 from memplan.planner.memory.instruction_traffic import emitted_traffic
 

@@ -19,7 +19,7 @@ from executorch.exir.banked_memory_planning import (
 from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, get_node_tensor_specs
 
 from memplan import PlannerPass
-from memplan.banks import bank_report
+from memplan.bank_placement import bank_report
 from memplan.errors import BankCapacityError
 from memplan.experiments import zoo
 from memplan.experiments.zoo import runtime
@@ -180,7 +180,7 @@ def test_zoo_models_over_two_and_three_tight_banks_run_and_match_eager(name: str
     model = zoo.get(name)
     probe = PlannerPass(solver="bestfit", memory_map=two_banks(1 << 30), cat_fusion=False)
     runtime.lower(model, memory_planning_pass=probe)
-    from memplan.bounds import lower_bound
+    from memplan.peak_bound import lower_bound
 
     bound = lower_bound(probe.results["forward"].problem)
     maps = (

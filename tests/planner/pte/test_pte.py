@@ -13,10 +13,10 @@ from et_helpers import LINEAR_WIDTHS, LinearChain, ReadState, StateStore, WriteS
 from executorch.exir import schema
 from torch import nn
 
-from memplan.bounds import lower_bound
 from memplan.experiments.zoo import programs
 from memplan.experiments.zoo.models.common import zoo_recipe
 from memplan.experiments.zoo.pte_check import ROUNDS, CheckError, check_same_outputs
+from memplan.peak_bound import lower_bound
 from memplan.planner.compat import deserialize_pte_binary
 from memplan.planner.pte.program import read_program
 from memplan.planner.pte.replan import replan

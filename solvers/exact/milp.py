@@ -1,7 +1,7 @@
 """Exact planning as a disjunctive MILP, solved through PuLP (CBC or HiGHS).
 
 Model, per placement unit u (solvers.units) with offset x_u and per pool p with
-arena A_p, all in bytes divided by g = solvers.bounds.scale_of (the common
+arena A_p, all in bytes divided by g = solvers.exact.arena_bounds.scale_of (the common
 divisor of sizes and fixed offsets, reduced until each alignment divides it or
 is a multiple of it):
 
@@ -36,13 +36,13 @@ import pulp
 
 import memplan.timeline as timeline
 from memplan.arith import align_up, ceil_div
-from memplan.bounds import lower_bounds
 from memplan.errors import InfeasibleError, SolverOptionError
+from memplan.peak_bound import lower_bounds
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
-from memplan.solvers.bestfit import solve_bestfit
-from memplan.solvers.bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
 from memplan.solvers.defaults import checked_time_limit
+from memplan.solvers.exact.arena_bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
+from memplan.solvers.heuristics.bestfit import solve_bestfit
 from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of
 
 DEFAULT_TIME_LIMIT_S = 60.0
@@ -72,7 +72,7 @@ class MilpParams:
     backend: str = "cbc"  # "cbc" or "highs"
     msg: bool = False  # the backend's log on stdout
     warm_start: bool = True  # start from best-fit's plan; return it at once if it meets the lower bound
-    decompose: bool = True  # independent parts (solvers.decompose) are solved one by one
+    decompose: bool = True  # independent parts (solvers.exact.decompose) are solved one by one
     backend_options: Mapping[str, Any] = field(default_factory=dict)  # PuLP options, e.g. {"threads": 2}
 
     def __post_init__(self) -> None:
@@ -105,7 +105,7 @@ def solve_milp(
         options=dict(params.backend_options),
     )
     if params.decompose:
-        from memplan.solvers.decompose import solve_in_parts
+        from memplan.solvers.exact.decompose import solve_in_parts
 
         return solve_in_parts(
             problem,

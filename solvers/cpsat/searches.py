@@ -22,8 +22,8 @@ from typing import Any
 
 from ortools.sat.python import cp_model
 
-from memplan.solvers import canonical
-from memplan.solvers.cpsat_model import PlacementModel, with_skyline_order
+from memplan.solvers.cpsat.placement_model import PlacementModel, with_skyline_order
+from memplan.solvers.exact import canonical
 from memplan.solvers.units import arena_of
 
 LADDER: tuple[tuple[str, float], ...] = (("between", 0.5), ("below", 0.01), ("below", 0.02))
@@ -162,7 +162,7 @@ class Probes:
 @dataclasses.dataclass(frozen=True)
 class SkylineSettings:
     """How skyline searches run: tie-break orders, CP-SAT's presolve (None: by size), logging, and
-    the preorders of MiniMalloc's canonical search run beside the portfolio (solvers.canonical;
+    the preorders of MiniMalloc's canonical search run beside the portfolio (solvers.exact.canonical;
     (): none)."""
 
     orders: tuple[str, ...]
@@ -218,7 +218,7 @@ def decide(
 
 class Portfolio:
     """Skyline searches with different tie-break orders, one thread each (CP-SAT releases the GIL),
-    and on single-pool problems MiniMalloc's canonical search (solvers.canonical) in one more.
+    and on single-pool problems MiniMalloc's canonical search (solvers.exact.canonical) in one more.
 
     The first solution or infeasibility proof stops every thread (an exhausted canonical
     search proves nothing here: it only stops looking).

@@ -25,10 +25,10 @@ import numpy as np
 from memplan.errors import InfeasibleError
 from memplan.plan import Plan
 from memplan.problem import Problem
-from memplan.solvers.gc_pause import gc_paused
-from memplan.solvers.holes import best_gap, best_gap_np, merged
-from memplan.solvers.live_index import LiveIndex
-from memplan.solvers.orderings import (
+from memplan.solvers.heuristics.gc_pause import gc_paused
+from memplan.solvers.heuristics.holes import best_gap, best_gap_np, merged
+from memplan.solvers.heuristics.live_index import LiveIndex
+from memplan.solvers.heuristics.orderings import (
     SORT_KEYS,
     Placement,
     UnitStats,
@@ -36,8 +36,8 @@ from memplan.solvers.orderings import (
     check_names,
     order_of,
 )
+from memplan.solvers.heuristics.wave_placer import WavePlacer
 from memplan.solvers.units import Unit, units_of
-from memplan.solvers.wave_placer import WavePlacer
 
 ORDERINGS = ("size", "lifetime", "area", "conflicts", "start")
 """The orders best-fit tries (keys in `orderings.SORT_KEYS`)."""

@@ -1,14 +1,14 @@
 """Exact planning with OR-Tools CP-SAT: the entry point `solve_cpsat` and its driver.
 
-The model is built in `solvers.cpsat_model`, the searches over it run in
-`solvers.cpsat_search`.
+The model is built in `solvers.cpsat.placement_model`, the searches over it run in
+`solvers.cpsat.searches`.
 
 The heuristic plan is the better of best-fit's and the skyline placement's
-(solvers.skyline, the same search without backtracking).
+(solvers.heuristics.skyline, the same search without backtracking).
 
 Minimising (`_minimise`; `search="auto"`, single-pool problems or parts): if
 the heuristic already meets the lower bound it is returned; otherwise
-MiniMalloc's canonical search (solvers.canonical) asks for the bound and
+MiniMalloc's canonical search (solvers.exact.canonical) asks for the bound and
 bisects down from the heuristic plan on a node budget, then the skyline
 portfolio asks for a plan at the lower bound (`cpsat_search.LOWER_BOUND_SHARE`
 of the time left), then a ladder of skyline probes, one thread per order at
@@ -23,7 +23,7 @@ Switchable helpers (options, all on by default, so a benchmark can show what eac
   already meets the lower bound it is returned at once as proven optimal.
 - `cumulative`: a redundant Cumulative per pool (bytes live at once <= A_p).
 - `symmetry`: identical free units that live together are ordered by offset.
-- `decompose`: independent parts (solvers.decompose) are solved one by one.
+- `decompose`: independent parts (solvers.exact.decompose) are solved one by one.
 - `search`: "auto", "skyline" (portfolio only) or "default" (CP-SAT's own).
 - `skyline_heuristic`: the heuristic plan is the better of best-fit and skyline
   (False: best-fit only).
@@ -63,14 +63,14 @@ from memplan.arith import align_up
 from memplan.errors import InfeasibleError, SolverFailure, SolverOptionError
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
-from memplan.solvers import canonical
-from memplan.solvers.bestfit import solve_bestfit
-from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
-from memplan.solvers.canonical import PREORDER_LETTERS
-from memplan.solvers.cpsat_model import SKYLINE_ORDERS, PlacementModel, arena_limits
-from memplan.solvers.cpsat_search import LADDER, Probes, SkylineSettings, decide, new_solver
+from memplan.solvers.cpsat.placement_model import SKYLINE_ORDERS, PlacementModel, arena_limits
+from memplan.solvers.cpsat.searches import LADDER, Probes, SkylineSettings, decide, new_solver
 from memplan.solvers.defaults import checked_time_limit
-from memplan.solvers.skyline import solve_skyline
+from memplan.solvers.exact import canonical
+from memplan.solvers.exact.arena_bounds import check_capacity_reachable, pool_bounds
+from memplan.solvers.exact.canonical import PREORDER_LETTERS
+from memplan.solvers.heuristics.bestfit import solve_bestfit
+from memplan.solvers.heuristics.skyline import solve_skyline
 from memplan.solvers.units import Unit, arena_of, make_plan, planned_exactly, rank, units_of, within_capacity
 
 DEFAULT_TIME_LIMIT_S = 10.0
@@ -100,7 +100,7 @@ generated 10,000-buffer problem is proven at its bound. The threshold sits betwe
 it is not a measured crossover."""
 
 CANONICAL = ("TWA",)
-"""MiniMalloc preorders of the canonical search (solvers.canonical) in decisions: the first gets
+"""MiniMalloc preorders of the canonical search (solvers.exact.canonical) in decisions: the first gets
 the head start (`CANONICAL_HEAD_START`); with `canonical_in_portfolio` all of them take turns in one
 more thread beside the skyline portfolio (off by default: there it decided nothing sooner)."""
 
@@ -131,7 +131,7 @@ class CpsatParams:
     )
     cumulative: bool = True  # a redundant Cumulative per pool (bytes live at once <= the arena)
     symmetry: bool = True  # identical free units that live together are ordered by offset
-    decompose: bool = True  # independent parts (solvers.decompose) are solved one by one
+    decompose: bool = True  # independent parts (solvers.exact.decompose) are solved one by one
     search: str = "auto"  # "auto", "skyline" (the portfolio and probes only) or "default" (CP-SAT's own)
     skyline_orders: tuple[str, ...] = PORTFOLIO  # tie-break orders run side by side by the skyline portfolio
     skyline_heuristic: bool = (
@@ -139,7 +139,9 @@ class CpsatParams:
     )
     ladder: tuple[tuple[str, float], ...] = LADDER  # the rungs of the minimising probes (cpsat_search.LADDER)
     skyline_presolve: bool | None = None  # CP-SAT presolves before each skyline search (None: by size)
-    canonical: tuple[str, ...] = CANONICAL  # MiniMalloc preorders of the canonical search (solvers.canonical)
+    canonical: tuple[str, ...] = (
+        CANONICAL  # MiniMalloc preorders of the canonical search (solvers.exact.canonical)
+    )
     canonical_head_start: int = CANONICAL_HEAD_START  # its nodes per unit alone, before the rest (0: none)
     canonical_in_portfolio: bool = False  # it also runs beside the skyline portfolio in decisions
     timeout_stops_lower: bool = False  # a bisecting probe out of time stops the probes below it
@@ -200,11 +202,11 @@ def solve_cpsat(
     its outcome says it is not proven; `proven_optimal` is set only when CP-SAT
     proves optimality or the arena equals the lower bound. `params.reproducible`
     makes the time limit a deterministic-time budget and the search free of
-    races, so the same input gives the same plan (solvers.cpsat_reproducible).
+    races, so the same input gives the same plan (solvers.cpsat.reproducible).
     """
     time_limit_s = checked_time_limit("cpsat", time_limit_s)
     if problem.banks:  # bank choice and offsets together: a model of its own
-        from memplan.solvers.cpsat_banks import solve_cpsat_banks
+        from memplan.solvers.cpsat.bank_choice import solve_cpsat_banks
 
         return solve_cpsat_banks(
             problem,
@@ -214,7 +216,7 @@ def solve_cpsat(
             reproducible=params.reproducible,
         )
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
-    windowed: dict[int, int] = {}  # per pool, the window lower bound (solvers.bounds_windows)
+    windowed: dict[int, int] = {}  # per pool, the window lower bound (solvers.exact.window_bounds)
     bound_spent = 0.0
     if params.bound_seconds:
         windowed, bound_spent = _window_bounds(problem, min(params.bound_seconds, limit / 2))
@@ -223,12 +225,12 @@ def solve_cpsat(
     def solve_part(part: Problem, seconds: float) -> Plan:
         if not params.reproducible:
             return _solve(part, seconds, params, windowed if part is problem else {})
-        from memplan.solvers.cpsat_reproducible import solve_reproducibly
+        from memplan.solvers.cpsat.reproducible import solve_reproducibly
 
         return solve_reproducibly(part, seconds, params)
 
     if params.decompose:
-        from memplan.solvers.decompose import solve_in_parts
+        from memplan.solvers.exact.decompose import solve_in_parts
 
         plan = solve_in_parts(
             problem, solve_part, time_limit_s=limit, solver="cpsat", fixed_shares=params.reproducible
@@ -243,7 +245,7 @@ def _window_bounds(problem: Problem, seconds: float) -> tuple[dict[int, int], fl
     it), and the seconds it took.
 
     With a capacity below it, no plan fits: `InfeasibleError`, proven."""
-    from memplan.solvers.bounds_windows import window_lower_bounds
+    from memplan.solvers.exact.window_bounds import window_lower_bounds
 
     began = time.perf_counter()
     known = solve_bestfit(dataclasses.replace(problem, capacity=None)).arena_sizes

@@ -34,13 +34,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.arith import align_up
-from memplan.banks import bank_part, place_in_banks, traffic_cost
-from memplan.bounds import lower_bound, lower_bounds
+from memplan.bank_placement import bank_part, place_in_banks, traffic_cost
 from memplan.errors import BankCapacityError, InfeasibleError, UnsupportedProblemError
+from memplan.peak_bound import lower_bound, lower_bounds
 from memplan.plan import Plan
 from memplan.problem import Bank, Problem
-from memplan.solvers.banked_greedy import solve_banked_greedy
-from memplan.solvers.bestfit import BestfitParams, solve_bestfit
+from memplan.solvers.banked.banked_greedy import solve_banked_greedy
+from memplan.solvers.heuristics.bestfit import BestfitParams, solve_bestfit
 from memplan.solvers.units import Rect, Unit, units_of
 
 

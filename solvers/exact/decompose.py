@@ -29,8 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from memplan.arith import align_up
-from memplan.bounds import lower_bound, lower_bounds
 from memplan.errors import InfeasibleError, SolverOptionError
+from memplan.peak_bound import lower_bound, lower_bounds
 from memplan.plan import Outcome, Plan, arena_sizes_of
 from memplan.problem import ContiguousGroup, Problem, SameOffset
 from memplan.solvers.units import Unit, units_of
@@ -264,7 +264,7 @@ def solve_in_parts(
         plans.append((plan, pools))
     joined = _joined(problem, offsets, plans, cut, solver, time.perf_counter() - began)
     if not cut.exact:  # padding may have cost more than the split gained
-        from memplan.solvers.bestfit import solve_bestfit
+        from memplan.solvers.heuristics.bestfit import solve_bestfit
 
         heuristic = solve_bestfit(problem)
         if heuristic.arena_size < joined.arena_size:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 import memplan.timeline as timeline
 from memplan.arith import align_up, common_divisor
-from memplan.bounds import lower_bounds
 from memplan.errors import InfeasibleError
+from memplan.peak_bound import lower_bounds
 from memplan.problem import Problem
 from memplan.solvers.units import Unit, planned_exactly
 

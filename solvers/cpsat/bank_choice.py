@@ -13,7 +13,7 @@ A unit placed in a bank is what `place_in_banks` makes of it: each root takes
 the bank's alignment and is rounded up to it (its rectangles s_r), the unit's
 offset a multiple of every member's alignment too; a unit fixed at an offset
 the bank's alignment does not divide cannot go there. The weights w_b are the
-costs scaled without loss (`solvers.bank_costs`).
+costs scaled without loss (`solvers.banked.bank_costs`).
 
 Capacity is a hard constraint, so a plan is returned only if it fits. A proof
 (optimal: no plan with less traffic cost fits; infeasible: nothing fits) is
@@ -34,13 +34,13 @@ from fractions import Fraction
 from ortools.sat.python import cp_model
 
 from memplan.arith import align_up, common_divisor
-from memplan.banks import bank_part, place_in_banks
-from memplan.bounds import lower_bound
+from memplan.bank_placement import bank_part, place_in_banks
 from memplan.errors import BankCapacityError, InfeasibleError, ProblemError, SolverFailure
+from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome, Plan, arena_sizes_of
 from memplan.problem import Bank, Buffer, Problem
-from memplan.solvers.bank_costs import exact_cost, weights
-from memplan.solvers.cpsat import DEFAULT_TIME_LIMIT_S  # cpsat's own budget when called with None
+from memplan.solvers.banked.bank_costs import exact_cost, weights
+from memplan.solvers.cpsat.driver import DEFAULT_TIME_LIMIT_S  # cpsat's own budget when called with None
 from memplan.solvers.units import Rect, Unit, expand, planned_exactly, units_of
 
 
@@ -119,7 +119,7 @@ def _why_not(status: int, exact: bool, model: _BankModel) -> str:
 
 
 def _heuristic(problem: Problem, limit: float | None) -> tuple[Plan | None, BankCapacityError | None]:
-    from memplan.solvers.banked_bestfit import solve_banked_bestfit
+    from memplan.solvers.banked.banked_bestfit import solve_banked_bestfit
 
     try:
         return solve_banked_bestfit(problem, time_limit_s=limit), None
@@ -181,7 +181,7 @@ def _reach(problem: Problem, units: list[Unit], placed: dict[tuple[int, int], _P
     DRAM) there keeps the model small without losing an optimum. When best-fit cannot pack them
     all (fixed units that may share a pool collide), every free unit stacked above every fixed one.
     """
-    from memplan.solvers.bestfit import solve_bestfit
+    from memplan.solvers.heuristics.bestfit import solve_bestfit
 
     top: dict[int, int] = {}
     for pool in {pool for _, pool in placed}:

@@ -13,8 +13,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from memplan.bounds import lower_bounds
 from memplan.errors import SolverOptionError
+from memplan.peak_bound import lower_bounds
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
 from memplan.solvers.units import Unit, arena_of, make_plan

@@ -26,13 +26,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from memplan.arith import align_up
-from memplan.banks import place_in_banks, traffic_cost
-from memplan.bounds import lower_bounds
+from memplan.bank_placement import place_in_banks, traffic_cost
 from memplan.errors import BankCapacityError, InfeasibleError, SolverOptionError, UnsupportedProblemError
+from memplan.peak_bound import lower_bounds
 from memplan.plan import Outcome, Plan, arena_sizes_of
 from memplan.problem import Problem
-from memplan.solvers.object_packing import Item, Packer
-from memplan.solvers.shared_objects_exact import PoolUnit, lay_out_objects, solve_pool
+from memplan.solvers.shared_objects.exact_pools import PoolUnit, lay_out_objects, solve_pool
+from memplan.solvers.shared_objects.object_packing import Item, Packer
 from memplan.solvers.units import Unit, expand, units_of
 from memplan.validate import validate
 

@@ -24,7 +24,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from memplan.solvers.holes import best_gap, best_gap_np, merged
+from memplan.solvers.heuristics.holes import best_gap, best_gap_np, merged
 from memplan.solvers.units import Unit
 
 _INT64_ROOM = 1 << 62  # keys built from addresses, times and wave positions stay below this

@@ -5,7 +5,7 @@ it lives with (aligned up, and moved past fixed units it would hit). The
 unit with the lowest such offset is placed there, ties broken by a fixed
 order of the units; its top then raises the offsets its neighbours can take.
 This is the first dive of MiniMalloc's canonical search (and of the CP-SAT
-skyline search in solvers.cpsat), without backtracking. It fills time regions
+skyline search in solvers.cpsat.driver), without backtracking. It fills time regions
 bottom-up evenly, which best-fit's one-unit-at-a-time holes do not: on
 generated layered programs the "lifetime" order lands within a few bytes of the
 lower bound where best-fit is several percent above it. Several orders are
@@ -28,7 +28,7 @@ from memplan.arith import align_up
 from memplan.errors import InfeasibleError
 from memplan.plan import Plan
 from memplan.problem import Problem
-from memplan.solvers.orderings import best_of_orderings, check_names, in_order, with_arena
+from memplan.solvers.heuristics.orderings import best_of_orderings, check_names, in_order, with_arena
 from memplan.solvers.units import Unit, units_of
 
 ORDERS = ("lifetime", "area", "size", "start")

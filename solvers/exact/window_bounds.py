@@ -36,7 +36,7 @@ from ortools.sat.python import cp_model
 
 from memplan.arith import ceil_div
 from memplan.problem import Problem
-from memplan.solvers.bounds import pool_bounds, scale_of, step_of
+from memplan.solvers.exact.arena_bounds import pool_bounds, scale_of, step_of
 from memplan.solvers.units import Unit, planned_exactly, units_of
 
 MIN_PROBE_SECONDS = 0.05

@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from ortools.sat.python import cp_model
 
 from memplan.arith import ceil_div
-from memplan.solvers.bounds import scale_of, step_of
-from memplan.solvers.orderings import in_order
+from memplan.solvers.exact.arena_bounds import scale_of, step_of
+from memplan.solvers.heuristics.orderings import in_order
 from memplan.solvers.units import Unit, arena_of
 
 SKYLINE_ORDERS = ("start", "lifetime", "start-area", "area", "size")

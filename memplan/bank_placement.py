@@ -8,8 +8,8 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, replace
 
 from memplan.arith import align_up
-from memplan.bounds import lower_bounds
 from memplan.errors import ProblemError
+from memplan.peak_bound import lower_bounds
 from memplan.plan import Plan
 from memplan.problem import Problem
 

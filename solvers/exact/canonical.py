@@ -22,8 +22,8 @@ largest section total the unit lives in, W its lifetime, A its area, each
 descending. On the instances where it decides quickly, a branch here is far
 cheaper than one of CP-SAT's skyline search with its NoOverlap2D propagation
 (timings: docs/exact_solver.md). This search is the same as MiniMalloc's, in
-Python with numpy for the section arrays; `solvers.cpsat` gives it a head start in decisions and a node-limited
-bisection when minimising (`descend`), and `solvers.cpsat_search` can run it in
+Python with numpy for the section arrays; `solvers.cpsat.driver` gives it a head start in decisions and a node-limited
+bisection when minimising (`descend`), and `solvers.cpsat.searches` can run it in
 a thread next to the CP-SAT portfolio (`round_robin`).
 
 Only simple problems qualify (`applicable`): at most `MAX_UNITS` units, one

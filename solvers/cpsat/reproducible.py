@@ -32,12 +32,12 @@ from memplan.arith import align_up
 from memplan.errors import InfeasibleError, SolverFailure
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
-from memplan.solvers.bestfit import solve_bestfit
-from memplan.solvers.bounds import check_capacity_reachable, pool_bounds
-from memplan.solvers.cpsat import CpsatParams
-from memplan.solvers.cpsat_model import PlacementModel, arena_limits, with_skyline_order
-from memplan.solvers.cpsat_search import SkylineSettings
-from memplan.solvers.skyline import solve_skyline
+from memplan.solvers.cpsat.driver import CpsatParams
+from memplan.solvers.cpsat.placement_model import PlacementModel, arena_limits, with_skyline_order
+from memplan.solvers.cpsat.searches import SkylineSettings
+from memplan.solvers.exact.arena_bounds import check_capacity_reachable, pool_bounds
+from memplan.solvers.heuristics.bestfit import solve_bestfit
+from memplan.solvers.heuristics.skyline import solve_skyline
 from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of, within_capacity
 
 LOWER_BOUND_SHARE = 0.25

@@ -35,9 +35,9 @@ import time
 from dataclasses import dataclass, field
 
 from memplan.arith import align_up
-from memplan.banks import place_in_banks
-from memplan.bounds import lower_bound
+from memplan.bank_placement import place_in_banks
 from memplan.errors import BankCapacityError, UnsupportedProblemError
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan, arena_sizes_of
 from memplan.problem import Buffer, BufferKind, Problem
 

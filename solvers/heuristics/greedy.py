@@ -36,11 +36,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from memplan.arith import align_up
-from memplan.bounds import lower_bounds
 from memplan.errors import UnsupportedProblemError
+from memplan.peak_bound import lower_bounds
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
-from memplan.solvers.live_index import LiveIndex
+from memplan.solvers.heuristics.live_index import LiveIndex
 from memplan.solvers.units import Unit, expand, units_of
 
 
