@@ -1,4 +1,4 @@
-"""Lower bounds on MiniMalloc's instances: the bytes live at once against window bounds (solvers.exact.window_bounds).
+"""Lower bounds on MiniMalloc's instances: the bytes live at once against window bounds (solvers.cpsat.window_bounds).
 
     python -m memplan.experiments.bench.bounds [--instances D,J] [--bound-seconds 30]
         [--sizes 40,80] [--seeds 4] [--time-limit 6]
@@ -33,8 +33,8 @@ from memplan.peak_bound import lower_bound
 from memplan.plan import Plan, arena_sizes_of
 from memplan.problem import Problem
 from memplan.solvers import solve
+from memplan.solvers.cpsat.window_bounds import window_lower_bounds
 from memplan.solvers.exact.arena_bounds import pool_bounds
-from memplan.solvers.exact.window_bounds import window_lower_bounds
 from memplan.solvers.units import units_of
 from memplan.validate import validate
 

@@ -216,7 +216,7 @@ def solve_cpsat(
             reproducible=params.reproducible,
         )
     limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
-    windowed: dict[int, int] = {}  # per pool, the window lower bound (solvers.exact.window_bounds)
+    windowed: dict[int, int] = {}  # per pool, the window lower bound (solvers.cpsat.window_bounds)
     bound_spent = 0.0
     if params.bound_seconds:
         windowed, bound_spent = _window_bounds(problem, min(params.bound_seconds, limit / 2))
@@ -245,7 +245,7 @@ def _window_bounds(problem: Problem, seconds: float) -> tuple[dict[int, int], fl
     it), and the seconds it took.
 
     With a capacity below it, no plan fits: `InfeasibleError`, proven."""
-    from memplan.solvers.exact.window_bounds import window_lower_bounds
+    from memplan.solvers.cpsat.window_bounds import window_lower_bounds
 
     began = time.perf_counter()
     known = solve_bestfit(dataclasses.replace(problem, capacity=None)).arena_sizes

@@ -1,4 +1,4 @@
-"""Window lower bounds (solvers.exact.window_bounds): never above an optimum, above the peak where search shows it."""
+"""Window lower bounds (solvers.cpsat.window_bounds): never above an optimum, above the peak where search shows it."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome
 from memplan.problem import Buffer, Gap, Problem
 from memplan.solvers import solve
+from memplan.solvers.cpsat.window_bounds import window_lower_bounds
 from memplan.solvers.exact.arena_bounds import pool_bounds
-from memplan.solvers.exact.window_bounds import window_lower_bounds
 from memplan.solvers.units import units_of
 from memplan.validate import validate
 
