@@ -3,17 +3,26 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import memplan.timeline as timeline
+from memplan.problem_parts import Buffer
 
-if TYPE_CHECKING:  # memplan.problem imports this module (a Problem prints its bound)
-    from memplan.problem import Problem
+
+class Placeable(Protocol):
+    """What the bound reads of a `memplan.problem.Problem` (which prints its bound, so this module
+    cannot import it): the pools and the buffers a solver places."""
+
+    @property
+    def pools(self) -> list[int]: ...
+
+    def roots(self) -> list[Buffer]: ...
+
 
 __all__ = ["lower_bound", "lower_bounds"]
 
 
-def lower_bounds(problem: Problem) -> dict[int, int]:
+def lower_bounds(problem: Placeable) -> dict[int, int]:
     """Per pool: the most bytes live at one moment (a group counted once).
 
     Also at least the end of every fixed buffer. A sweep over start/end events:
@@ -31,6 +40,6 @@ def lower_bounds(problem: Problem) -> dict[int, int]:
     return bounds
 
 
-def lower_bound(problem: Problem) -> int:
+def lower_bound(problem: Placeable) -> int:
     """The most bytes live at any one moment, summed over pools."""
     return sum(lower_bounds(problem).values())
