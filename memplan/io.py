@@ -498,11 +498,18 @@ def _plan_to_dict(plan: Plan) -> dict[str, Any]:
         "proven_optimal": plan.proven_optimal,
         "lower_bound": plan.lower_bound,
         "status": plan.status,
-        "outcome": plan.outcome.value if plan.outcome is not None else None,
+        "outcome": plan.outcome.value,
         "arena_sizes": {str(pool): size for pool, size in plan.arena_sizes.items()},
         "offsets": dict(plan.offsets),
         **({"pools": dict(plan.pools)} if plan.pools else {}),
     }
+
+
+def _outcome_of(data: dict[str, Any]) -> Outcome:
+    """The plan's outcome as written; files older than `outcome` have only `proven_optimal`."""
+    if data.get("outcome") is not None:
+        return Outcome(data["outcome"])
+    return Outcome.OPTIMAL if data["proven_optimal"] else Outcome.HEURISTIC
 
 
 def _plan_from_dict(data: dict[str, Any]) -> Plan:
@@ -515,9 +522,8 @@ def _plan_from_dict(data: dict[str, Any]) -> Plan:
         arena_sizes={int(pool): size for pool, size in data["arena_sizes"].items()},
         solver=data["solver"],
         seconds=data["seconds"],
-        proven_optimal=data["proven_optimal"],
         lower_bound=data["lower_bound"],
         status=data["status"],
-        outcome=Outcome(data["outcome"]) if data.get("outcome") is not None else None,  # older files: derived
+        outcome=_outcome_of(data),
         pools=dict(data.get("pools", {})),
     )

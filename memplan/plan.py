@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
-from memplan.errors import ProblemError
 from memplan.problem import Problem
 
 __all__ = ["Outcome", "Plan", "arena_sizes_of"]
@@ -32,33 +31,26 @@ class Plan:
 
     `outcome` says what the plan is (proven optimal, feasible, cut short by a
     time limit, a heuristic's ...), `status` says it in words with the detail.
-    `proven_optimal` is `outcome is Outcome.OPTIMAL`: True only when the solver
-    proved no smaller arena exists (for a capacity/decision run: that the plan
-    is feasible and minimal is not claimed). Left out, `outcome` follows from
-    `proven_optimal` (OPTIMAL or HEURISTIC). `lower_bound` is the bound it was
-    compared against.
+    `proven_optimal` is read off it: True only for `Outcome.OPTIMAL`, when the
+    solver proved no smaller arena exists (for a capacity/decision run: that the
+    plan is feasible and minimal is not claimed). `lower_bound` is the bound it
+    was compared against.
     """
 
     offsets: Mapping[str, int]
     arena_sizes: Mapping[int, int]
     solver: str
     seconds: float = 0.0
-    proven_optimal: bool = False
+    outcome: Outcome = Outcome.HEURISTIC
     lower_bound: int = 0
     status: str = ""
     # The bank chosen for each buffer that had a choice (problem with banks); others stay in their pool.
     pools: Mapping[str, int] = field(default_factory=dict)
-    outcome: Outcome | None = None
 
-    def __post_init__(self) -> None:
-        if self.outcome is None:
-            object.__setattr__(self, "outcome", Outcome.OPTIMAL if self.proven_optimal else Outcome.HEURISTIC)
-        elif self.outcome is Outcome.OPTIMAL and not self.proven_optimal:  # a proof withdrawn (replace)
-            object.__setattr__(self, "outcome", Outcome.NOT_PROVEN)
-        elif self.proven_optimal and self.outcome is not Outcome.OPTIMAL:
-            raise ProblemError(
-                f"plan from {self.solver!r}: outcome {self.outcome.value} contradicts proven_optimal=True"
-            )
+    @property
+    def proven_optimal(self) -> bool:
+        """True when the solver proved that no smaller arena exists (`Outcome.OPTIMAL`)."""
+        return self.outcome is Outcome.OPTIMAL
 
     @property
     def arena_size(self) -> int:

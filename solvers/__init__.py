@@ -40,7 +40,7 @@ from memplan.solvers.registry import (
     prepared,
     reproducible_solvers,
 )
-from memplan.solvers.units import planned_exactly
+from memplan.solvers.units import unit_proof_caveat, without_unit_proof
 from memplan.validate import check_plan
 
 __all__ = [
@@ -125,20 +125,13 @@ def solve(
             spec.check(target, alternatives(target))
             plan = spec.load()(target, params, time_limit_s=time_limit_s)
     except InfeasibleError as err:
-        if not planned_exactly(problem):  # a proof about the units is not one about the problem
-            err.withdraw(
-                "gaps whose window starts above the offset were planned with the bytes below the window in use"
-            )
+        caveat = unit_proof_caveat(problem)
+        if caveat is not None:
+            err.withdraw(caveat)
         raise
     placed = place_in_banks(problem, plan.pools)
     check_banks_fit(solver, placed, plan)
-    if plan.proven_optimal and plan.arena_size > lower_bound(placed) and not planned_exactly(problem):
-        plan = dataclasses.replace(
-            plan,
-            proven_optimal=False,
-            status=f"not proven: gaps whose window starts above the offset were planned with the bytes"
-            f" below the window in use ({plan.status})",
-        )
+    plan = without_unit_proof(problem, plan, lower_bound(placed))
     check_capacity(placed, plan, solver)
     check_plan(problem, plan)
     return plan

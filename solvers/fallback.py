@@ -167,7 +167,6 @@ def shifted(problem: Problem, plan: Plan, shift: dict[int, int]) -> Plan:
         plan,
         offsets=offsets,
         arena_sizes=arena_sizes_of(problem, offsets),
-        proven_optimal=outcome is Outcome.OPTIMAL,
         outcome=outcome,
         lower_bound=lower_bound(problem),
     )

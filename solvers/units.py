@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -156,6 +157,28 @@ def planned_exactly(problem: Problem) -> bool:
     return not any(g.window is not None and g.window[0] > 0 for b in problem.buffers for g in b.gaps)
 
 
+def unit_proof_caveat(problem: Problem) -> str | None:
+    """Why a proof about `problem`'s units is not one about the problem, or None when it is.
+
+    The gap-window rule, stated once: a gap whose window starts above the
+    buffer's offset is planned as if the bytes below the window were in use,
+    so an optimum or an infeasibility proven for the units may not hold for
+    the problem (which needs fewer bytes).
+    """
+    if planned_exactly(problem):
+        return None
+    return "gaps whose window starts above the offset were planned with the bytes below the window in use"
+
+
+def without_unit_proof(problem: Problem, plan: Plan, bound: int) -> Plan:
+    """`plan`, with its proof of optimality withdrawn (`Outcome.NOT_PROVEN`) when the proof was about
+    the units only (`unit_proof_caveat`) and the plan is above `bound`, the problem's own lower bound."""
+    caveat = unit_proof_caveat(problem)
+    if caveat is None or not plan.proven_optimal or plan.arena_size <= bound:
+        return plan
+    return replace(plan, outcome=Outcome.NOT_PROVEN, status=f"not proven: {caveat} ({plan.status})")
+
+
 def _merge_overlapping(clusters: list[list[str]]) -> None:
     """Union same-offset sets that share a buffer, in place."""
     parent = list(range(len(clusters)))
@@ -207,23 +230,16 @@ def make_plan(
         raise TypeError(f"make_plan: outcome must be an Outcome, got {outcome!r}")
     offsets = expand(problem, units, unit_offsets)
     arenas = arena_sizes_of(problem, offsets)
-    if (
-        outcome is Outcome.OPTIMAL
-        and not planned_exactly(problem)
-        and sum(arenas.values()) > lower_bound(problem)
-    ):
-        outcome = Outcome.NOT_PROVEN  # optimal for the units, which claim bytes a gap window leaves free
-        status = f"not proven: a gap window above the offset was planned from the offset ({status})"
-    return Plan(
+    plan = Plan(
         offsets=offsets,
         arena_sizes=arenas,
         solver=solver,
         seconds=seconds,
-        proven_optimal=outcome is Outcome.OPTIMAL,
         lower_bound=lower_bound(problem) if bound is None else bound,
         status=status,
         outcome=outcome,
     )
+    return without_unit_proof(problem, plan, lower_bound(problem))
 
 
 def within_capacity(units: Sequence[Unit], unit_offsets: Sequence[int], capacity: int | None) -> bool:

@@ -67,7 +67,7 @@ class MemplanAlgorithm:
         plan = (
             solvers.solve(problem, self.solver, self.time_limit_s, fallback=True, **self.solver_options)
             if problem.buffers
-            else Plan({}, {}, self.solver, proven_optimal=True, outcome=Outcome.OPTIMAL)
+            else Plan({}, {}, self.solver, outcome=Outcome.OPTIMAL)
         )
         return algo_result(problem, plan, spec_of, specs, extra_padding)
 

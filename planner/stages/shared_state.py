@@ -217,7 +217,6 @@ def joint_problem(
         offsets={b.id: offsets[b.label] for b in buffers},
         arena_sizes={pool: arena},
         solver="shared-state layout",
-        proven_optimal=True,
         lower_bound=arena,
         outcome=Outcome.OPTIMAL,
     )

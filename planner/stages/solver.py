@@ -42,9 +42,7 @@ class Solver:
         naming the graph and the solver.
         """
         if not problem.buffers:
-            return Plan(
-                offsets={}, arena_sizes={}, solver=self.name, proven_optimal=True, outcome=Outcome.OPTIMAL
-            )
+            return Plan(offsets={}, arena_sizes={}, solver=self.name, outcome=Outcome.OPTIMAL)
         try:
             return solvers.solve(
                 problem, self.name, self.time_limit_s, self.capacity, fallback=True, **self.options

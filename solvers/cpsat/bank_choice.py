@@ -319,7 +319,6 @@ class _BankModel:
             arena_sizes=arena_sizes,
             solver="cpsat",
             seconds=seconds,
-            proven_optimal=proven,
             lower_bound=lower_bound(placed),
             status=("optimal" if proven else f"feasible, not proven optimal ({why_not})")
             + f" (traffic cost {cost:g})",

@@ -277,7 +277,6 @@ def _with_bounds(plan: Plan, bounds: dict[int, int], spent: float) -> Plan:
     return dataclasses.replace(
         plan,
         lower_bound=total,
-        proven_optimal=True,
         outcome=Outcome.OPTIMAL,
         status=f"optimal: meets the window lower bound ({plan.status})",
     )

@@ -330,7 +330,7 @@ def _joined(
         worst = next((plan for plan, _ in plans if not plan.proven_optimal), None)
         status = f"not proven ({detail}; e.g. {worst.status})" if worst else f"not proven ({detail})"
         # The weakest part says what the whole is; every part proven but not the whole: no proof.
-        outcome = worst.outcome if worst is not None and worst.outcome else Outcome.NOT_PROVEN
+        outcome = worst.outcome if worst is not None else Outcome.NOT_PROVEN
         if problem.capacity is not None:
             status = f"feasible within capacity {problem.capacity} ({detail})"
             outcome = Outcome.FEASIBLE
@@ -339,7 +339,6 @@ def _joined(
         arena_sizes=arenas,
         solver=solver,
         seconds=seconds,
-        proven_optimal=proven,
         lower_bound=sum(bounds.values()),
         status=status,
         outcome=outcome,

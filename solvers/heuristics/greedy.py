@@ -89,7 +89,6 @@ def solve_greedy(
         arena_sizes=arena_sizes,
         solver="greedy",
         seconds=time.perf_counter() - t0,
-        proven_optimal=proven,
         lower_bound=sum(bounds.values()),
         status="heuristic",
         outcome=Outcome.OPTIMAL if proven else Outcome.HEURISTIC,

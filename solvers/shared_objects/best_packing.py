@@ -111,7 +111,6 @@ def solve_shared_objects(
         best,
         solver="shared_objects",
         seconds=time.perf_counter() - began,
-        proven_optimal=proven,
         outcome=Outcome.OPTIMAL if proven else Outcome.HEURISTIC,
         lower_bound=sum(bounds.values()),
         status=status,

@@ -42,7 +42,7 @@ from torch.export.exported_program import ExportGraphSignature
 from memplan import solvers
 from memplan.bank_placement import place_in_banks, traffic_cost
 from memplan.errors import InfeasibleError, PlanningError, ProblemError
-from memplan.plan import Plan, arena_sizes_of
+from memplan.plan import Outcome, Plan, arena_sizes_of
 from memplan.planner.algorithms.cadence.problem_of import CadenceProblem, cadence_problem, memory_banks
 from memplan.problem import Problem
 from memplan.validate import check_plan, validate
@@ -190,7 +190,7 @@ class MemplanCadenceAlgo(MemoryPlanningAlgo):
 
     def _memplan(self, problem: Problem) -> Candidate:
         if not problem.buffers:
-            return _scored("memplan", problem, Plan({}, {}, self.solver, proven_optimal=True))
+            return _scored("memplan", problem, Plan({}, {}, self.solver, outcome=Outcome.OPTIMAL))
         try:
             plan = solvers.solve(problem, self.solver, self.time_limit_s, fallback=True)
         except InfeasibleError as e:
