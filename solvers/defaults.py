@@ -17,8 +17,16 @@ DEFAULT_SOLVER = "cpsat"
 
 DEFAULT_TIME_LIMIT_S = 5.0
 """Seconds per method for `PlannerPass`, `replan`, `plan_model`, `memplan plan` and sweeps when not
-told. `solve` itself passes None on, which leaves each solver its own budget
-(`cpsat.DEFAULT_TIME_LIMIT_S`, `milp.DEFAULT_TIME_LIMIT_S`)."""
+told. `solve` itself passes None on, which leaves each solver its own budget (`CPSAT_BUDGET_S`,
+`MILP_BUDGET_S`)."""
+
+CPSAT_BUDGET_S = 10.0
+"""cpsat's wall-clock budget when the caller gives none: proves small and medium problems, and keeps
+a sweep over many models short; pass more for hard ones."""
+
+MILP_BUDGET_S = 60.0
+"""milp's wall-clock budget when the caller gives none: enough to prove small problems, short enough
+that a sweep over a model zoo finishes."""
 
 DEFAULT_ALIGNMENT = 16
 """Bytes every planned tensor's offset is a multiple of unless told: ExecuTorch's

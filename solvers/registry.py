@@ -64,7 +64,7 @@ SKYLINE = SolverEntry(
 CPSAT = SolverEntry(
     "cpsat",
     "memplan.solvers.cpsat.driver:solve_cpsat",
-    "memplan.solvers.cpsat.driver:CpsatParams",
+    "memplan.solvers.cpsat.params:CpsatParams",
     dataclasses.replace(_EXACT, banks=True, fixed_in_banks=True),
     fallback=(BESTFIT, GREEDY),
     bank_fallback=(BANKED_BESTFIT,),

@@ -40,7 +40,7 @@ from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome, Plan, arena_sizes_of
 from memplan.problem import Bank, Buffer, Problem
 from memplan.solvers.banked.bank_costs import exact_cost, weights
-from memplan.solvers.cpsat.driver import DEFAULT_TIME_LIMIT_S  # cpsat's own budget when called with None
+from memplan.solvers.defaults import CPSAT_BUDGET_S
 from memplan.solvers.units import Rect, Unit, expand, planned_exactly, units_of
 
 
@@ -58,7 +58,7 @@ def solve_cpsat_banks(
     on one worker, so the same problem gives the same plan whatever the machine's load.
     """
     began = time.perf_counter()
-    limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else float(time_limit_s)
+    limit = CPSAT_BUDGET_S if time_limit_s is None else float(time_limit_s)
     hint, hint_error = _heuristic(problem, None if reproducible else limit / 4)
     model = _BankModel(problem, units_of(problem))
     if hint is not None:

@@ -32,7 +32,7 @@ from memplan.arith import align_up
 from memplan.errors import InfeasibleError, SolverFailure
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
-from memplan.solvers.cpsat.driver import CpsatParams
+from memplan.solvers.cpsat.params import CpsatParams
 from memplan.solvers.cpsat.placement_model import PlacementModel, arena_limits, with_skyline_order
 from memplan.solvers.cpsat.searches import SkylineSettings
 from memplan.solvers.exact.arena_bounds import check_capacity_reachable, pool_bounds

@@ -40,14 +40,10 @@ from memplan.errors import InfeasibleError, SolverOptionError
 from memplan.peak_bound import lower_bounds
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
-from memplan.solvers.defaults import checked_time_limit
+from memplan.solvers.defaults import MILP_BUDGET_S, checked_time_limit
 from memplan.solvers.exact.arena_bounds import check_capacity_reachable, pool_bounds, scale_of, step_of
 from memplan.solvers.heuristics.bestfit import solve_bestfit
 from memplan.solvers.units import Unit, arena_of, make_plan, rank, units_of
-
-DEFAULT_TIME_LIMIT_S = 60.0
-"""Wall-clock budget when the caller gives none: enough to prove small
-problems, short enough that a sweep over a model zoo finishes."""
 
 BUILD_SHARE = 1 / 3
 """Share of the time limit the model may take to build; handing it to the
@@ -97,7 +93,7 @@ def solve_milp(
     """
     params = MilpParams() if params is None else params
     time_limit_s = checked_time_limit("milp", time_limit_s)
-    limit = DEFAULT_TIME_LIMIT_S if time_limit_s is None else time_limit_s
+    limit = MILP_BUDGET_S if time_limit_s is None else time_limit_s
     settings: dict[str, Any] = dict(
         backend=params.backend,
         msg=params.msg,

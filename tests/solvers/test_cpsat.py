@@ -18,7 +18,7 @@ from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome
 from memplan.problem import Buffer, ContiguousGroup, Problem, SameOffset
 from memplan.solvers import solve
-from memplan.solvers.cpsat import driver as cpsat
+from memplan.solvers.cpsat import params as cpsat_params
 from memplan.solvers.cpsat import placement_model as cpsat_model
 from memplan.solvers.cpsat import searches as cpsat_search
 from memplan.solvers.exact.arena_bounds import pool_bounds
@@ -26,7 +26,7 @@ from memplan.solvers.units import arena_of, make_plan, units_of
 from memplan.validate import validate
 
 SWITCHES = ("warm_start", "cumulative", "symmetry", "decompose", "skyline_heuristic")
-SKYLINE = cpsat_search.SkylineSettings(cpsat.PORTFOLIO, presolve=None, log=False)
+SKYLINE = cpsat_search.SkylineSettings(cpsat_params.PORTFOLIO, presolve=None, log=False)
 
 
 def walls(buffers: int, holes: int) -> Problem:
@@ -246,7 +246,9 @@ def test_an_error_inside_a_search_thread_is_raised_not_swallowed(failing, monkey
 
     def fail_in_the_ladder(model, order, caps=None):
         calls.append(order)
-        if failing == "portfolio" or len(calls) > len(cpsat.PORTFOLIO):  # the lower-bound probe comes first
+        if failing == "portfolio" or len(calls) > len(
+            cpsat_params.PORTFOLIO
+        ):  # the lower-bound probe comes first
             raise RuntimeError("boom in a search thread")
         return real(model, order, caps)
 
