@@ -21,6 +21,7 @@ from memplan.errors import InfeasibleError, SolverOptionError, UnknownSolverErro
 from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.problem import Problem
+from memplan.solvers.contract import Form
 from memplan.solvers.defaults import (
     DEFAULT_ALIGNMENT,
     DEFAULT_SOLVER,
@@ -29,14 +30,12 @@ from memplan.solvers.defaults import (
 )
 from memplan.solvers.fits import check_banks_fit, check_capacity
 from memplan.solvers.registry import (
-    BANK_ONLY,
-    BANK_SOLVERS,
-    FORM_ONLY,
-    REGISTRY,
+    SOLVERS,
     alternatives,
     available,
     entry,
     for_memory_map,
+    makes_shared_objects,
     prepared,
     reproducible_solvers,
 )
@@ -44,13 +43,11 @@ from memplan.solvers.units import unit_proof_caveat, without_unit_proof
 from memplan.validate import check_plan
 
 __all__ = [
-    "BANK_ONLY",
-    "BANK_SOLVERS",
     "DEFAULT_ALIGNMENT",
     "DEFAULT_SOLVER",
     "DEFAULT_TIME_LIMIT_S",
-    "FORM_ONLY",
-    "REGISTRY",
+    "SOLVERS",
+    "Form",
     "UnknownSolverError",
     "UnsupportedProblemError",
     "alternatives",
@@ -60,6 +57,7 @@ __all__ = [
     "entry",
     "for_memory_map",
     "get_solver",
+    "makes_shared_objects",
     "prepared",
     "solve",
 ]
@@ -89,7 +87,7 @@ def solve(
     of it). `capacity` (bytes per pool) turns the run into a decision problem:
     the plan must fit, or `InfeasibleError` is raised. A problem with banks
     must fit every bank, or `BankCapacityError` names the bank and the missing
-    bytes; solvers outside `BANK_SOLVERS` plan it only if no buffer has a bank
+    bytes; solvers outside `available(banks=True)` plan it only if no buffer has a bank
     choice. `fallback=True` runs the solver with its fallbacks
     (`solvers.fallback.WithFallback`): the smallest of their plans when the
     solver's is not proven optimal.

@@ -13,6 +13,7 @@ import dataclasses
 import importlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 from memplan.errors import SolverOptionError, UnsupportedProblemError
@@ -44,6 +45,16 @@ class Capabilities:
         return [name for name, needs in needed.items() if needs and not getattr(self, name)]
 
 
+class Form(Enum):
+    """Which problems a registered solver is for, which decides where it is listed."""
+
+    ANY = "any"  # any problem (listed by `available()`, run by sweeps); a memory map via `banked`
+    BANKS = "banks"  # problems with banks only (listed by `available(banks=True)`)
+    SHARED_OBJECTS = (
+        "shared_objects"  # the shared-objects form, with or without banks; its plans suit any problem
+    )
+
+
 @dataclass(frozen=True)
 class SolverEntry:
     """One registered solver: where it lives, what it supports, and what backs it up.
@@ -66,6 +77,7 @@ class SolverEntry:
     # How it gives the same plan on every run: "deterministic" (always), "untimed" (every ordering,
     # no time cut), "option" (its params take reproducible=True); "": it cannot.
     reproducible: str = ""
+    form: Form = Form.ANY
 
     def load(self) -> Callable[..., Plan]:
         return _load(self.function)

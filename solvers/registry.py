@@ -3,8 +3,9 @@
 An entry's fallbacks and banked counterpart are entries themselves (XLA's
 `HeapAlgorithmWithFallback` holds algorithms, not names), so composing them
 (`solvers.fallback`) needs no lookup by name. Entries are defined before the
-entries that fall back to them; the dictionaries list them in the order
-`available()` shows.
+entries that fall back to them. One mapping, `SOLVERS`, holds them all; each
+entry's `form` says which problems it is for, and every list of names below is
+read off that mapping (in its order, form by form).
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ import dataclasses
 from memplan.bank_placement import place_in_banks
 from memplan.errors import UnknownSolverError, UnsupportedProblemError
 from memplan.problem import Problem
-from memplan.solvers.contract import Capabilities, SolverEntry
+from memplan.solvers.contract import Capabilities, Form, SolverEntry
 
 _PLACEMENT = Capabilities(fixed_offsets=True, groups=True, same_offsets=True, capacity=False)
 _EXACT = Capabilities(fixed_offsets=True, groups=True, same_offsets=True, capacity=True)
 
-# Solvers for problems with banks only (a memory map); `available(banks=True)` lists them.
 BANKED_GREEDY = SolverEntry(
     "banked_greedy",
     "memplan.solvers.banked.banked_greedy:solve_banked_greedy",
@@ -28,6 +28,7 @@ BANKED_GREEDY = SolverEntry(
         fixed_offsets=True, groups=True, same_offsets=False, capacity=False, banks=True, shared_objects=True
     ),
     reproducible="deterministic",
+    form=Form.BANKS,
 )
 BANKED_BESTFIT = SolverEntry(
     "banked_bestfit",
@@ -35,6 +36,7 @@ BANKED_BESTFIT = SolverEntry(
     "memplan.solvers.banked.banked_bestfit:BankedBestfitParams",
     dataclasses.replace(_PLACEMENT, banks=True, fixed_in_banks=True),
     reproducible="untimed",
+    form=Form.BANKS,
 )
 
 GREEDY = SolverEntry(
@@ -78,42 +80,53 @@ MILP = SolverEntry(
     fallback=(BESTFIT, GREEDY),
 )
 
-# The shared-objects form (`Problem.shared_objects`): with or without banks; its plans suit any problem.
 SHARED_OBJECTS = SolverEntry(
     "shared_objects",
     "memplan.solvers.shared_objects.best_packing:solve_shared_objects",
     "memplan.solvers.shared_objects.best_packing:SharedObjectsParams",
     dataclasses.replace(_PLACEMENT, banks=True, shared_objects=True),
     reproducible="untimed",
+    form=Form.SHARED_OBJECTS,
 )
 
-REGISTRY: dict[str, SolverEntry] = {e.name: e for e in (GREEDY, BESTFIT, SKYLINE, CPSAT, MILP)}
-BANK_ONLY: dict[str, SolverEntry] = {e.name: e for e in (BANKED_GREEDY, BANKED_BESTFIT)}
-# Solvers for one form of problem, not listed by `available()` (sweeps run every listed solver).
-FORM_ONLY: dict[str, SolverEntry] = {SHARED_OBJECTS.name: SHARED_OBJECTS}
+SOLVERS: dict[str, SolverEntry] = {
+    e.name: e for e in (BANKED_GREEDY, BANKED_BESTFIT, GREEDY, BESTFIT, SKYLINE, CPSAT, MILP, SHARED_OBJECTS)
+}
+"""Every registered solver by name, each entry tagged with its `form`."""
 
-# Solvers that choose a bank for each buffer themselves. The others plan a problem with banks
-# only when no buffer has a choice (every buffer in its pool, capacities checked afterwards).
-BANK_SOLVERS: tuple[str, ...] = tuple(name for name, e in (BANK_ONLY | REGISTRY).items() if e.supports.banks)
+
+def of_form(*forms: Form) -> list[str]:
+    """Names of the solvers of `forms`, form by form, each in registry order."""
+    return [name for form in forms for name, e in SOLVERS.items() if e.form is form]
 
 
 def available(banks: bool = False) -> list[str]:
-    """Names accepted by `solve`; with `banks`, the solvers that choose banks (for memory maps)."""
-    return list(BANK_SOLVERS) if banks else list(REGISTRY)
+    """Names accepted by `solve` for any problem; with `banks`, the solvers that choose banks (for
+    memory maps: the others plan a problem with banks only when no buffer has a choice)."""
+    if banks:
+        return [name for name in of_form(Form.BANKS, Form.ANY) if SOLVERS[name].supports.banks]
+    return of_form(Form.ANY)
 
 
 def reproducible_solvers() -> list[str]:
     """Names of the solvers with a reproducible mode (`SolverEntry.reproducible`)."""
-    return [name for name, e in (REGISTRY | BANK_ONLY | FORM_ONLY).items() if e.reproducible]
+    return [name for name in of_form(*Form) if SOLVERS[name].reproducible]
+
+
+def makes_shared_objects(name: str) -> bool:
+    """True for a registered solver whose plans always take the shared-objects form."""
+    found = SOLVERS.get(name)
+    return found is not None and found.form is Form.SHARED_OBJECTS
 
 
 def entry(name: str) -> SolverEntry:
     """The registry entry of `name`; an unknown name raises `UnknownSolverError` listing the valid ones."""
-    found = REGISTRY.get(name) or BANK_ONLY.get(name) or FORM_ONLY.get(name)
+    found = SOLVERS.get(name)
     if found is None:
         raise UnknownSolverError(
             f"unknown solver {name!r}; choose one of: {', '.join(available())}"
-            f" (for memory maps also {', '.join(BANK_ONLY)}; for shared objects {', '.join(FORM_ONLY)})"
+            f" (for memory maps also {', '.join(of_form(Form.BANKS))};"
+            f" for shared objects {', '.join(of_form(Form.SHARED_OBJECTS))})"
         )
     return found
 
@@ -124,7 +137,7 @@ def for_memory_map(name: str) -> SolverEntry:
     spec = entry(name)
     banked = spec.banked or spec
     if not banked.supports.banks:
-        choices = ", ".join(n for n in BANK_SOLVERS)
+        choices = ", ".join(available(banks=True))
         raise UnsupportedProblemError(
             f"{name} cannot plan across the banks of a memory map; use one of {choices}"
             " (greedy and bestfit stand for banked_greedy and banked_bestfit)",
@@ -136,9 +149,11 @@ def for_memory_map(name: str) -> SolverEntry:
 def alternatives(problem: Problem) -> list[SolverEntry]:
     """The solvers an error about `problem` may suggest: the bank solvers for a problem with banks,
     and those making shared objects when it asks for them."""
-    found = [entry(name) for name in BANK_SOLVERS] if problem.banks else list(REGISTRY.values())
+    found = [SOLVERS[name] for name in available(banks=bool(problem.banks))]
     if problem.shared_objects:
-        found = [e for e in found if e.supports.shared_objects] + list(FORM_ONLY.values())
+        found = [e for e in found if e.supports.shared_objects] + [
+            SOLVERS[name] for name in of_form(Form.SHARED_OBJECTS)
+        ]
     return found
 
 
@@ -150,7 +165,7 @@ def prepared(problem: Problem, spec: SolverEntry) -> Problem:
     if problem.has_bank_choice:
         raise UnsupportedProblemError(
             f"{spec.name} cannot choose banks, but buffers of this problem may go to several;"
-            f" use one of {', '.join(sorted(BANK_SOLVERS))}",
+            f" use one of {', '.join(sorted(available(banks=True)))}",
             "banks",
         )
     return place_in_banks(problem, {})

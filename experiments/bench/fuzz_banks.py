@@ -43,7 +43,7 @@ SOLVERS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("cpsat", "cpsat", {}),
     ("cpsat-reproducible", "cpsat", {"reproducible": True}),
 )
-"""(label, registered solver, options): every solver that chooses banks (`solvers.BANK_SOLVERS`)."""
+"""(label, registered solver, options): every solver that chooses banks (`solvers.available(banks=True)`)."""
 
 COSTS = (None, 0.0, 0.0001, 0.0004, 1.0, 1.0004, 0.19, 0.16, 2.5, 7.0, 1e-30)
 """Bank costs drawn: None (the preference order), values a scale of 1000 rounds together, and one

@@ -62,7 +62,7 @@ class MemplanAlgorithm:
         specs = list(specs)
         reserved = list(getattr(graph_module, "input_mem_buffer_sizes", None) or [])
         problem, spec_of = problem_of_specs(specs, alignment, reserved, graph_module)
-        if self.solver in solvers.FORM_ONLY:  # its plans keep the form: the validator checks they do
+        if solvers.makes_shared_objects(self.solver):  # its plans keep the form: the validator checks they do
             problem = dataclasses.replace(problem, shared_objects=True)
         plan = (
             solvers.solve(problem, self.solver, self.time_limit_s, fallback=True, **self.solver_options)

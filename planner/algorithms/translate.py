@@ -35,7 +35,7 @@ from memplan.planner.algorithms.translation import (
     Untranslated,
     register_translator,
 )
-from memplan.solvers import DEFAULT_TIME_LIMIT_S, FORM_ONLY
+from memplan.solvers import DEFAULT_TIME_LIMIT_S, makes_shared_objects
 
 
 def algorithm_name(algorithm: Any) -> str:
@@ -164,7 +164,7 @@ def own_solver(solver: str, time_limit_s: float | None, options: dict[str, Any])
         solver_options=tuple(sorted(options.items())),
         time_limit_s=time_limit_s,
         reference=False,
-        shared_objects=solver in FORM_ONLY,
+        shared_objects=makes_shared_objects(solver),
     )
 
 

@@ -15,7 +15,7 @@ from memplan.experiments.bench.claims import claims_proof
 from memplan.experiments.bench.fuzz_banks import check, least_cost, plan_cost
 from memplan.plan import Outcome
 from memplan.problem import Bank, Buffer, ContiguousGroup, Problem
-from memplan.solvers import BANK_SOLVERS, solve
+from memplan.solvers import available, solve
 from memplan.solvers.banked.bank_costs import weights
 from memplan.validate import validate
 
@@ -46,7 +46,7 @@ def test_fixed_buffers_at_zero_go_to_different_banks_or_are_refused_by_capabilit
         ),
         banks=(Bank("a", 1, 64), Bank("b", 2, 64)),
     )
-    for solver in BANK_SOLVERS:
+    for solver in available(banks=True):
         if solver == "banked_greedy":
             with pytest.raises(
                 UnsupportedProblemError, match=r"fixed offsets on buffers that choose a bank.*'f1'"

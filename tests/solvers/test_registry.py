@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memplan import solvers
-from memplan.errors import InfeasibleError
+from memplan.errors import InfeasibleError, UnknownSolverError
 from memplan.generate import pigeonholes, random_problem
 from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome
@@ -36,7 +36,7 @@ def test_no_solver_module_imports_the_solvers_package_back() -> None:
 
 
 def test_fallbacks_and_banked_counterparts_are_the_registered_entries_themselves() -> None:
-    for spec in (solvers.REGISTRY | solvers.BANK_ONLY).values():
+    for spec in solvers.SOLVERS.values():
         linked = [*spec.fallback, *spec.bank_fallback, *([spec.banked] if spec.banked else [])]
         for other in linked:
             assert isinstance(other, SolverEntry) and solvers.entry(other.name) is other, (spec.name, other)
@@ -107,3 +107,23 @@ def test_reproducible_outcomes_say_what_the_search_did() -> None:
         minimised = solvers.solve(problem, "cpsat", time_limit_s=1, reproducible=True, decompose=decompose)
         assert minimised.outcome is Outcome.TIME_LIMIT and not minimised.proven_optimal, minimised.status
         assert minimised.arena_size > bound
+
+
+def test_one_mapping_with_a_form_per_entry_gives_every_list_of_names() -> None:
+    assert solvers.available() == ["greedy", "bestfit", "skyline", "cpsat", "milp"]
+    assert solvers.available(banks=True) == ["banked_greedy", "banked_bestfit", "cpsat"]
+    assert solvers.reproducible_solvers() == [
+        "greedy",
+        "bestfit",
+        "skyline",
+        "cpsat",
+        "banked_greedy",
+        "banked_bestfit",
+        "shared_objects",
+    ]
+    assert {e.form for e in solvers.SOLVERS.values()} == set(solvers.Form)
+    assert all(solvers.entry(name) is e for name, e in solvers.SOLVERS.items())
+    assert [n for n in solvers.SOLVERS if solvers.makes_shared_objects(n)] == ["shared_objects"]
+    assert not solvers.makes_shared_objects("no such solver")
+    with pytest.raises(UnknownSolverError, match="memory maps also banked_greedy, banked_bestfit"):
+        solvers.entry("no such solver")
