@@ -340,6 +340,53 @@ class Problem:
                             f"same-offset set {sset.buffers}: {a.id!r} and {b.id!r} are live at the"
                             f" same time in pool {a.pool}, so they cannot share an offset"
                         )
+        self._check_joined_same_offsets()
+
+    def _check_joined_same_offsets(self) -> None:
+        """Sets sharing a member are one set: all their members get one offset, so members of
+        different sets must not be live together in a pool nor pinned at different offsets."""
+        for ids in self.joined_same_offsets():
+            sets = [s.buffers for s in self.same_offsets if s.buffers[0] in ids]
+            if len(sets) < 2:
+                continue
+            members = [self._by_id[b] for b in ids]
+            fixed = {b.offset for b in members if b.offset is not None}
+            if len(fixed) > 1:
+                raise ProblemError(
+                    f"same-offset sets {sets} share members, so all of {ids} need one offset, but they"
+                    f" are pinned at different offsets {sorted(fixed)}"
+                )
+            for i, a in enumerate(members):
+                for b in members[i + 1 :]:
+                    if a.pool == b.pool and a.lives_with(b):
+                        raise ProblemError(
+                            f"same-offset sets {sets} share members, so {a.id!r} and {b.id!r} would"
+                            f" share an offset, but they are live at the same time in pool {a.pool}"
+                        )
+
+    def joined_same_offsets(self) -> list[list[str]]:
+        """The same-offset sets, those sharing a member joined into one (ids in first-seen order)."""
+        clusters = [list(s.buffers) for s in self.same_offsets]
+        parent = list(range(len(clusters)))
+
+        def find(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        owner: dict[str, int] = {}
+        for i, cluster in enumerate(clusters):
+            for b in cluster:
+                if b in owner:
+                    parent[find(i)] = find(owner[b])
+                else:
+                    owner[b] = i
+        merged: dict[int, list[str]] = {}
+        for i, cluster in enumerate(clusters):
+            bucket = merged.setdefault(find(i), [])
+            bucket.extend(b for b in cluster if b not in bucket)
+        return list(merged.values())
 
     def _check_shared_objects(self) -> None:
         """In the shared-objects form, pinned roots of one pool whose bytes intersect share their offset

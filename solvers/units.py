@@ -88,9 +88,8 @@ def units_of(problem: Problem) -> list[Unit]:
                 )
             fixed[root] = want
 
-    clusters: list[list[str]] = [list(s.buffers) for s in problem.same_offsets]
+    clusters = problem.joined_same_offsets()
     clustered = {b for c in clusters for b in c}
-    _merge_overlapping(clusters)
     clusters += [[b.id] for b in problem.roots() if b.id not in clustered]
 
     units = []
@@ -177,30 +176,6 @@ def without_unit_proof(problem: Problem, plan: Plan, bound: int) -> Plan:
     if caveat is None or not plan.proven_optimal or plan.arena_size <= bound:
         return plan
     return replace(plan, outcome=Outcome.NOT_PROVEN, status=f"not proven: {caveat} ({plan.status})")
-
-
-def _merge_overlapping(clusters: list[list[str]]) -> None:
-    """Union same-offset sets that share a buffer, in place."""
-    parent = list(range(len(clusters)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    owner: dict[str, int] = {}
-    for i, cluster in enumerate(clusters):
-        for b in cluster:
-            if b in owner:
-                parent[find(i)] = find(owner[b])
-            else:
-                owner[b] = i
-    merged: dict[int, list[str]] = {}
-    for i, cluster in enumerate(clusters):
-        bucket = merged.setdefault(find(i), [])
-        bucket.extend(b for b in cluster if b not in bucket)
-    clusters[:] = list(merged.values())
 
 
 def expand(problem: Problem, units: Sequence[Unit], unit_offsets: Sequence[int]) -> dict[str, int]:

@@ -131,3 +131,15 @@ def test_pools_are_named_by_their_device_or_bank_and_bad_names_are_refused() -> 
     ):
         with pytest.raises(ProblemError, match=message):
             Problem(buffers, pool_names=names)  # type: ignore[arg-type]
+
+
+def test_same_offset_sets_sharing_a_member_may_not_force_co_live_buffers_together() -> None:
+    """Issue 31, item 12: each set alone is fine, joined through 'z' they put 'a' and 'b' (live together)
+    at one offset; the problem refuses when built, naming both buffers, whatever z's size."""
+    for size in (0, 8):
+        buffers = (Buffer("a", 0, 4, 8), Buffer("b", 0, 4, 8), Buffer("z", 5, 6, size))
+        with pytest.raises(ProblemError, match=r"share members, so 'a' and 'b' would share an offset.*live"):
+            Problem(buffers, same_offsets=(SameOffset(("a", "z")), SameOffset(("b", "z"))))
+    pinned = (Buffer("a", 0, 2, 8, offset=0), Buffer("b", 3, 4, 8, offset=16), Buffer("z", 5, 6, 0))
+    with pytest.raises(ProblemError, match=r"pinned at different offsets \[0, 16\]"):
+        Problem(pinned, same_offsets=(SameOffset(("a", "z")), SameOffset(("z", "b"))))
