@@ -15,6 +15,7 @@ import csv
 import io
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -251,6 +252,11 @@ def _gaps(
             raise FormatError(
                 f"{where}: buffer {buffer_id!r} has gap {_shown(item)}, a number in it is {_BEYOND}"
             )
+        if int(match.group(2)) < int(match.group(1)):
+            raise FormatError(
+                f"{where}: buffer {buffer_id!r} has gap {item!r}, which ends before it starts;"
+                " a gap is 'lower-upper' with lower <= upper"
+            )
         a, b = int(match.group(1)), int(match.group(2)) + inclusive_end
         window = (int(match.group(3)), int(match.group(4))) if match.group(3) is not None else None
         spans.append((max(a, lower), min(b, upper), window))
@@ -331,6 +337,11 @@ def load_json(path: str | Path) -> Problem | Plan:
         raise FormatError(f"{path}:{e.lineno}: not valid JSON: {e.msg}") from None
     except _ConstantError as e:
         raise FormatError(f"{path}: {e}") from None
+    except RecursionError:  # the decoder recurses once per level of nesting
+        raise FormatError(
+            f"{path}: JSON nested too deeply to read (more than {sys.getrecursionlimit():,} levels);"
+            " a problem or plan file is at most a few levels deep"
+        ) from None
     kind = data.get("type") if isinstance(data, dict) else None
     if kind not in ("problem", "plan"):
         raise FormatError(f'{path}: expected an object with "type": "problem" or "plan", got {kind!r}')
@@ -410,6 +421,9 @@ def _problem_to_dict(problem: Problem) -> dict[str, Any]:
 
 
 def _problem_from_dict(data: dict[str, Any]) -> Problem:
+    for number, b in enumerate(_listed(data, "buffers", "the problem"), 1):
+        if not isinstance(b, dict):
+            raise ProblemError(f'buffer {number} of "buffers" must be an object, got {_brief(b)}')
     buffers = tuple(
         Buffer(
             b["id"],
@@ -457,6 +471,20 @@ def _pool_names(data: dict[str, Any]) -> dict[int, str]:
         raise ProblemError(
             f'the problem: "pool_names" has a key that is not a pool number: {list(names)}'
         ) from None
+
+
+def _mapping(data: dict[str, Any], key: str, owner: str, shape: str) -> dict[str, Any]:
+    """`data[key]` if it is a JSON object; otherwise a `ProblemError` naming it and the `shape` wanted."""
+    value = data[key]
+    if not isinstance(value, dict):
+        raise ProblemError(f'{owner}: "{key}" must be an object {shape}, got {_brief(value)}')
+    return value
+
+
+def _brief(value: Any) -> str:
+    """`value`'s repr, cut short: a wrong field may hold a whole file's worth of data."""
+    text = repr(value)
+    return text if len(text) <= 80 else f"{text[:77]}..."
 
 
 def _listed(data: dict[str, Any], key: str, owner: str) -> list[Any]:
@@ -513,17 +541,20 @@ def _outcome_of(data: dict[str, Any]) -> Outcome:
 
 
 def _plan_from_dict(data: dict[str, Any]) -> Plan:
-    for what, values in (("offset of", data["offsets"]), ("arena size of pool", data["arena_sizes"])):
+    offsets = _mapping(data, "offsets", "the plan", '{"buffer": offset}')
+    arena_sizes = _mapping(data, "arena_sizes", "the plan", '{"pool": bytes}')
+    pools = _mapping(data, "pools", "the plan", '{"buffer": bank}') if "pools" in data else {}
+    for what, values in (("offset of", offsets), ("arena size of pool", arena_sizes)):
         for key, value in values.items():
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ProblemError(f"{what} {key!r} must be an integer, got {value!r}")
     return Plan(
-        offsets=dict(data["offsets"]),
-        arena_sizes={int(pool): size for pool, size in data["arena_sizes"].items()},
+        offsets=dict(offsets),
+        arena_sizes={int(pool): size for pool, size in arena_sizes.items()},
         solver=data["solver"],
         seconds=data["seconds"],
         lower_bound=data["lower_bound"],
         status=data["status"],
         outcome=_outcome_of(data),
-        pools=dict(data.get("pools", {})),
+        pools=dict(pools),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -129,6 +130,10 @@ BAD_CSV = [
     ),
     ("id,lower,upper,size,gaps\nx,0,10,8,3-5@0:9\n", r"p\.csv:2: buffer 'x': gap \[3, 5\): window \[0, 9\]"),
     ("id,lower,upper,size,gaps\nx,0,10,8,0-10\n", r"p\.csv:2: buffer 'x' has gaps '0-10' covering its whole"),
+    (  # issue 31, item 13: a reversed gap was dropped silently
+        "id,lower,upper,size,gaps\nx,0,10,8,5-3\n",
+        r"p\.csv:2: buffer 'x' has gap '5-3', which ends before it starts",
+    ),
 ]
 
 
@@ -202,3 +207,42 @@ def test_json_round_trip_of_a_plan(tmp_path: Path) -> None:
 def test_malformed_json_is_named(tmp_path: Path, text: str, message: str) -> None:
     with pytest.raises(FormatError, match=message):
         load_json(write(tmp_path, text, "p.json"))
+
+
+def test_json_nested_deeper_than_python_recurses_is_a_clear_error(tmp_path: Path) -> None:
+    """Issue 31, item 13: 100,000 levels of nesting raised a bare RecursionError."""
+    path = write(tmp_path, "[" * 100_000 + "]" * 100_000, "deep.json")
+    with pytest.raises(FormatError, match=r"deep\.json: JSON nested too deeply to read"):
+        load_json(path)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("offsets", [0, 8], r'"offsets" must be an object \{"buffer": offset\}, got \[0, 8\]'),
+        ("arena_sizes", [16], r'"arena_sizes" must be an object \{"pool": bytes\}'),
+        ("pools", "fast", r'"pools" must be an object \{"buffer": bank\}'),
+    ],
+)
+def test_a_plan_whose_mappings_are_not_objects_is_a_clear_error(
+    tmp_path: Path, field: str, value: object, message: str
+) -> None:
+    """Issue 31, item 13: a plan whose "offsets" was a list raised a bare AttributeError."""
+    problem = Problem((Buffer("a", 0, 2, 8), Buffer("b", 1, 3, 8)))
+    path = tmp_path / "plan.json"
+    save_json(solve(problem, "bestfit"), path)
+    data = json.loads(path.read_text())
+    data[field] = value
+    path.write_text(json.dumps(data))
+    with pytest.raises(FormatError, match=r"plan\.json: invalid plan: the plan: " + message):
+        load_json(path)
+
+
+def test_a_problem_whose_buffer_is_not_an_object_is_a_clear_error(tmp_path: Path) -> None:
+    path = tmp_path / "problem.json"
+    save_json(Problem((Buffer("a", 0, 2, 8),)), path)
+    data = json.loads(path.read_text())
+    data["buffers"] = [["a", 0, 2, 8]]
+    path.write_text(json.dumps(data))
+    with pytest.raises(FormatError, match=r'buffer 1 of "buffers" must be an object, got \[\'a\', 0, 2, 8\]'):
+        load_json(path)
