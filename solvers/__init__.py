@@ -18,7 +18,6 @@ from typing import Any
 
 from memplan.bank_placement import place_in_banks
 from memplan.errors import InfeasibleError, SolverOptionError, UnknownSolverError, UnsupportedProblemError
-from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.problem import Problem
 from memplan.solvers.contract import Form
@@ -129,7 +128,7 @@ def solve(
         raise
     placed = place_in_banks(problem, plan.pools)
     check_banks_fit(solver, placed, plan)
-    plan = without_unit_proof(problem, plan, lower_bound(placed))
+    plan = without_unit_proof(problem, plan, placed)
     check_capacity(placed, plan, solver)
     check_plan(problem, plan)
     return plan

@@ -169,11 +169,12 @@ def unit_proof_caveat(problem: Problem) -> str | None:
     return "gaps whose window starts above the offset were planned with the bytes below the window in use"
 
 
-def without_unit_proof(problem: Problem, plan: Plan, bound: int) -> Plan:
+def without_unit_proof(problem: Problem, plan: Plan, placed: Problem | None = None) -> Plan:
     """`plan`, with its proof of optimality withdrawn (`Outcome.NOT_PROVEN`) when the proof was about
-    the units only (`unit_proof_caveat`) and the plan is above `bound`, the problem's own lower bound."""
+    the units only (`unit_proof_caveat`) and the plan is above the problem's own lower bound (that of
+    `placed`, the problem in the plan's banks, when given)."""
     caveat = unit_proof_caveat(problem)
-    if caveat is None or not plan.proven_optimal or plan.arena_size <= bound:
+    if caveat is None or not plan.proven_optimal or plan.arena_size <= lower_bound(placed or problem):
         return plan
     return replace(plan, outcome=Outcome.NOT_PROVEN, status=f"not proven: {caveat} ({plan.status})")
 
@@ -214,7 +215,7 @@ def make_plan(
         status=status,
         outcome=outcome,
     )
-    return without_unit_proof(problem, plan, lower_bound(problem))
+    return without_unit_proof(problem, plan)
 
 
 def within_capacity(units: Sequence[Unit], unit_offsets: Sequence[int], capacity: int | None) -> bool:

@@ -66,11 +66,12 @@ from memplan.problem import Problem
 from memplan.solvers.cpsat.params import CpsatParams
 from memplan.solvers.cpsat.placement_model import PlacementModel, arena_limits
 from memplan.solvers.cpsat.searches import Probes, SkylineSettings, decide, new_solver
+from memplan.solvers.deadline import Deadline
 from memplan.solvers.defaults import CPSAT_BUDGET_S, checked_time_limit
 from memplan.solvers.exact import canonical
 from memplan.solvers.exact.arena_bounds import check_capacity_reachable, pool_bounds
 from memplan.solvers.heuristics.bestfit import solve_bestfit
-from memplan.solvers.heuristics.skyline import solve_skyline
+from memplan.solvers.heuristics.skyline import SkylineParams, skyline_plan
 from memplan.solvers.units import Unit, arena_of, make_plan, planned_exactly, rank, units_of, within_capacity
 
 BUILD_SECONDS_PER_UNIT = 1e-4
@@ -87,6 +88,9 @@ it is not a measured crossover."""
 
 CANONICAL_DESCENT_SHARE = 0.5
 """Most of the time limit the canonical bisection may take (it normally ends well before)."""
+
+MIN_HEURISTIC_SECONDS = 1e-3
+"""Best-fit's time limit when none is left: its first ordering still runs (the plan to return)."""
 
 FINISH_SECONDS_PER_UNIT = 1e-5
 """Time kept back per unit for building and validating the plan after the search (1 s at 100,000)."""
@@ -193,7 +197,7 @@ class _Run:
     lb_total: int  # sum of `bounds`: a plan this small is optimal
     skyline: SkylineSettings
     limit: float
-    began: float
+    clock: Deadline  # started before the units are built: every stage after counts against the limit
 
     @classmethod
     def start(
@@ -206,7 +210,7 @@ class _Run:
             params.log,
             params.canonical if params.canonical_in_portfolio else (),
         )
-        began = time.perf_counter()
+        clock = Deadline(limit)
         units = units_of(problem)
         if skyline.presolve is None:
             skyline = dataclasses.replace(skyline, presolve=len(units) >= PRESOLVE_FROM_UNITS)
@@ -214,7 +218,7 @@ class _Run:
             pool: max(lb, proven_bounds.get(pool, 0)) for pool, lb in pool_bounds(problem, units).items()
         }
         check_capacity_reachable("cpsat", problem.capacity, bounds)
-        return cls(problem, params, units, bounds, sum(bounds.values()), skyline, limit, began)
+        return cls(problem, params, units, bounds, sum(bounds.values()), skyline, limit, clock)
 
     @property
     def capacity(self) -> int | None:
@@ -222,7 +226,8 @@ class _Run:
 
     @property
     def deadline(self) -> float:
-        return self.began + self.limit
+        """The end of the limit as a `time.perf_counter()` reading (what the searches compare with)."""
+        return time.perf_counter() + self.clock.left()
 
     @property
     def minimise(self) -> bool:
@@ -252,7 +257,7 @@ class _Run:
             if proved is None or not planned_exactly(self.problem)
             else max(self.lb_total, proved)
         )
-        seconds = time.perf_counter() - self.began
+        seconds = self.clock.spent()
         return make_plan(self.problem, self.units, offsets, "cpsat", seconds, outcome, status, bound)
 
     def proven_infeasible(self, bounds: dict[int, int]) -> InfeasibleError:
@@ -298,7 +303,7 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
                 offsets, verdict, f"feasible within capacity {capacity} (canonical search, {code} preorder)"
             )
     heuristic = _heuristic_offsets(
-        problem, units, limit * HEURISTIC_SHARE if params.skyline_heuristic else None
+        problem, units, run.deadline - time.perf_counter(), limit * HEURISTIC_SHARE, params.skyline_heuristic
     )
     fits = within_capacity(units, heuristic, capacity)
     if params.warm_start and fits:
@@ -486,12 +491,17 @@ def _canonical_head_start(
     return (codes[0], found.offsets) if found.offsets is not None else None
 
 
-def _heuristic_offsets(problem: Problem, units: Sequence[Unit], skyline_seconds: float | None) -> list[int]:
-    """Unit offsets of the better of best-fit and (unless `skyline_seconds` is None) skyline,
-    planned without the capacity so they always exist."""
+def _heuristic_offsets(
+    problem: Problem, units: Sequence[Unit], left: float, skyline_seconds: float, skyline: bool
+) -> list[int]:
+    """Unit offsets of the better of best-fit (no new ordering after `left` seconds) and, with
+    `skyline`, the skyline placement (within `skyline_seconds` of what is then left; cut off
+    otherwise), planned without the capacity so they always exist."""
+    deadline = Deadline(left)
     free = dataclasses.replace(problem, capacity=None)
-    plans = [solve_bestfit(free)]
-    if skyline_seconds is not None:
-        plans.append(solve_skyline(free, time_limit_s=skyline_seconds))
+    plans = [solve_bestfit(free, time_limit_s=max(left, MIN_HEURISTIC_SECONDS))]
+    if skyline and not deadline.passed():
+        found = skyline_plan(free, SkylineParams().orders, Deadline(min(skyline_seconds, deadline.left())))
+        plans += [found] if found is not None else []
     best = min(plans, key=lambda plan: (plan.arena_size, plan.solver != "bestfit"))
     return [best.offsets[u.roots[0]] for u in units]

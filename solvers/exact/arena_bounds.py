@@ -7,11 +7,14 @@ reachable at all, and how far all byte coordinates can be divided.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import math
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 
+from sortedcontainers import SortedList
+
 import memplan.timeline as timeline
-from memplan.arith import align_up, common_divisor
+from memplan.arith import common_divisor
 from memplan.errors import InfeasibleError
 from memplan.peak_bound import lower_bounds
 from memplan.problem import Problem
@@ -30,20 +33,45 @@ def aligned_lower_bounds(units: Sequence[Unit]) -> dict[int, int]:
     for u in units:
         for r in u.rects:
             by_pool[r.pool].append((r.start, r.end, r.size, u.alignment))
-    bounds: dict[int, int] = {}
-    for pool, rects in by_pool.items():
-        live: set[int] = set()
-        best = 0
-        for _, is_start, k in timeline.events((start, end) for start, end, _, _ in rects):
-            if not is_start:
-                live.discard(k)
-                continue
-            live.add(k)
-            g = common_divisor(rects[j][3] for j in live)
-            padding = [align_up(rects[j][2], g) - rects[j][2] for j in live]
-            best = max(best, sum(rects[j][2] for j in live) + sum(padding) - max(padding))
-        bounds[pool] = best
-    return bounds
+    return {pool: _padded_peak(rects) for pool, rects in by_pool.items()}
+
+
+def _padded_peak(rects: Sequence[tuple[int, int, int, int]]) -> int:
+    """The most of (bytes live + their padding to g, less the largest padding) over the sweep, g the gcd
+    of the live alignments. Kept per possible g as a running sum and a sorted list of paddings, so
+    each event costs O(log n) per possible g (gcds of the few distinct alignments), not O(live)."""
+    possible = _gcd_closure({alignment for _, _, _, alignment in rects})
+    padding_sum = dict.fromkeys(possible, 0)
+    paddings = {g: SortedList() for g in possible}
+    alignments: Counter[int] = Counter()
+    live_bytes = best = 0
+    for _, is_start, k in timeline.events((start, end) for start, end, _, _ in rects):
+        size, alignment = rects[k][2], rects[k][3]
+        sign = 1 if is_start else -1
+        live_bytes += sign * size
+        alignments[alignment] += sign
+        for g in possible:
+            pad = -size % g
+            padding_sum[g] += sign * pad
+            if is_start:
+                paddings[g].add(pad)
+            else:
+                paddings[g].remove(pad)
+        if is_start:
+            g = common_divisor(a for a, n in alignments.items() if n)
+            best = max(best, live_bytes + padding_sum[g] - paddings[g][-1])
+    return best
+
+
+def _gcd_closure(values: set[int]) -> set[int]:
+    """Every gcd of a nonempty subset of `values`."""
+    found = set(values)
+    grown = True
+    while grown:
+        more = {math.gcd(a, b) for a in found for b in found} - found
+        found |= more
+        grown = bool(more)
+    return found
 
 
 def pool_bounds(problem: Problem, units: Sequence[Unit]) -> dict[int, int]:

@@ -16,7 +16,6 @@ with it, not the number placed.
 
 from __future__ import annotations
 
-import time
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
@@ -25,6 +24,7 @@ import numpy as np
 from memplan.errors import InfeasibleError
 from memplan.plan import Plan
 from memplan.problem import Problem
+from memplan.solvers.deadline import Deadline
 from memplan.solvers.heuristics.gc_pause import gc_paused
 from memplan.solvers.heuristics.holes import best_gap, best_gap_np, merged
 from memplan.solvers.heuristics.live_index import LiveIndex
@@ -64,9 +64,10 @@ def solve_bestfit(
 
     Stops early when an ordering reaches the lower bound, and abandons an
     ordering once its arena reaches the best so far. With `time_limit_s`,
-    no new ordering starts once the time is up (the first always runs).
+    no new ordering starts once the time is up (the first always runs: it is
+    the plan every other solver falls back to).
     """
-    began = time.perf_counter()
+    deadline = Deadline(time_limit_s)
     orderings = params.orderings
     units = units_of(problem)
     waves = WavePlacer.build(units) if len(units) >= WAVES_FROM else None
@@ -85,16 +86,17 @@ def solve_bestfit(
             unit_stats.sort(key=SORT_KEYS[name])
             return placer.run([units[u.unit_index] for u in unit_stats], give_up_at)
 
-    return best_of_orderings(
+    plan = best_of_orderings(
         problem,
         units,
         orderings,
         place,
         solver="bestfit",
         status="heuristic (ordering: {})",
-        began=began,
-        time_limit_s=time_limit_s,
+        deadline=deadline,
     )
+    assert plan is not None, "best-fit's placers are never cut, so its first ordering always runs"
+    return plan
 
 
 class _Placer:

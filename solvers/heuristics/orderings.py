@@ -7,7 +7,6 @@ honouring the time limit live here, once.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import NamedTuple
 
@@ -17,6 +16,7 @@ from memplan.errors import SolverOptionError
 from memplan.peak_bound import lower_bounds
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
+from memplan.solvers.deadline import Deadline
 from memplan.solvers.units import Unit, arena_of, make_plan
 
 
@@ -96,27 +96,29 @@ def best_of_orderings(
     *,
     solver: str,
     status: str,
-    began: float,
-    time_limit_s: float | None = None,
-) -> Plan:
+    deadline: Deadline,
+) -> Plan | None:
     """The plan of the ordering whose placement (`place(name, give_up_at)`) has the smallest arena.
 
     `place` returns unit offsets and the arena per pool, or None once its total arena has reached
     `give_up_at` (the best total so far, None for the first ordering): such an
     ordering can no longer win, since arenas only grow as units are placed and
     a tie goes to the earlier ordering. Placers that cannot stop early ignore
-    it. Stops early when an ordering reaches the lower bound; with `time_limit_s`,
-    no new ordering starts once the time is up (the first always runs).
+    it; a placer may also return None when `deadline` passed mid-placement.
+    Stops early when an ordering reaches the lower bound; no new ordering starts
+    once the deadline has passed. None when no ordering was placed.
     `status` is formatted with the winning ordering's name.
     """
     bounds = lower_bounds(problem)
     bound = sum(bounds.values())
     best: tuple[int, str, Sequence[int], dict[int, int]] | None = None
     for name in names:
-        if best is not None and time_limit_s is not None and time.perf_counter() - began > time_limit_s:
+        if best is not None and deadline.passed():
             break
         placed = place(name, None if best is None else best[0])
         if placed is None:
+            if deadline.passed():
+                break
             continue
         offsets, arena = placed
         total = sum(arena.values())
@@ -124,14 +126,15 @@ def best_of_orderings(
             best = (total, name, offsets, arena)
         if total == bound:
             break
-    assert best is not None, "at least one ordering always runs"
+    if best is None:
+        return None
     _, name, offsets, arena = best
     return make_plan(
         problem,
         units,
         offsets,
         solver,
-        time.perf_counter() - began,
+        deadline.spent(),
         outcome=Outcome.OPTIMAL
         if all(arena.get(pool, 0) == need for pool, need in bounds.items())
         else Outcome.HEURISTIC,

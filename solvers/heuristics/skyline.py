@@ -17,8 +17,8 @@ are not paired explicitly (that would be quadratic) but tracked per pool.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
-import time
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -26,9 +26,17 @@ from dataclasses import dataclass
 import memplan.timeline as timeline
 from memplan.arith import align_up
 from memplan.errors import InfeasibleError
-from memplan.plan import Plan
+from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
-from memplan.solvers.heuristics.orderings import best_of_orderings, check_names, in_order, with_arena
+from memplan.solvers.deadline import CHECK_EVERY, Deadline
+from memplan.solvers.heuristics.bestfit import BestfitParams, solve_bestfit
+from memplan.solvers.heuristics.orderings import (
+    Placement,
+    best_of_orderings,
+    check_names,
+    in_order,
+    with_arena,
+)
 from memplan.solvers.units import Unit, units_of
 
 ORDERS = ("lifetime", "area", "size", "start")
@@ -50,22 +58,42 @@ def solve_skyline(
     """The skyline placement under each of `params.orders`; the smallest arena wins.
 
     Stops early at the lower bound; with `time_limit_s`, no new order starts
-    once the time is up (the first always runs).
+    once the time is up and an order still placing then stops. If the time runs
+    out inside the first order, the plan is best-fit's first ordering (a few
+    seconds at a million buffers), marked as cut by the time limit.
     """
-    began = time.perf_counter()
-    orders = params.orders
+    deadline = Deadline(time_limit_s)
+    plan = skyline_plan(problem, params.orders, deadline)
+    if plan is not None:
+        return plan
+    fallback = solve_bestfit(problem, BestfitParams(orderings=BestfitParams().orderings[:1]))
+    return dataclasses.replace(
+        fallback,
+        solver="skyline",
+        seconds=deadline.spent(),
+        outcome=Outcome.TIME_LIMIT,
+        status=f"time limit: the skyline's first order was cut at {time_limit_s:g} s; best-fit's plan"
+        f" ({fallback.status})",
+    )
+
+
+def skyline_plan(problem: Problem, orders: Sequence[str], deadline: Deadline) -> Plan | None:
+    """The best skyline plan over `orders` placed before `deadline`; None if it passed inside the first."""
     units = units_of(problem)
     graph = Skyline(units)
     return best_of_orderings(
         problem,
         units,
         orders,
-        lambda name, _give_up_at: with_arena(units, graph.place(in_order(units, name))),
+        lambda name, _give_up_at: _with_arena(units, graph.place(in_order(units, name), deadline)),
         solver="skyline",
         status="heuristic (skyline, {} order)",
-        began=began,
-        time_limit_s=time_limit_s,
+        deadline=deadline,
     )
+
+
+def _with_arena(units: Sequence[Unit], offsets: list[int] | None) -> Placement | None:
+    return None if offsets is None else with_arena(units, offsets)
 
 
 class Skyline:
@@ -133,8 +161,9 @@ class Skyline:
             self.neighbours[i].append((j, size_a))
             self.neighbours[j].append((i, size_b))
 
-    def place(self, order: Sequence[Unit]) -> list[int]:
-        """Unit offsets: fixed units where pinned, free ones lowest first, ties in `order`."""
+    def place(self, order: Sequence[Unit], deadline: Deadline | None = None) -> list[int] | None:
+        """Unit offsets: fixed units where pinned, free ones lowest first, ties in `order`; None when
+        `deadline` passes before every unit is placed."""
         units, neighbours, spanning = self.units, self.neighbours, self.spanning
         offsets = [u.fixed if u.fixed is not None else 0 for u in units]
         lowest = [0] * len(units)
@@ -144,7 +173,11 @@ class Skyline:
         rank = {u.index: r for r, u in enumerate(order)}
         heap = [(0, rank[u.index], u.index) for u in units if u.fixed is None]
         heapq.heapify(heap)
+        popped = 0
         while heap:
+            popped += 1
+            if deadline is not None and popped % CHECK_EVERY == 0 and deadline.passed():
+                return None
             at, r, i = heapq.heappop(heap)
             if placed[i] or at != lowest[i]:
                 continue  # a stale entry
