@@ -133,12 +133,12 @@ def test_coordinates_near_2_to_the_40_give_a_plan_but_no_proof(backend: str) -> 
 def test_an_infeasibility_claim_that_best_fit_disproves_returns_the_plan(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from memplan.solvers.exact import milp
+    from memplan.solvers.exact import milp_model
 
     def claims_infeasible(self, solver, seconds):
         return pulp.LpStatusInfeasible, False, 0
 
-    monkeypatch.setattr(milp._Model, "solve", claims_infeasible)
+    monkeypatch.setattr(milp_model.MilpModel, "solve", claims_infeasible)
     problem = WALL_PROBLEM
     best_fit = solve(problem, "bestfit")
     assert best_fit.arena_size > lower_bound(problem)  # so the MILP runs at all
@@ -152,10 +152,10 @@ def test_an_infeasibility_claim_beyond_trusted_numbers_is_not_called_a_proof(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from memplan.errors import InfeasibleError
-    from memplan.solvers.exact import milp
+    from memplan.solvers.exact import milp_model
 
     monkeypatch.setattr(
-        milp._Model, "solve", lambda self, solver, seconds: (pulp.LpStatusInfeasible, False, 0)
+        milp_model.MilpModel, "solve", lambda self, solver, seconds: (pulp.LpStatusInfeasible, False, 0)
     )
     k = 1 << 40  # the wall problem in units of 2^40 bytes, plus one byte that stops the scaling
     problem = Problem(
@@ -172,9 +172,9 @@ def test_a_solution_that_breaks_the_model_when_rounded_is_not_a_proof(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The solver's optimality claim is checked against its own values in exact integer arithmetic."""
-    from memplan.solvers.exact import milp
+    from memplan.solvers.exact import milp_model
 
-    real_solve = milp._Model.solve
+    real_solve = milp_model.MilpModel.solve
 
     def sloppy(self, solver, seconds):
         status, proven, objective = real_solve(self, solver, seconds)
@@ -182,7 +182,7 @@ def test_a_solution_that_breaks_the_model_when_rounded_is_not_a_proof(
             z.varValue = 1 - round(z.varValue)
         return status, proven, objective
 
-    monkeypatch.setattr(milp._Model, "solve", sloppy)
+    monkeypatch.setattr(milp_model.MilpModel, "solve", sloppy)
     problem = WALL_PROBLEM
     plan = solve(problem, "milp", warm_start=False, decompose=False)
     assert validate(problem, plan) == []
