@@ -180,17 +180,7 @@ def _solve(
                 f"not proven: {backend} reported the model infeasible, which the best-fit plan disproves"
                 " (a solver fault); best-fit plan returned",
             )
-        if doubt is not None:
-            raise InfeasibleError(
-                f"milp/{backend}: no plan within capacity {problem.capacity} found (not proven infeasible:"
-                f" {backend} reported that none exists, but {doubt}); best-fit needs"
-                f" {max(heuristic.arena_sizes.values())} bytes"
-            )
-        raise InfeasibleError(
-            f"milp/{backend}: proven that no plan fits the capacity {problem.capacity} bytes per pool"
-            f" (lower bound per pool: {dict(bounds)})",
-            proven=True,
-        )
+        raise _infeasible(problem, backend, doubt, heuristic, bounds)
     candidates = []
     if model.has_solution():
         settled = settle(units, pairs, model.raw_offsets(), divisor)
@@ -212,23 +202,51 @@ def _solve(
         outcome = Outcome.OPTIMAL
         state = meets_bound if total == lb_total else f"optimal: proven by {backend}"
     else:
-        found = "a feasible plan" if model.has_solution() else "no plan"
-        if not proven_by_solver:
-            outcome, why = Outcome.TIME_LIMIT, f"stopped at the time limit {limit:g}s with {found}"
-        elif not strict_gaps(options):
-            outcome, why = Outcome.GAP_LIMIT, f"stopped within the gap the caller allowed with {found}"
-        elif doubt is not None:
-            outcome, why = Outcome.NOT_PROVEN, f"reported an optimum, but {doubt}"
-        else:
-            outcome = Outcome.NOT_PROVEN
-            why = f"reported optimum {objective * divisor} but its offsets settle to {total}"
-        state = f"not proven: {backend} {why}"
-        if source == "bestfit":
-            state += "; best-fit plan kept"
+        outcome, why = _why_not_proven(
+            model, proven_by_solver, options, doubt, limit, objective * divisor, total
+        )
+        state = f"not proven: {backend} {why}" + ("; best-fit plan kept" if source == "bestfit" else "")
     return finish(best, outcome, state)
 
 
 # -- preparation -----------------------------------------------------------------
+
+
+def _infeasible(
+    problem: Problem, backend: str, doubt: str | None, heuristic: Plan, bounds: dict[int, int]
+) -> InfeasibleError:
+    """The backend's report that no plan fits the capacity: a proof unless `doubt` says why not."""
+    if doubt is not None:
+        return InfeasibleError(
+            f"milp/{backend}: no plan within capacity {problem.capacity} found (not proven infeasible:"
+            f" {backend} reported that none exists, but {doubt}); best-fit needs"
+            f" {max(heuristic.arena_sizes.values())} bytes"
+        )
+    return InfeasibleError(
+        f"milp/{backend}: proven that no plan fits the capacity {problem.capacity} bytes per pool"
+        f" (lower bound per pool: {dict(bounds)})",
+        proven=True,
+    )
+
+
+def _why_not_proven(
+    model: MilpModel,
+    proven_by_solver: bool,
+    options: dict[str, Any],
+    doubt: str | None,
+    limit: float,
+    claimed: int,
+    total: int,
+) -> tuple[Outcome, str]:
+    """The outcome of a plan the backend did not prove, and why in words."""
+    found = "a feasible plan" if model.has_solution() else "no plan"
+    if not proven_by_solver:
+        return Outcome.TIME_LIMIT, f"stopped at the time limit {limit:g}s with {found}"
+    if not strict_gaps(options):
+        return Outcome.GAP_LIMIT, f"stopped within the gap the caller allowed with {found}"
+    if doubt is not None:
+        return Outcome.NOT_PROVEN, f"reported an optimum, but {doubt}"
+    return Outcome.NOT_PROVEN, f"reported optimum {claimed} but its offsets settle to {total}"
 
 
 def _check_fixed_pairs(units: Sequence[Unit], pairs: PairSizes) -> None:
