@@ -87,72 +87,105 @@ def validate(problem: Problem, plan: Plan) -> list[Violation]:
     if missing:
         return found
 
+    found.extend(_placement_violations(problem, offsets))
+    found.extend(_constraint_violations(problem, offsets))
+    found.extend(_overlaps(problem, offsets))
+    if problem.shared_objects:
+        found.extend(_broken_objects(problem, offsets))
+    found.extend(_arena_violations(problem, plan, offsets))
+    return found
+
+
+def _placement_violations(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
+    """Each buffer on its own: negative, misaligned or moved from its fixed offset."""
+    found: list[Violation] = []
     for buf in problem.buffers:
         off = offsets[buf.id]
         if off < 0:
-            add(ViolationKind.NEGATIVE_OFFSET, [buf.id], f"{buf.id!r} is at negative offset {off}")
+            found.append(
+                Violation(ViolationKind.NEGATIVE_OFFSET, (buf.id,), f"{buf.id!r} is at negative offset {off}")
+            )
         if off % buf.alignment:
-            add(
-                ViolationKind.MISALIGNED,
-                [buf.id],
-                f"{buf.id!r} at {off} is not a multiple of {buf.alignment}",
+            found.append(
+                Violation(
+                    ViolationKind.MISALIGNED,
+                    (buf.id,),
+                    f"{buf.id!r} at {off} is not a multiple of {buf.alignment}",
+                )
             )
         if buf.offset is not None and off != buf.offset:
-            add(
-                ViolationKind.FIXED_OFFSET_MOVED,
-                [buf.id],
-                f"{buf.id!r} is fixed at {buf.offset} but placed at {off}",
+            found.append(
+                Violation(
+                    ViolationKind.FIXED_OFFSET_MOVED,
+                    (buf.id,),
+                    f"{buf.id!r} is fixed at {buf.offset} but placed at {off}",
+                )
             )
+    return found
 
+
+def _constraint_violations(problem: Problem, offsets: Mapping[str, int]) -> list[Violation]:
+    """Group members off their place in the parent; same-offset sets at several offsets."""
+    found: list[Violation] = []
     for group in problem.groups:
         for member, rel in group.members:
             want = offsets[group.parent] + rel
             if offsets[member] != want:
-                add(
-                    ViolationKind.GROUP_BROKEN,
-                    [group.parent, member],
-                    f"{member!r} must sit {rel} bytes into {group.parent!r} (at {want}) but is at {offsets[member]}",
+                found.append(
+                    Violation(
+                        ViolationKind.GROUP_BROKEN,
+                        (group.parent, member),
+                        f"{member!r} must sit {rel} bytes into {group.parent!r} (at {want}) but is at"
+                        f" {offsets[member]}",
+                    )
                 )
-
     for sset in problem.same_offsets:
         placed = {offsets[b] for b in sset.buffers}
         if len(placed) > 1:
-            add(
-                ViolationKind.SAME_OFFSET_BROKEN,
-                sset.buffers,
-                f"buffers {list(sset.buffers)} must share one offset but are at {sorted(placed)}",
+            found.append(
+                Violation(
+                    ViolationKind.SAME_OFFSET_BROKEN,
+                    tuple(sset.buffers),
+                    f"buffers {list(sset.buffers)} must share one offset but are at {sorted(placed)}",
+                )
             )
+    return found
 
-    found.extend(_overlaps(problem, offsets))
-    if problem.shared_objects:
-        found.extend(_broken_objects(problem, offsets))
 
-    used = arena_sizes_of(problem, offsets)
-    for pool, need in used.items():
+def _arena_violations(problem: Problem, plan: Plan, offsets: Mapping[str, int]) -> list[Violation]:
+    """Pools whose bytes the plan's arena sizes, the capacity or their bank cannot hold."""
+    found: list[Violation] = []
+    for pool, need in arena_sizes_of(problem, offsets).items():
         have = plan.arena_sizes.get(pool)
         if have is None or have < need:
-            add(
-                ViolationKind.WRONG_ARENA_SIZE,
-                [],
-                f"pool {pool} needs {need} bytes but the plan declares {have}",
+            found.append(
+                Violation(
+                    ViolationKind.WRONG_ARENA_SIZE,
+                    (),
+                    f"pool {pool} needs {need} bytes but the plan declares {have}",
+                )
             )
         if problem.capacity is not None and need > problem.capacity:
             top = [
                 b.id for b in problem.buffers if b.pool == pool and offsets[b.id] + b.size > problem.capacity
             ]
-            add(
-                ViolationKind.OVER_CAPACITY,
-                top,
-                f"pool {pool} needs {need} bytes, over the capacity {problem.capacity}",
+            found.append(
+                Violation(
+                    ViolationKind.OVER_CAPACITY,
+                    tuple(top),
+                    f"pool {pool} needs {need} bytes, over the capacity {problem.capacity}",
+                )
             )
         bank = problem.bank(pool)
         if bank is not None and need > bank.capacity:
             top = [b.id for b in problem.buffers if b.pool == pool and offsets[b.id] + b.size > bank.capacity]
-            add(
-                ViolationKind.OVER_BANK_CAPACITY,
-                top,
-                f"bank {bank.name!r} (pool {pool}) needs {need} bytes, {need - bank.capacity} over its"
-                f" capacity {bank.capacity}",
+            found.append(
+                Violation(
+                    ViolationKind.OVER_BANK_CAPACITY,
+                    tuple(top),
+                    f"bank {bank.name!r} (pool {pool}) needs {need} bytes, {need - bank.capacity} over its"
+                    f" capacity {bank.capacity}",
+                )
             )
     return found
 

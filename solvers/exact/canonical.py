@@ -245,6 +245,32 @@ class _Search:
             keyed.append((*(-t if c == "T" else self.key[c][r] for c in self.code), self.ident[r], r))
         return list(enumerate(k[-1] for k in sorted(keyed)))
 
+    def _raise_neighbours(self, r: int, top: int) -> tuple[list[tuple[int, int]], bool, int, int]:
+        """With r placed up to `top`: the unplaced units overlapping it may start no lower than `top`
+        (aligned). Returns (unit, its old lowest offset) for each raised one, whether r has unplaced
+        neighbours (a hat: without one no other placement of r can do better), and the span of
+        sections of the raised units."""
+        lowest, lowest_np, offset = self.min_offset, self.lowest, self.offset
+        changed: list[tuple[int, int]] = []
+        hat = False
+        flo, fhi = len(self.total), 0
+        aligned = self.align_one
+        for q in self.overlaps[r]:
+            if offset[q] >= 0:
+                continue
+            hat = True
+            old = lowest[q]
+            if old < top:
+                changed.append((q, old))
+                new = top if aligned else align_up(top, self.align[q])
+                lowest[q] = new
+                lowest_np[q] = new
+                if self.lo[q] < flo:
+                    flo = self.lo[q]
+                if self.hi[q] > fhi:
+                    fhi = self.hi[q]
+        return changed, hat, flo, fhi
+
     def _dfs(self, unplaced: list[tuple[int, int]], slo: int, shi: int, at: int, after: int) -> bool:
         """Place `unplaced` ((preorder index, unit), living in sections [slo, shi)) with offsets
         from `at` up, and at `at` only preorder indices above `after` (canonical order). False: pruned, or out of
@@ -283,24 +309,7 @@ class _Search:
             offset[r] = o
             self.solution[r] = o
             lowest_np[r] = never
-            changed: list[tuple[int, int]] = []
-            hat = False
-            flo, fhi = len(total), 0  # the sections of the units whose lowest offset rose
-            aligned = self.align_one
-            for q in self.overlaps[r]:
-                if offset[q] >= 0:
-                    continue
-                hat = True
-                old = lowest[q]
-                if old < top:
-                    changed.append((q, old))
-                    new = top if aligned else align_up(top, self.align[q])
-                    lowest[q] = new
-                    lowest_np[q] = new
-                    if self.lo[q] < flo:
-                        flo = self.lo[q]
-                    if self.hi[q] > fhi:
-                        fhi = self.hi[q]
+            changed, hat, flo, fhi = self._raise_neighbours(r, top)
             lo, hi = self.lo[r], self.hi[r]
             saved_floor = floor[lo:hi].copy()
             floor[lo:hi] = top

@@ -237,45 +237,68 @@ def solve_in_parts(
         left = time_limit_s - (time.perf_counter() - began)
         if fixed_shares:
             left = time_limit_s * remaining_units / total_units if minimising else time_limit_s
-        if minimising:
-            share = max(left * len(part_units) / remaining_units, min(left, MIN_PART_SECONDS), 0.01)
-        else:  # every part must fit: a part may use all the time the ones before it left
-            share = max(left, 0.01)
+        share = _share(left, len(part_units), remaining_units, minimising)
         remaining_units -= len(part_units)
         try:
             plan = solve_part(part, share)
         except InfeasibleError as err:
-            below = max(base.get(p, 0) for p in pools)
-            what = (
-                f"an independent part of {len(part.buffers)} buffers ({len(cut.parts)} parts in all) has"
-                if len(cut.parts) > 1
-                else f"the {len(part.buffers)} buffers not living throughout have"
-            )
-            where = f"{solver}: in {what.rsplit(' ', 1)[0]}"
-            if below:  # the part's message names its share of the capacity: lead with the one given
-                where = (
-                    f"{solver}, capacity {problem.capacity}: {what} {capacity} bytes of it left above"
-                    f" {below} bytes of buffers living throughout"
-                )
-            err.args = (f"{where}: {err.args[0]}", *err.args[1:])
+            _locate(err, solver, problem, part, len(cut.parts), capacity, max(base.get(p, 0) for p in pools))
             raise
         for buffer_id, offset in plan.offsets.items():
             offsets[buffer_id] = offset + base.get(problem.buffer(buffer_id).pool, 0)
         plans.append((plan, pools))
     joined = _joined(problem, offsets, plans, cut, solver, time.perf_counter() - began)
-    if not cut.exact:  # padding may have cost more than the split gained
-        from memplan.solvers.heuristics.bestfit import solve_bestfit
+    return joined if cut.exact else _unless_bestfit_beats(problem, joined, began)
 
-        heuristic = solve_bestfit(problem)
-        if heuristic.arena_size < joined.arena_size:
-            return dataclasses.replace(
-                heuristic,
-                solver=solver,
-                seconds=time.perf_counter() - began,
-                status=f"{'optimal' if heuristic.proven_optimal else 'not proven'}: best-fit kept,"
-                f" better than the padded split ({joined.status})",
-            )
-    return joined
+
+def _unless_bestfit_beats(problem: Problem, joined: Plan, began: float) -> Plan:
+    """`joined`, or best-fit's plan of the whole problem when smaller: a padded split may cost
+    more than it gained."""
+    from memplan.solvers.heuristics.bestfit import solve_bestfit
+
+    heuristic = solve_bestfit(problem)
+    if heuristic.arena_size >= joined.arena_size:
+        return joined
+    return dataclasses.replace(
+        heuristic,
+        solver=joined.solver,
+        seconds=time.perf_counter() - began,
+        status=f"{'optimal' if heuristic.proven_optimal else 'not proven'}: best-fit kept,"
+        f" better than the padded split ({joined.status})",
+    )
+
+
+def _share(left: float, part_units: int, remaining_units: int, minimising: bool) -> float:
+    """A part's seconds of the `left` ones: in proportion to its units when minimising (at least
+    `MIN_PART_SECONDS` if there is that much); with a capacity every part must fit, so all of them."""
+    if minimising:
+        return max(left * part_units / remaining_units, min(left, MIN_PART_SECONDS), 0.01)
+    return max(left, 0.01)
+
+
+def _locate(
+    err: InfeasibleError,
+    solver: str,
+    problem: Problem,
+    part: Problem,
+    parts: int,
+    capacity: int | None,
+    below: int,
+) -> None:
+    """Prefix `err` with where it was found: which part, and the capacity left above the buffers
+    living throughout (`below` bytes), since the part's own message names only its share."""
+    what = (
+        f"an independent part of {len(part.buffers)} buffers ({parts} parts in all) has"
+        if parts > 1
+        else f"the {len(part.buffers)} buffers not living throughout have"
+    )
+    where = f"{solver}: in {what.rsplit(' ', 1)[0]}"
+    if below:
+        where = (
+            f"{solver}, capacity {problem.capacity}: {what} {capacity} bytes of it left above"
+            f" {below} bytes of buffers living throughout"
+        )
+    err.args = (f"{where}: {err.args[0]}", *err.args[1:])
 
 
 def _stacked_offsets(problem: Problem, peeled: dict[int, list[Unit]]) -> dict[str, int]:

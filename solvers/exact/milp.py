@@ -109,13 +109,12 @@ def _solve(
     began = time.perf_counter()
     solver = make_solver(backend, msg, options)
     units = units_of(problem)
-    plain = lower_bounds(problem)
     bounds = pool_bounds(problem, units)
-    meets_bound = "optimal: meets the lower bound" + (" with alignment padding" if bounds != plain else "")
+    padded = " with alignment padding" if bounds != lower_bounds(problem) else ""
+    meets_bound = f"optimal: meets the lower bound{padded}"
     check_capacity_reachable("milp", problem.capacity, bounds)
     pairs = overlapping_pairs(units)
     _check_fixed_pairs(units, pairs)
-
     heuristic = _bestfit(problem)
     heuristic_offsets = _unit_offsets(units, heuristic)
     fits = problem.capacity is None or all(s <= problem.capacity for s in heuristic.arena_sizes.values())
@@ -129,36 +128,17 @@ def _solve(
         return finish(heuristic_offsets, Outcome.OPTIMAL, meets_bound + " (best-fit's plan)")
 
     divisor = scale_of(units)
-    try:
-        model = MilpModel(
-            units,
-            pairs,
-            bounds,
-            divisor,
-            _pool_limits(problem, bounds, heuristic, fits),
-            deadline=began + limit * BUILD_SHARE,
-        )
-    except OutOfTime as progress:
-        if fits and heuristic.arena_size == sum(bounds.values()):
+    built = _built(
+        problem, units, pairs, bounds, divisor, heuristic, fits, began + limit * BUILD_SHARE, backend
+    )
+    if not isinstance(built, MilpModel):
+        outcome, why = built
+        if outcome is Outcome.TIME_LIMIT and fits and heuristic.arena_size == sum(bounds.values()):
             return finish(heuristic_offsets, Outcome.OPTIMAL, meets_bound + " (best-fit's plan)")
         return finish(
-            heuristic_offsets,
-            Outcome.TIME_LIMIT,
-            f"not proven: the MILP ({len(pairs)} order pairs) did not build within {BUILD_SHARE:.0%}"
-            f" of the time limit {limit:g}s ({progress}); best-fit plan returned",
+            heuristic_offsets, outcome, why if outcome is not Outcome.TIME_LIMIT else why.format(limit)
         )
-    if model.magnitude > ACCEPTED_MAGNITUDE:
-        if fits:
-            return finish(
-                heuristic_offsets,
-                Outcome.NOT_PROVEN,
-                f"not proven: the MILP's numbers reach {model.magnitude} units of {divisor} bytes, beyond"
-                f" the {ACCEPTED_MAGNITUDE:.0e} the backends accept; best-fit plan returned",
-            )
-        raise InfeasibleError(
-            f"milp: no plan within capacity {problem.capacity} found (not proven infeasible: the MILP's"
-            f" numbers exceed what {backend} accepts); best-fit needs {max(heuristic.arena_sizes.values())} bytes"
-        )
+    model = built
     if warm_start and fits:
         model.set_start(heuristic_offsets)
     remaining = max(limit - (time.perf_counter() - began), 0.01)
@@ -181,12 +161,7 @@ def _solve(
                 " (a solver fault); best-fit plan returned",
             )
         raise _infeasible(problem, backend, doubt, heuristic, bounds)
-    candidates = []
-    if model.has_solution():
-        settled = settle(units, pairs, model.raw_offsets(), divisor)
-        candidates.append((settled, "milp"))
-    candidates.append((heuristic_offsets, "bestfit"))
-    best, source = min(candidates, key=lambda c: rank(units, c[0], problem.capacity))
+    best, source = _better_of(model, units, pairs, divisor, heuristic_offsets, problem.capacity)
     total = sum(arena_of(units, best).values())
     lb_total = sum(bounds.values())
     if proven_by_solver and doubt is None:
@@ -210,6 +185,63 @@ def _solve(
 
 
 # -- preparation -----------------------------------------------------------------
+
+
+def _built(
+    problem: Problem,
+    units: Sequence[Unit],
+    pairs: PairSizes,
+    bounds: dict[int, int],
+    divisor: int,
+    heuristic: Plan,
+    fits: bool,
+    clock: tuple[float, float],
+    backend: str,
+) -> MilpModel | tuple[Outcome, str]:
+    """The model, built within `BUILD_SHARE` of the limit (`clock`: when the part began, its limit),
+    or the outcome and status of returning best-fit's plan instead; `InfeasibleError` when that plan
+    does not fit."""
+    began, limit = clock
+    try:
+        model = MilpModel(
+            units,
+            pairs,
+            bounds,
+            divisor,
+            _pool_limits(problem, bounds, heuristic, fits),
+            deadline=began + limit * BUILD_SHARE,
+        )
+    except OutOfTime as progress:
+        return Outcome.TIME_LIMIT, (
+            f"not proven: the MILP ({len(pairs)} order pairs) did not build within {BUILD_SHARE:.0%}"
+            f" of the time limit {limit:g}s ({progress}); best-fit plan returned"
+        )
+    if model.magnitude <= ACCEPTED_MAGNITUDE:
+        return model
+    if fits:
+        return Outcome.NOT_PROVEN, (
+            f"not proven: the MILP's numbers reach {model.magnitude} units of {divisor} bytes, beyond"
+            f" the {ACCEPTED_MAGNITUDE:.0e} the backends accept; best-fit plan returned"
+        )
+    raise InfeasibleError(
+        f"milp: no plan within capacity {problem.capacity} found (not proven infeasible: the MILP's"
+        f" numbers exceed what {backend} accepts); best-fit needs {max(heuristic.arena_sizes.values())} bytes"
+    )
+
+
+def _better_of(
+    model: MilpModel,
+    units: Sequence[Unit],
+    pairs: PairSizes,
+    divisor: int,
+    heuristic_offsets: list[int],
+    capacity: int | None,
+) -> tuple[list[int], str]:
+    """The better of the backend's solution (settled to bytes) and best-fit's plan, and whose it is."""
+    candidates = [(heuristic_offsets, "bestfit")]
+    if model.has_solution():
+        candidates.insert(0, (settle(units, pairs, model.raw_offsets(), divisor), "milp"))
+    return min(candidates, key=lambda c: rank(units, c[0], capacity))
 
 
 def _infeasible(
