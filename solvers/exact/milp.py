@@ -128,16 +128,12 @@ def _solve(
         return finish(heuristic_offsets, Outcome.OPTIMAL, meets_bound + " (best-fit's plan)")
 
     divisor = scale_of(units)
-    built = _built(
-        problem, units, pairs, bounds, divisor, heuristic, fits, began + limit * BUILD_SHARE, backend
-    )
+    built = _built(problem, units, pairs, bounds, divisor, heuristic, fits, (began, limit), backend)
     if not isinstance(built, MilpModel):
         outcome, why = built
         if outcome is Outcome.TIME_LIMIT and fits and heuristic.arena_size == sum(bounds.values()):
             return finish(heuristic_offsets, Outcome.OPTIMAL, meets_bound + " (best-fit's plan)")
-        return finish(
-            heuristic_offsets, outcome, why if outcome is not Outcome.TIME_LIMIT else why.format(limit)
-        )
+        return finish(heuristic_offsets, outcome, why)
     model = built
     if warm_start and fits:
         model.set_start(heuristic_offsets)
