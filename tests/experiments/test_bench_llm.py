@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
+from torch import nn
 
 from memplan.experiments.bench import llm as bench_llm
 
@@ -57,3 +59,43 @@ def test_unknown_models_and_modes_are_refused(argv: list[str], capsys) -> None:
     with pytest.raises(SystemExit):
         bench_llm.main(argv)
     assert "unknown" in capsys.readouterr().err
+
+
+class _StateAndCat(nn.Module):
+    """A state written in place and a cat: every default phase of the pass runs on it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("state", torch.zeros(4, 8))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a, b = torch.sin(x), torch.cos(x)
+        self.state.copy_(self.state + a)
+        return torch.cat([a, b]) * 2
+
+
+def test_lower_once_times_every_phase_of_the_pass_on_a_tiny_model() -> None:
+    from memplan.experiments.zoo.programs import from_module
+
+    model = from_module(_StateAndCat(), (torch.randn(4, 8),), name="state_and_cat")
+    result = bench_llm.lower_once(model, "memplan")
+    always = {"state in place", "extract", "cat fusion analysis + solve", "solve", "write plan"}
+    always |= {"insert frees", "storage-reuse check", "pass run"}
+    assert always <= {label for label, seconds in result["phases"].items() if seconds > 0}
+    assert result["arena"] > 0 and result["proven"] in (True, False)
+
+
+def test_timed_phases_puts_the_pass_functions_back() -> None:
+    import memplan.solvers
+
+    before = memplan.solvers.solve
+    with bench_llm.timed_phases():
+        assert memplan.solvers.solve is not before
+        assert memplan.solvers.solve.__wrapped__ is before
+    assert memplan.solvers.solve is before
+
+
+def test_a_phase_that_names_no_function_is_an_error(monkeypatch) -> None:
+    monkeypatch.setitem(bench_llm.PHASES, "gone", ("planner", ("no_such_function",)))
+    with pytest.raises(LookupError, match="gone"), bench_llm.timed_phases():
+        pass
