@@ -21,10 +21,10 @@ from memplan.problem import Buffer, BufferKind, ContiguousGroup, Problem, SameOf
 from memplan.validate import validate
 
 if TYPE_CHECKING:
+    from memplan.experiments.planning import plan_model
     from memplan.experiments.sweep.results import load_results
     from memplan.experiments.sweep.run import sweep
     from memplan.experiments.zoo.programs import load as load_program
-    from memplan.experiments.zoo.programs import plan_model
     from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
     from memplan.planner.pass_ import PlannerPass
     from memplan.planner.pte.program import read_program
@@ -64,7 +64,7 @@ _LAZY = {  # upper floors, imported on first use: the ground floor imports none 
     "solve": ("memplan.solvers", "solve"),
     "PlannerPass": ("memplan.planner.pass_", "PlannerPass"),
     "MemplanAlgorithm": ("memplan.planner.algorithms.memplan_algorithm", "MemplanAlgorithm"),
-    "plan_model": ("memplan.experiments.zoo.programs", "plan_model"),
+    "plan_model": ("memplan.experiments.planning", "plan_model"),
     "load_program": ("memplan.experiments.zoo.programs", "load"),
     "read_program": ("memplan.planner.pte.program", "read_program"),
     "load_results": ("memplan.experiments.sweep.results", "load_results"),

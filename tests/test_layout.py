@@ -137,7 +137,7 @@ def test_solvers_import_only_the_problem_model_and_each_other() -> None:
 def test_no_import_runs_up_a_floor() -> None:
     """model -> solvers -> planner -> viz -> experiments, read from the AST (imports inside functions
     too); only the front door, memplan/__init__.py, re-exports upper floors (lazily)."""
-    from memplan.experiments.bench.structure import floor_imports, runs_up
+    from memplan.experiments.source_tree import floor_imports, runs_up
 
     up = [
         f"{path.relative_to(REPO)}: {source} imports {target}"

@@ -1,5 +1,5 @@
 """Benchmark scripts: each prints tables (`python -m memplan.experiments.bench.<name> --help`).
 
-They build their flags with `memplan.experiments.cli.args` and print with `memplan.experiments.cli.tables`;
+They build their flags with `memplan.experiments.flags` and print with `memplan.experiments.markdown`;
 no script imports another.
 """

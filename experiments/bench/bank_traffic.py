@@ -20,8 +20,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import StreamedTable
+from memplan.experiments import flags
+from memplan.experiments.markdown import StreamedTable
 
 MODELS = ("lstm", "unet", "densenet_block", "mobilenet_v1_025", "ds_cnn", "cat_seed", "llama_decode")
 FRACTIONS = (0.25, 0.45, 0.5, 0.75)
@@ -125,10 +125,10 @@ def _traffic(model, planner) -> tuple[int, int] | None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    script_args.add_models(parser, MODELS)
-    script_args.add_time_limit(parser)
+    flags.add_models(parser, MODELS)
+    flags.add_time_limit(parser)
     args = parser.parse_args(argv)
-    rows(script_args.models_of(args), args.time_limit)
+    rows(flags.models_of(args), args.time_limit)
     return 0
 
 

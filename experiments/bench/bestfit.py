@@ -33,8 +33,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import StreamedTable, shorten
+from memplan.experiments import flags
+from memplan.experiments.markdown import StreamedTable, shorten
 
 WORKER = """
 import hashlib, json, sys, time
@@ -74,7 +74,7 @@ def span(values: Sequence[float]) -> str:
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline", required=True, help="python of the baseline checkout's environment")
-    script_args.add_list(parser, "--sizes", (10_000, 100_000), "size", "layered problem sizes (buffers)", int)
+    flags.add_list(parser, "--sizes", (10_000, 100_000), "size", "layered problem sizes (buffers)", int)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)

@@ -39,8 +39,8 @@ import pandas as pd
 import torch
 
 from memplan.bank_placement import traffic
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli import tables
+from memplan.experiments import flags
+from memplan.experiments import markdown as tables
 from memplan.planner.algorithms.cadence.importable import cadence_passes_importable
 
 # Cadence's test programs (backends/cadence/aot/tests/test_memory_passes.py) and zoo models that
@@ -242,8 +242,8 @@ def markdown(table: Sequence[Row]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    script_args.add_models(parser, default=[*CADENCE_PROGRAMS, *ZOO_MODELS])
-    script_args.add_time_limit(
+    flags.add_models(parser, default=[*CADENCE_PROGRAMS, *ZOO_MODELS])
+    flags.add_time_limit(
         parser,
         default=2.0,
         why="each program is planned 3 times per memory config, beside Cadence's own flow",
@@ -252,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.disable(logging.WARNING)  # Cadence's flow logs every op and memory table
     cadence_passes_importable()
-    table = rows(script_args.models_of(args), args.time_limit)
+    table = rows(flags.models_of(args), args.time_limit)
     text = markdown(table)
     print()
     print(text)

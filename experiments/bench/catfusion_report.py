@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import markdown
+from memplan.experiments import flags
+from memplan.experiments.markdown import markdown
 from memplan.experiments.zoo import programs, runtime
 from memplan.planner.levers.cat.decisions import CatStatus
 from memplan.planner.levers.cat.report import CatReport
@@ -99,7 +99,7 @@ def format_table(rows: list[list[object]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    script_args.add_common(ap, models=DEFAULT_MODELS, cat_fusion=None)
+    flags.add_common(ap, models=DEFAULT_MODELS, cat_fusion=None)
     ap.add_argument(
         "--partial", action="store_true", help="allow PARTIAL fusion (clone the unplaceable inputs)"
     )
@@ -107,11 +107,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--check", action="store_true", help="run in executorch.runtime and compare with eager")
     ap.add_argument("--cats", action="store_true", help="list every cat's decision")
     args = ap.parse_args(argv)
-    models, solvers = script_args.models_of(args), script_args.solvers_of(args)
+    models, solvers = flags.models_of(args), flags.solvers_of(args)
     rows = []
-    with script_args.library_warnings_silenced():
+    with flags.library_warnings_silenced():
         work = [(m, s) for m in models for s in solvers]
-        for name, solver in script_args.progress(work, len(work), "catfusion_report", args.quiet):
+        for name, solver in flags.progress(work, len(work), "catfusion_report", args.quiet):
             found = reports(name, solver, args.time_limit, args.partial, args.relax_alignment, args.check)
             for method, (report, stock) in found.items():
                 rows.append([solver, *row(name, method, report, stock)])

@@ -11,7 +11,7 @@ set of arenas, each sized to the largest method's, so it is the sum over
 arenas (mem_id >= 1) of the largest method's size, XNNPACK padding included.
 Defaults as the sweep's: every registered solver, 5 s, cat fusion on (`--cat-fusion
 off` makes every planner place the same tensors). The table is Markdown
-(experiments.cli.tables); `saving` columns are positive when memplan is smaller
+(experiments.markdown); `saving` columns are positive when memplan is smaller
 than stock. `--check` also runs every memplan program against eager PyTorch.
 """
 
@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 
 import pandas as pd
 
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import markdown
+from memplan.experiments import flags
+from memplan.experiments.markdown import markdown
 from memplan.experiments.zoo import programs, runtime
 from memplan.peak_bound import lower_bounds
 from memplan.planner.pass_ import MethodResult, PlannerPass
@@ -107,14 +107,14 @@ def format_table(rows: Sequence[Row], solvers: Sequence[str]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    script_args.add_common(ap)
+    flags.add_common(ap)
     ap.add_argument("--check", action="store_true", help="run every memplan program against eager")
     args = ap.parse_args(argv)
-    solvers, models = script_args.solvers_of(args), script_args.models_of(args)
-    fusion = script_args.switch_of(args.cat_fusion)
+    solvers, models = flags.solvers_of(args), flags.models_of(args)
+    fusion = flags.switch_of(args.cat_fusion)
     rows = []
-    with script_args.library_warnings_silenced():
-        for name in script_args.progress(models, len(models), "compare_stock", args.quiet):
+    with flags.library_warnings_silenced():
+        for name in flags.progress(models, len(models), "compare_stock", args.quiet):
             row = compare(name, solvers, args.time_limit, args.check, fusion)
             rows.append(row)
             timing = ", ".join(f"{s} {t:.1f}s" for s, t in row.seconds.items())

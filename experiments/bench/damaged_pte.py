@@ -170,13 +170,13 @@ def make_cases(
     folder: Path, models: Sequence[str], per_kind: int, seed: int, commands: Sequence[str]
 ) -> list[Case]:
     """Write every damaged file of every model under `folder`; the cases that run them."""
-    from memplan.experiments.cli import args as script_args
+    from memplan.experiments import flags
     from memplan.experiments.zoo import programs, runtime
 
     rng = random.Random(seed)
     cases = []
     for model in models:
-        with script_args.library_warnings_silenced():
+        with flags.library_warnings_silenced():
             data = runtime.lower(programs.load(model)).buffer
         own = folder / model
         own.mkdir()
@@ -230,7 +230,7 @@ def run_cases(
     quiet: bool = True,
 ) -> pd.DataFrame:
     """One row per case with its outcome; every case runs in a worker process."""
-    from memplan.experiments.cli.args import progress
+    from memplan.experiments.flags import progress
     from memplan.experiments.sweep.executors import run_all
 
     rows = []
@@ -268,27 +268,27 @@ def outcome_table(df: pd.DataFrame) -> pd.DataFrame:
 
 def main(argv: Sequence[str] | None = None) -> int:
     from memplan import solvers
-    from memplan.experiments.cli import args as script_args
-    from memplan.experiments.cli.tables import markdown
+    from memplan.experiments import flags
+    from memplan.experiments.markdown import markdown
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    script_args.add_models(ap, DEFAULT_MODELS)
+    flags.add_models(ap, DEFAULT_MODELS)
     ap.add_argument(
         "--per-kind", type=int, default=20, help="damaged copies per model and kind (default: %(default)s)"
     )
     ap.add_argument("--seed", type=int, default=0, help="of the damage (default: %(default)s)")
-    script_args.add_list(ap, "--commands", COMMANDS, "command", "commands to run", choices=COMMANDS)
+    flags.add_list(ap, "--commands", COMMANDS, "command", "commands to run", choices=COMMANDS)
     ap.add_argument(
         "--solver", default="bestfit", choices=solvers.available(), help="replan's (default: %(default)s)"
     )
-    script_args.add_time_limit(
+    flags.add_time_limit(
         ap, TIME_LIMIT_S, why="the damaged programs are small; a solve is not what is measured"
     )
     ap.add_argument("--jobs", type=int, default=1, help="worker processes (default: %(default)s)")
     ap.add_argument("--quiet", action="store_true", help="no progress bar")
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="memplan-damaged-") as folder:
-        cases = make_cases(Path(folder), script_args.models_of(args), args.per_kind, args.seed, args.commands)
+        cases = make_cases(Path(folder), flags.models_of(args), args.per_kind, args.seed, args.commands)
         df = run_cases(cases, args.solver, args.time_limit, args.jobs, args.quiet)
     print(markdown(outcome_table(df)))
     shown = df[

@@ -11,9 +11,9 @@ import argparse
 import time
 from collections.abc import Callable, Sequence
 
+from memplan.experiments import flags
 from memplan.experiments.bench.minimalloc import MINIMALLOC_DIR
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import StreamedTable
+from memplan.experiments.markdown import StreamedTable
 from memplan.generate import layered_problem, pigeonholes, random_problem
 from memplan.io import read_minimalloc_csv
 from memplan.peak_bound import lower_bound
@@ -48,7 +48,7 @@ def instances() -> dict[str, Callable[[], Problem]]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    script_args.add_time_limit(parser)
+    flags.add_time_limit(parser)
     args = parser.parse_args(argv)
     table = StreamedTable(
         ["instance", "buffers", "lower bound", "bestfit"] + [f"{r} (arena, proven, s)" for r in RUNS]

@@ -47,7 +47,7 @@ from pathlib import Path
 import executorch
 import pandas as pd
 
-from memplan.experiments.cli.tables import markdown
+from memplan.experiments.markdown import markdown
 
 SUITE = (
     "exir/tests/test_memory_planning.py",

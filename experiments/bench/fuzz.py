@@ -31,9 +31,9 @@ from typing import Any
 import pandas as pd
 
 from memplan.errors import InfeasibleError, UnsupportedProblemError
+from memplan.experiments import flags
 from memplan.experiments.bench.claims import Report, honest
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import markdown
+from memplan.experiments.markdown import markdown
 from memplan.generate import random_problem
 from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
@@ -308,7 +308,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--problems", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
-    script_args.add_time_limit(parser, TIME_LIMIT_S, why=TIME_LIMIT_WHY)
+    flags.add_time_limit(parser, TIME_LIMIT_S, why=TIME_LIMIT_WHY)
     parser.add_argument("--bank-problems", type=int, default=150, help="problems with banks (fuzz_banks)")
     parser.add_argument("--save", type=Path, help="folder for the failing problems as JSON")
     args = parser.parse_args(argv)

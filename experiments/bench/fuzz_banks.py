@@ -33,7 +33,7 @@ import pandas as pd
 
 from memplan.errors import InfeasibleError, ProblemError, UnsupportedProblemError
 from memplan.experiments.bench.claims import Report, honest
-from memplan.experiments.cli.tables import markdown
+from memplan.experiments.markdown import markdown
 from memplan.plan import Plan
 from memplan.problem import Bank, Buffer, ContiguousGroup, Problem, SameOffset
 

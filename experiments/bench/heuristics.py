@@ -16,8 +16,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import StreamedTable
+from memplan.experiments import flags
+from memplan.experiments.markdown import StreamedTable
 from memplan.generate import layered_problem
 from memplan.peak_bound import lower_bound
 from memplan.solvers import entry
@@ -63,8 +63,8 @@ def bench(sizes: Sequence[int], solvers: Sequence[str], seed: int, each_ordering
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    script_args.add_list(parser, "--sizes", (1_000, 10_000, 100_000), "size", "layered problem sizes", int)
-    script_args.add_solvers(parser, ("greedy", "bestfit"))
+    flags.add_list(parser, "--sizes", (1_000, 10_000, 100_000), "size", "layered problem sizes", int)
+    flags.add_solvers(parser, ("greedy", "bestfit"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--each-ordering", action="store_true", help="also run each bestfit ordering alone")
     args = parser.parse_args(argv)

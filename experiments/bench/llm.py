@@ -47,8 +47,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import StreamedTable
+from memplan.experiments import flags
+from memplan.experiments.markdown import StreamedTable
 
 # name -> (ModelArgs fields, layers of the real model)
 SHAPES: dict[str, dict[str, int]] = {
@@ -351,8 +351,8 @@ def print_tables(cases: Sequence[dict[str, Any]]) -> None:
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    script_args.add_list(parser, "--models", SHAPES, "model", "LLM shapes", choices=tuple(SHAPES))
-    script_args.add_list(parser, "--modes", MODES, "mode", "lowering modes", choices=MODES)
+    flags.add_list(parser, "--models", SHAPES, "model", "LLM shapes", choices=tuple(SHAPES))
+    flags.add_list(parser, "--modes", MODES, "mode", "lowering modes", choices=MODES)
     parser.add_argument(
         "--layers", default="", help=f"e.g. qwen3-0.6b=8,llama3.2-1b=2 (default: {DEFAULT_LAYERS})"
     )

@@ -139,7 +139,7 @@ def shared_state_figure(model: str, solver: str = "cpsat", time_limit_s: float =
     pool (mem_id 2) at the same offsets in each."""
     results = planned(model, solver, time_limit_s=time_limit_s)
     charts = []
-    from memplan.experiments.zoo.programs import call_order
+    from memplan.experiments.planning import call_order
 
     for method in call_order(zoo_model(model)):
         r = results[method]

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import markdown
+from memplan.experiments import flags
+from memplan.experiments.markdown import markdown
 from memplan.experiments.zoo import programs, runtime
 from memplan.experiments.zoo.pte_check import CheckError, check_same_outputs
 from memplan.planner.pte.replan import replan
@@ -53,13 +53,13 @@ def bench(name: str, solver: str, time_limit_s: float) -> list[dict]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    script_args.add_common(ap, cat_fusion=None, solvers=("cpsat",))
+    flags.add_common(ap, cat_fusion=None, solvers=("cpsat",))
     args = ap.parse_args(argv)
-    models, solvers = script_args.models_of(args), script_args.solvers_of(args)
+    models, solvers = flags.models_of(args), flags.solvers_of(args)
     rows: list[dict] = []
-    with script_args.library_warnings_silenced():
+    with flags.library_warnings_silenced():
         work = [(m, s) for m in models for s in solvers]
-        for name, solver in script_args.progress(work, len(work), "replan", args.quiet):
+        for name, solver in flags.progress(work, len(work), "replan", args.quiet):
             rows += bench(name, solver, args.time_limit)
     df = pd.DataFrame(rows).astype({"proven_optimal": "boolean", "outputs_identical": "boolean"})
     print(markdown(df))

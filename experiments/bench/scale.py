@@ -28,7 +28,7 @@ Sections (Markdown tables, printed row by row):
   from `memplan export-problem`).
 - layered: memplan.generate.layered_problem at the given sizes.
 
-Lower bounds on the same instances are `python -m memplan.experiments.bench.bounds`;
+Lower bounds on the same instances are `python -m memplan.experiments.bench.window_bounds`;
 `to_executorch` with memplan's pass on LLM shapes is `python -m memplan.experiments.bench.llm`.
 
 Timings are wall clock on whatever machine runs this; on a shared machine read
@@ -48,9 +48,9 @@ from pathlib import Path
 from typing import Any
 
 from memplan.errors import InfeasibleError
+from memplan.experiments import flags
 from memplan.experiments.bench.minimalloc import CAPACITY, CHALLENGING, MINIMALLOC_DIR, minimalloc_problem
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import StreamedTable, shorten
+from memplan.experiments.markdown import StreamedTable, shorten
 from memplan.peak_bound import lower_bound
 from memplan.problem import Problem
 from memplan.solvers import solve
@@ -84,7 +84,7 @@ LLAMA: dict[str, Any] = dict(n_layers=16, dim=512, n_heads=8, seq_len=128, prefi
 SECTIONS = ("minimalloc", "minimise", "llama", "layered")
 MOVED_SECTIONS = (
     "; the sections bounds and pass are their own scripts now:"
-    " python -m memplan.experiments.bench.bounds, python -m memplan.experiments.bench.llm"
+    " python -m memplan.experiments.bench.window_bounds, python -m memplan.experiments.bench.llm"
 )
 # The MiniMalloc tables of docs/exact_solver.md are measured at 10 s per solve: a default run repeats them.
 TIME_LIMIT_S = 10.0
@@ -320,19 +320,15 @@ def bench_layered(sizes: Sequence[int], configs: Sequence[str], limit: float) ->
 def main(argv: Sequence[str] | None = None) -> None:
     warnings.simplefilter("ignore")  # torch and ExecuTorch warn on every export, as the CLI silences them
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    script_args.add_list(
+    flags.add_list(
         parser, "--sections", SECTIONS, "section", "tables to print", choices=SECTIONS, hint=MOVED_SECTIONS
     )
-    script_args.add_list(
-        parser, "--instances", KNOWN, "instance", "MiniMalloc instances", choices=tuple(KNOWN)
-    )
-    script_args.add_list(
-        parser, "--configs", CONFIGS, "config", "solver configurations", choices=tuple(CONFIGS)
-    )
-    script_args.add_time_limit(
+    flags.add_list(parser, "--instances", KNOWN, "instance", "MiniMalloc instances", choices=tuple(KNOWN))
+    flags.add_list(parser, "--configs", CONFIGS, "config", "solver configurations", choices=tuple(CONFIGS))
+    flags.add_time_limit(
         parser, TIME_LIMIT_S, why="10 s, the limit of docs/exact_solver.md's MiniMalloc tables, repeats them"
     )
-    script_args.add_list(
+    flags.add_list(
         parser,
         "--minimise-time-limits",
         (10, 30, 60),
@@ -340,7 +336,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "seconds per solve, minimise section",
         float,
     )
-    script_args.add_list(
+    flags.add_list(
         parser,
         "--minimise-configs",
         ("full", "bisection", "skyline-presolve"),
@@ -352,7 +348,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--llama", help="memplan JSON of the Llama problem (default: extract it, needs torch)"
     )
-    script_args.add_list(parser, "--layered", (10_000, 100_000), "size", "generated problem sizes", int)
+    flags.add_list(parser, "--layered", (10_000, 100_000), "size", "generated problem sizes", int)
     parser.add_argument(
         "--layered-time-limit",
         type=float,

@@ -27,8 +27,8 @@ import argparse
 import functools
 from collections.abc import Sequence
 
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import StreamedTable
+from memplan.experiments import flags
+from memplan.experiments.markdown import StreamedTable
 
 MODELS = (
     "ds_cnn",
@@ -130,11 +130,11 @@ def row(name: str, check: bool) -> list[object]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    script_args.add_models(parser, MODELS)
+    flags.add_models(parser, MODELS)
     parser.add_argument("--check", action="store_true", help="run every planned program against eager")
     args = parser.parse_args(argv)
     table = StreamedTable(HEADER)
-    for name in script_args.models_of(args):
+    for name in flags.models_of(args):
         table.row(row(name, args.check))
     return 0
 

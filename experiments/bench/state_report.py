@@ -22,8 +22,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import StreamedTable
+from memplan.experiments import flags
+from memplan.experiments.markdown import StreamedTable
 from memplan.experiments.zoo import ZooModel, runtime
 from memplan.experiments.zoo.models import hybrid
 from memplan.experiments.zoo.models.stateful import multi_method_cache
@@ -132,15 +132,15 @@ def row(
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    script_args.add_solvers(ap, ("cpsat",))
-    script_args.add_time_limit(ap)
+    flags.add_solvers(ap, ("cpsat",))
+    flags.add_time_limit(ap)
     ap.add_argument("--no-1b", action="store_true", help="skip the Llama-3.2-1B-shapes row")
     args = ap.parse_args(argv)
     table = StreamedTable(COLUMNS)
     timings = []
     for model in programs(not args.no_1b):
         stock = lower_and_check(model, None)
-        for solver in script_args.solvers_of(args):
+        for solver in flags.solvers_of(args):
             cells, runs = row(model, stock, solver, args.time_limit)
             table.row(cells)
             seconds = " / ".join(f"{r.seconds:.1f}" for r in runs)

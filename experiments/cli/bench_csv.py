@@ -16,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from memplan.errors import UsageError
-from memplan.experiments.sweep.grid import check_choice, check_time_limit
+from memplan.experiments.checks import check_choice, check_time_limit
 
 COLUMNS = (
     "file",

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from memplan.experiments.cli.tables import markdown
+from memplan.experiments.markdown import markdown
 from memplan.planner.pte.layout import MethodLayout, ProgramLayout
 from memplan.planner.pte.replan import Replan
 

@@ -1,7 +1,7 @@
 """`memplan`: sweeps, single-model plans, Gantt plots, problem export, .pte inspection and re-planning, CSV benchmarks.
 
 Only argument parsing and printing live here (flags spelled as every benchmark script spells them,
-experiments.cli.args); the work is in experiments.sweep, experiments.cli.one_model,
+experiments.flags); the work is in experiments.sweep, experiments.cli.one_model,
 experiments.cli.inspect, experiments.cli.bench_csv and experiments.cli.listing. Any `MemplanError`
 (memplan.errors: an unknown model or solver, a bad setting, an unwritable output is a `UsageError`)
 ends with one `memplan: error: ...` line and exit code 2; a model or program that cannot be planned
@@ -38,7 +38,7 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def build_parser() -> argparse.ArgumentParser:
     from memplan import __version__
-    from memplan.experiments.cli import args as script_args
+    from memplan.experiments import flags
     from memplan.experiments.sweep import grid as sweep_grid
     from memplan.experiments.sweep import run as sweep
     from memplan.experiments.sweep.executors import EXECUTORS
@@ -49,8 +49,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     p = sub.add_parser("sweep", help="run models x solvers x settings into a results folder")
-    script_args.add_models(p)
-    script_args.add_solvers(p)
+    flags.add_models(p)
+    flags.add_solvers(p)
     p.add_argument("--out", default=sweep.DEFAULT_OUT, help="output folder (default: %(default)s)")
     p.add_argument(
         "--alignment",
@@ -62,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=",".join("on" if f else "off" for f in sweep_grid.DEFAULT_CAT_FUSION),
         help="on, off or on,off (default: %(default)s)",
     )
-    script_args.add_time_limit(p)
+    flags.add_time_limit(p)
     p.add_argument("--check", action="store_true", help="run every program and compare with eager PyTorch")
     p.add_argument(
         "--memory-map",
@@ -94,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
     p.add_argument("--method", help="only this method (default: all)")
-    script_args.add_time_limit(p)
+    flags.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
     _add_lowering(p)
@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("model")
     p.add_argument("--solver", required=True)
     p.add_argument("--method", help="only this method (default: all, stacked)")
-    script_args.add_time_limit(p)
+    flags.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
     _add_lowering(p)
@@ -137,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("program", metavar="IN.pte")
     p.add_argument("--out", required=True, metavar="OUT.pte")
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
-    script_args.add_time_limit(p)
+    flags.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument(
         "--check",
@@ -147,8 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("bench-csv", help="solve a folder of MiniMalloc CSV problems and print a table")
     p.add_argument("dir")
-    script_args.add_solvers(p, ("bestfit", "cpsat"))
-    script_args.add_time_limit(p)
+    flags.add_solvers(p, ("bestfit", "cpsat"))
+    flags.add_time_limit(p)
     p.add_argument(
         "--capacity-from-name",
         action="store_true",
@@ -208,16 +208,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _sweep(args: argparse.Namespace) -> int:
-    from memplan.experiments.sweep import grid as sweep_grid
+    from memplan.experiments import checks
     from memplan.experiments.sweep import report
     from memplan.experiments.sweep import run as sweep
 
     df = sweep.sweep(
         out=args.out,
-        models=sweep_grid.parse_list(args.models, "model") if args.models else None,
+        models=checks.parse_list(args.models, "model") if args.models else None,
         solvers=args.solvers,
-        alignments=sweep_grid.parse_list(args.alignment, "alignment", int),
-        cat_fusion=sweep_grid.parse_switches(args.cat_fusion),
+        alignments=checks.parse_list(args.alignment, "alignment", int),
+        cat_fusion=checks.parse_switches(args.cat_fusion),
         time_limit_s=args.time_limit,
         check=args.check,
         jobs=args.jobs,
@@ -263,7 +263,7 @@ def _plot(args: argparse.Namespace) -> int:
 
 def _planned(args, one_model, with_stock: bool = True):
     from memplan.errors import ProblemError
-    from memplan.experiments.zoo.programs import plan_model
+    from memplan.experiments.planning import plan_model
 
     (fusion,) = _one_switch(args.cat_fusion)
     try:
@@ -285,23 +285,23 @@ def _planned(args, one_model, with_stock: bool = True):
 
 
 def _one_switch(text: str) -> list[bool]:
-    from memplan.experiments.sweep import grid as sweep_grid
+    from memplan.experiments import checks
 
-    switches = sweep_grid.parse_switches(text)
+    switches = checks.parse_switches(text)
     if len(switches) != 1:
         raise UsageError(f"--cat-fusion takes one value here (on or off), got {text!r}")
     return switches
 
 
 def _inspect(args: argparse.Namespace) -> int:
+    from memplan.experiments import checks
     from memplan.experiments.cli import inspect as inspect_pte
     from memplan.experiments.cli import one_model
-    from memplan.experiments.sweep import grid as sweep_grid
     from memplan.experiments.zoo.lowering import library_warnings_silenced
     from memplan.planner.pte.program import read_program
     from memplan.planner.pte.structure import PteError
 
-    sweep_grid.check_alignment(args.alignment)
+    checks.check_alignment(args.alignment)
     if args.out:
         one_model.check_figure_path(args.out)
     try:
@@ -322,15 +322,15 @@ def _replan(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from memplan import solvers
+    from memplan.experiments import checks
     from memplan.experiments.cli import inspect as inspect_pte
-    from memplan.experiments.sweep import grid as sweep_grid
     from memplan.experiments.zoo.lowering import library_warnings_silenced
     from memplan.planner.pte.replan import replan
     from memplan.planner.pte.structure import PteError
 
-    sweep_grid.check_choice("solver", args.solver, solvers.available())
-    sweep_grid.check_alignment(args.alignment)
-    sweep_grid.check_time_limit(args.time_limit)
+    checks.check_choice("solver", args.solver, solvers.available())
+    checks.check_alignment(args.alignment)
+    checks.check_time_limit(args.time_limit)
     out = Path(args.out)
     if os.path.realpath(out) == os.path.realpath(args.program):  # realpath: no error on a symlink loop
         raise UsageError("--out must differ from the input program")
@@ -382,7 +382,7 @@ def _export_problem(args: argparse.Namespace) -> int:
 
 def _bench_csv(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import bench_csv as bench
-    from memplan.experiments.cli.tables import markdown
+    from memplan.experiments.markdown import markdown
 
     out = Path(args.out) if args.out else None
     if out is not None and out.suffix.lower() not in (".csv", ".parquet"):

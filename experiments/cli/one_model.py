@@ -1,7 +1,7 @@
 """One program through the planner: its summary, Gantt figures, problem files.
 
 The `memplan plan`, `plot` and `export-problem` commands are thin wrappers around these functions and
-`memplan.plan_model` (experiments.zoo.programs), the one function behind the CLI and the Python API.
+`memplan.plan_model` (experiments.planning), the one function behind the CLI and the Python API.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import Any
 
 from memplan.errors import UsageError
-from memplan.experiments.sweep.grid import check_alignment, prepare_out
+from memplan.experiments.checks import check_alignment, prepare_out
+from memplan.experiments.planning import PlannedModel
 from memplan.experiments.zoo.lowering import library_warnings_silenced, lower_planned
-from memplan.experiments.zoo.programs import PlannedModel
 from memplan.problem import Problem
 from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_TIME_LIMIT_S
 
@@ -23,7 +23,7 @@ FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
 def format_summary(result: PlannedModel) -> str:
     """A title line (solver, how the program was lowered, the levers), then the summary as a Markdown table."""
-    from memplan.experiments.cli.tables import markdown
+    from memplan.experiments.markdown import markdown
 
     title = f"{result.model.name}: solver {result.solver}; lowered with {result.model.lowering}"
     return f"{title}; levers: {result.summary.attrs.get('levers', '')}\n" + markdown(result.summary)

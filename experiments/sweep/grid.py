@@ -6,14 +6,13 @@ any work starts.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from memplan.errors import SolverOptionError, UsageError
+from memplan.errors import UsageError
+from memplan.experiments.checks import check_alignment, check_choice, check_model, check_time_limit
 from memplan.experiments.sweep.executors import EXECUTORS
-from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_TIME_LIMIT_S, checked_time_limit
+from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_TIME_LIMIT_S
 
 DEFAULT_ALIGNMENTS = (DEFAULT_ALIGNMENT,)
 DEFAULT_CAT_FUSION = (True,)
@@ -121,10 +120,7 @@ def validate_grid(
     if not solvers:
         raise UsageError(f"no solver given; choose from: {', '.join(solver_registry.available())}")
     for name in models:
-        if not _is_file_spec(name):
-            check_choice("model", name, zoo.names(), hint="; or give a .pt2 file or path/file.py:factory")
-        elif not Path(name.rsplit(":", 1)[0] if ".py:" in name else name).is_file():
-            raise UsageError(f"model {name!r}: no such file")
+        check_model(name)
     for name in solvers:
         check_choice("solver", name, solver_registry.available())
     if memory_map:
@@ -140,25 +136,6 @@ def validate_grid(
         raise UsageError(f"jobs must be at least 1, got {jobs}")
     if executor not in EXECUTORS:
         raise UsageError(f"unknown executor {executor!r}; choose one of: {', '.join(EXECUTORS)}")
-
-
-def check_choice(kind: str, value: str, valid: Sequence[str], hint: str = "") -> None:
-    """Raise UsageError naming `value`, the closest valid name and the valid choices unless it is one of them."""
-    if value not in valid:
-        raise UsageError(
-            f"unknown {kind} {value!r}{did_you_mean(value, valid)}; choose from: {', '.join(valid)}{hint}"
-        )
-
-
-def did_you_mean(value: str, choices: Sequence[str]) -> str:
-    """' (did you mean 'x'?)' for the closest choice, or ''."""
-    close = difflib.get_close_matches(value, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
-def _is_file_spec(name: str) -> bool:
-    """A `.pt2` file or `path/file.py:factory` rather than a zoo name (experiments.zoo.programs)."""
-    return name.endswith(".pt2") or ".py:" in name
 
 
 BANK_SWEEP_SOLVERS = ("greedy", "bestfit", "cpsat")  # under a map: banked_greedy, banked_bestfit, cpsat
@@ -178,55 +155,3 @@ def check_memory_map(memory_map: str, solvers: Sequence[str]) -> None:
             f"solvers {cannot} cannot plan across the banks of --memory-map; choose from"
             f" {', '.join(BANK_SWEEP_SOLVERS)} (greedy = ExecuTorch's BankedGreedy)"
         )
-
-
-def check_alignment(alignment: int) -> None:
-    if alignment < 1 or alignment & (alignment - 1):
-        raise UsageError(f"alignment must be a power of two (1, 2, 4, ..., 16, ...), got {alignment}")
-
-
-def check_time_limit(time_limit_s: float) -> None:
-    """`solvers.checked_time_limit` (the one rule), refused as a setting: `UsageError`."""
-    try:
-        checked_time_limit("sweep", time_limit_s)
-    except SolverOptionError:
-        raise UsageError(f"time limit must be a positive number of seconds, got {time_limit_s}") from None
-
-
-def default_solvers() -> list[str]:
-    """Every registered solver."""
-    from memplan import solvers as solver_registry
-
-    return solver_registry.available()
-
-
-def parse_list(text: str, kind: str, convert=str) -> list:
-    """'a,b' -> ['a', 'b'] through `convert`; a bad item raises UsageError."""
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    try:
-        return [convert(t) for t in items]
-    except (ValueError, KeyError):
-        raise UsageError(f"bad {kind} list {text!r}") from None
-
-
-def parse_switches(text: str) -> list[bool]:
-    """'on,off' -> [True, False]."""
-    words = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False}
-    items = [t.strip().lower() for t in text.split(",") if t.strip()]
-    bad = [t for t in items if t not in words]
-    if bad or not items:
-        raise UsageError(f"cat fusion must be a list of on/off, got {text!r}")
-    return list(dict.fromkeys(words[t] for t in items))
-
-
-def prepare_out(out: str | Path) -> Path:
-    """The output folder, created and proven writable."""
-    folder = Path(out)
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / ".memplan-write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"cannot write to output folder {str(folder)!r}: {exc.strerror or exc}") from None
-    return folder

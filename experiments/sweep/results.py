@@ -14,7 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from memplan.errors import UsageError
-from memplan.experiments.sweep.table import COLUMNS, DTYPES, RENAMED
+from memplan.experiments.sweep.table import COLUMNS, DTYPES
 
 CSV_FILE = "results.csv"
 PARQUET_FILE = "results.parquet"
@@ -38,7 +38,6 @@ def check_format(fmt: str) -> str:
 
 def typed(df: pd.DataFrame) -> pd.DataFrame:
     """The results columns with their nullable dtypes (columns it does not know are left alone)."""
-    df = df.rename(columns={old: new for old, new in RENAMED.items() if new not in df.columns})
     for column, dtype in DTYPES.items():
         if column in df.columns:
             df[column] = _as(df[column], dtype)

@@ -24,6 +24,7 @@ from typing import Any
 
 import pandas as pd
 
+from memplan.experiments.checks import check_choice, prepare_out
 from memplan.experiments.sweep.executors import default_jobs, run_all
 from memplan.experiments.sweep.grid import (
     BANK_SWEEP_SOLVERS,
@@ -33,10 +34,7 @@ from memplan.experiments.sweep.grid import (
     PlanRun,
     Run,
     StockRun,
-    check_choice,
-    default_solvers,
     grid,
-    prepare_out,
     validate_grid,
 )
 from memplan.experiments.sweep.run_log import RUNS_FILE, RunLog
@@ -82,6 +80,7 @@ def sweep(
     `partitioner`, `convert_linear` and `const_prop` lower every model that way (plan_model's options);
     by default a user's program is lowered as given and a zoo model with its recipe.
     """
+    from memplan import solvers as solver_registry
     from memplan.experiments import zoo
     from memplan.experiments.sweep import report, results
     from memplan.experiments.zoo.programs import PARTITIONERS, lowering_text
@@ -92,7 +91,7 @@ def sweep(
     lowering = lowering_text(partitioner, convert_linear, const_prop)
     models = list(zoo.names() if models is None else models)
     if solvers is None:
-        solvers = list(BANK_SWEEP_SOLVERS) if memory_map else default_solvers()
+        solvers = list(BANK_SWEEP_SOLVERS) if memory_map else solver_registry.available()
     solvers = list(solvers)
     jobs = default_jobs() if jobs is None else jobs
     validate_grid(models, solvers, alignments, cat_fusion, time_limit_s, jobs, executor, memory_map)

@@ -1,7 +1,7 @@
 """The sweep's table: one row per (model, method, solver, settings), built from the run log.
 
-Units are in the column names: `_bytes` for bytes, `_seconds` for seconds
-(`RENAMED` maps the run log's older names, which stay in `runs.jsonl`).
+Units are in the column names: `_bytes` for bytes, `_seconds` for seconds. A run's rows come under
+these names (`zoo.lowering.Lowered.rows`); of the run's key only `time_limit_s` is spelled otherwise.
 """
 
 from __future__ import annotations
@@ -11,13 +11,7 @@ import pandas as pd
 from memplan.experiments.sweep.grid import KEY, SETTINGS
 from memplan.experiments.sweep.run_log import RunLog
 
-# Run-log (and pre-0.2 table) names -> table names.
-RENAMED = {
-    "lower_bound": "lower_bound_bytes",
-    "time_limit_s": "time_limit_seconds",
-    "copy_bytes_removed": "copy_removed_bytes",
-}
-TABLE_SETTINGS = tuple(RENAMED.get(s, s) for s in SETTINGS)
+TABLE_SETTINGS = tuple("time_limit_seconds" if s == "time_limit_s" else s for s in SETTINGS)
 COLUMNS = (
     "model",
     "method",
@@ -80,7 +74,8 @@ def table(log: RunLog) -> pd.DataFrame:
         if entry["kind"] != "plan":
             continue
         run, result = entry["run"], entry["result"]
-        base = {k: run[k] for k in KEY} | ({"memory_map": run["memory_map"]} if run.get("memory_map") else {})
+        base = {k: run[k] for k in KEY if k != "time_limit_s"} | {"time_limit_seconds": run["time_limit_s"]}
+        base |= {"memory_map": run["memory_map"]} if run.get("memory_map") else {}
         if result["error"] is not None:
             records.append({**base, "method": "", "error": result["error"]})
             continue
@@ -88,7 +83,6 @@ def table(log: RunLog) -> pd.DataFrame:
         arenas = stock.get(where, {})
         for row in result["rows"]:
             records.append({**base, "stock_arena_bytes": arenas.get(row["method"]), **row})
-    records = [{RENAMED.get(k, k): v for k, v in r.items()} for r in records]
     # Sweeps with a memory map add "memory_map" and per-bank columns (lowering._bank_columns).
     extra = [k for k in dict.fromkeys(k for r in records for k in r) if k not in COLUMNS]
     df = pd.DataFrame.from_records(records, columns=list(COLUMNS) + extra)

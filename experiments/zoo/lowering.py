@@ -53,7 +53,8 @@ class Lowered:
     export_seconds: float
 
     def rows(self) -> list[dict[str, Any]]:
-        """One sweep row per method (without the model/solver/settings columns)."""
+        """One sweep row per method under the table's column names (sweep.table.COLUMNS), without the
+        model/solver/settings columns."""
         from memplan.experiments.zoo import runtime
         from memplan.peak_bound import lower_bound
 
@@ -66,14 +67,14 @@ class Lowered:
                 {
                     "method": method,
                     "buffers": len(result.problem.buffers),
-                    "lower_bound": lower_bound(result.problem),
+                    "lower_bound_bytes": lower_bound(result.problem),
                     "arena_bytes": sum(emitted[method]),
                     "proven_optimal": bool(result.plan.proven_optimal),
                     "plan_solver": result.plan.solver,
                     "solve_seconds": result.plan.seconds,
                     "export_seconds": self.export_seconds,
                     "cats_fused": fused,
-                    "copy_bytes_removed": removed,
+                    "copy_removed_bytes": removed,
                     "levers": levers(self.planner_pass),
                     "state_copies_removed": 0 if state is None else len(state.removed),
                     "state_copy_removed_bytes": 0 if state is None else state.copy_bytes_removed,

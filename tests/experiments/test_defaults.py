@@ -10,9 +10,9 @@ from executorch.exir.tensor import ALIGNMENT as EXECUTORCH_ALIGNMENT
 
 from memplan import solvers
 from memplan.errors import SolverOptionError, UsageError
+from memplan.experiments import checks, planning
 from memplan.experiments.cli import main as cli
 from memplan.experiments.sweep import grid
-from memplan.experiments.zoo import programs
 from memplan.planner.pass_ import PlannerPass
 from memplan.planner.pte import program as pte
 from memplan.planner.pte import replan
@@ -29,7 +29,7 @@ def test_the_alignment_default_is_executorchs() -> None:
 
 @pytest.mark.parametrize(
     "function",
-    [PlannerPass.__init__, replan.replan, programs.plan_model],
+    [PlannerPass.__init__, replan.replan, planning.plan_model],
     ids=["PlannerPass", "replan", "memplan.plan_model and memplan plan"],
 )
 def test_entry_points_default_to_the_solvers_defaults(function) -> None:
@@ -59,10 +59,10 @@ def test_a_sweep_refuses_exactly_the_time_limits_the_solvers_refuse(limit: objec
     with pytest.raises(SolverOptionError):
         solvers.checked_time_limit("cpsat", limit)  # type: ignore[arg-type]
     with pytest.raises(UsageError, match="time limit must be a positive number"):
-        grid.check_time_limit(limit)  # type: ignore[arg-type]
+        checks.check_time_limit(limit)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("limit", [0.5, 5, 30.0])
 def test_a_sweep_accepts_the_time_limits_the_solvers_accept(limit: float) -> None:
     assert solvers.checked_time_limit("cpsat", limit) == float(limit)
-    grid.check_time_limit(limit)
+    checks.check_time_limit(limit)

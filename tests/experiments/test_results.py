@@ -20,14 +20,14 @@ def _row(method: str, arena: int, proven: bool) -> dict:
     return {
         "method": method,
         "buffers": 7,
-        "lower_bound": 900,
+        "lower_bound_bytes": 900,
         "arena_bytes": arena,
         "proven_optimal": proven,
         "plan_solver": "bestfit",
         "solve_seconds": 0.01,
         "export_seconds": 1.5,
         "cats_fused": 0,
-        "copy_bytes_removed": 0,
+        "copy_removed_bytes": 0,
     }
 
 

@@ -12,8 +12,8 @@ import pytest
 
 import memplan.experiments.bench
 import memplan.experiments.cli
+from memplan.experiments import flags
 from memplan.experiments.bench import catfusion_report, compare_stock
-from memplan.experiments.cli import args as script_args
 
 
 def test_compare_stock_prints_a_markdown_table_with_positive_savings(capsys):
@@ -43,14 +43,14 @@ def test_scripts_default_to_the_sweeps_solvers_and_time_limit():
     from memplan.experiments.sweep.grid import DEFAULT_TIME_LIMIT_S
 
     parser = argparse.ArgumentParser()
-    script_args.add_common(parser)
+    flags.add_common(parser)
     args = parser.parse_args([])
-    assert script_args.solvers_of(args) == solvers.available()
-    assert args.time_limit == DEFAULT_TIME_LIMIT_S and script_args.switch_of(args.cat_fusion) is True
+    assert flags.solvers_of(args) == solvers.available()
+    assert args.time_limit == DEFAULT_TIME_LIMIT_S and flags.switch_of(args.cat_fusion) is True
 
 
 def test_shorten_cuts_at_a_word_boundary():
-    from memplan.experiments.cli.tables import shorten
+    from memplan.experiments.markdown import shorten
 
     text = "not proven: skyline probes (12) found 1,234 bytes, none found below 1,000"
     cut = shorten(text, 40)
@@ -90,7 +90,7 @@ def test_flags_and_tables_come_from_the_shared_helpers_only():
             and isinstance(node.args[0], ast.Constant)
             and node.args[0].value in ("--time-limit", "--models", "--solvers")
         ]
-        assert not declared, f"{path.name} declares {declared} itself (experiments.cli.args has them)"
+        assert not declared, f"{path.name} declares {declared} itself (experiments.flags has them)"
         assert not _table_literals(tree), f"{path.name} builds Markdown rows by hand: {_table_literals(tree)}"
         uses_nargs = [
             kw.arg
@@ -140,7 +140,7 @@ def test_a_script_list_flag_takes_commas_and_refuses_unknown_names(capsys):
 def test_a_streamed_table_formats_cells_as_the_whole_table_does(capsys):
     import pandas as pd
 
-    from memplan.experiments.cli.tables import StreamedTable, markdown
+    from memplan.experiments.markdown import StreamedTable, markdown
 
     values = ["unet", 1_048_576, True, None, 0.125, -0.03]
     columns = ["model", "arena_bytes", "proven", "note", "solve_seconds", "saving_vs_stock"]

@@ -246,7 +246,7 @@ def test_no_library_noise_on_import(tmp_path):
 
 
 def test_ratios_keep_their_decimals_and_text_aligns_left():
-    from memplan.experiments.cli.tables import markdown
+    from memplan.experiments.markdown import markdown
 
     text = markdown(pd.DataFrame({"method": ["forward"], "arena_over_lb": [1.0003], "bytes": [1234]}))
     header, rule, row = text.splitlines()
@@ -261,7 +261,7 @@ def test_inspect_counts_repeated_delegates():
 
 
 def test_progress_lines_when_stderr_is_no_terminal(capsys):
-    from memplan.experiments.cli.args import progress
+    from memplan.experiments.flags import progress
 
     assert list(progress(["a", "b"], 2, "bench")) == ["a", "b"]
     assert capsys.readouterr().err.splitlines() == ["bench: 1/2 a", "bench: 2/2 b"]

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TypeVar
 
 from memplan.errors import UsageError
-from memplan.experiments.sweep.grid import check_choice, parse_list, parse_switches
+from memplan.experiments.checks import check_choice, parse_list, parse_switches
 from memplan.experiments.zoo.lowering import library_warnings_silenced
 from memplan.solvers import DEFAULT_TIME_LIMIT_S
 

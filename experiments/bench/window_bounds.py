@@ -1,6 +1,6 @@
 """Lower bounds on MiniMalloc's instances: the bytes live at once against window bounds (solvers.cpsat.window_bounds).
 
-    python -m memplan.experiments.bench.bounds [--instances D,J] [--bound-seconds 30]
+    python -m memplan.experiments.bench.window_bounds [--instances D,J] [--bound-seconds 30]
         [--sizes 40,80] [--seeds 4] [--time-limit 6]
 
 For each instance: the live-bytes bound, the window bound proven in
@@ -24,9 +24,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from memplan.experiments import flags
 from memplan.experiments.bench.minimalloc import CHALLENGING, MINIMALLOC_DIR, minimalloc_problem
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import StreamedTable
+from memplan.experiments.markdown import StreamedTable
 from memplan.generate import random_problem
 from memplan.io import read_minimalloc_csv
 from memplan.peak_bound import lower_bound
@@ -164,7 +164,7 @@ def bench_generated(sizes: Sequence[int], seeds: int, limit: float, bound_second
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    script_args.add_list(
+    flags.add_list(
         parser, "--instances", CHALLENGING, "instance", "MiniMalloc instances", choices=tuple(CHALLENGING)
     )
     parser.add_argument(
@@ -174,11 +174,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="window-bound budget per instance (default: %(default)s)",
     )
     parser.add_argument("--minimalloc-dir", default=str(MINIMALLOC_DIR))
-    script_args.add_list(parser, "--sizes", (40, 80), "size", "buffers of the generated problems", int)
+    flags.add_list(parser, "--sizes", (40, 80), "size", "buffers of the generated problems", int)
     parser.add_argument(
         "--seeds", type=int, default=4, help="generated problems per size (default: %(default)s)"
     )
-    script_args.add_time_limit(
+    flags.add_time_limit(
         parser, TIME_LIMIT_S, why="6 s, the limit of docs/exact_solver.md's generated table, repeats it"
     )
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """Benchmark: planning across two banks, ExecuTorch's BankedGreedy vs memplan.
 
-    python -m memplan.experiments.bench.banks [--models a,b] [--time-limit 10] [--figure PATH]
+    python -m memplan.experiments.bench.two_banks [--models a,b] [--time-limit 10] [--figure PATH]
 
 For each zoo model, the problem ExecuTorch hands to memory planning (no cat
 fusion, so all three planners see the same tensors), with the access count of
@@ -26,8 +26,8 @@ from collections.abc import Sequence
 
 from memplan.bank_placement import traffic
 from memplan.errors import InfeasibleError
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import StreamedTable
+from memplan.experiments import flags
+from memplan.experiments.markdown import StreamedTable
 from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.problem import Problem
@@ -156,8 +156,8 @@ HEADER = [
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    script_args.add_models(parser, MODELS)
-    script_args.add_time_limit(
+    flags.add_models(parser, MODELS)
+    flags.add_time_limit(
         parser, TIME_LIMIT_S, why="10 s: in docs/banks.md's table several of cpsat's proofs take 4.5-7 s"
     )
     parser.add_argument(
@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.figure:
         figure(args.figure, args.time_limit)
-    rows(script_args.models_of(args), args.time_limit)
+    rows(flags.models_of(args), args.time_limit)
     return 0
 
 
