@@ -1,8 +1,8 @@
 """Shared by every test folder: figures drawn off screen and closed after each test; helper modules importable;
 Cadence's preserve-ops list restored after each test.
 
-pytest puts this folder on sys.path (rootdir conftest, prepend import mode), so the helper modules
-beside it (`et_helpers`, `strategies`, `minimalloc_files`) are imported by their plain names everywhere.
+pytest puts this folder on sys.path (rootdir conftest, prepend import mode), so the helper package
+beside it, `helpers` (cli, executorch_programs, minimalloc_files, strategies), is imported by name everywhere.
 """
 
 from __future__ import annotations

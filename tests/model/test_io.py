@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from minimalloc_files import KNOWN, minimalloc_dir
+from helpers.minimalloc_files import KNOWN, minimalloc_dir
 
 from memplan.errors import ProblemError
 from memplan.generate import random_problem

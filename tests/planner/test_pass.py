@@ -8,9 +8,9 @@ import copy
 import warnings
 
 import pytest
-from et_helpers import tiny
 from executorch.exir.memory_planning import get_node_tensor_specs
 from executorch.exir.passes import MemoryPlanningPass
+from helpers.executorch_programs import tiny
 
 from memplan import PlannerPass, solvers
 from memplan.arith import align_up

@@ -12,7 +12,6 @@ import functools
 from collections import defaultdict
 
 import pytest
-from et_helpers import tiny
 from executorch.exir.banked_memory_planning import Bank, BankedGreedy, TargetMemoryMap
 from executorch.exir.memory_planning import (
     MemoryPlanningAlgorithmSuite,
@@ -21,6 +20,7 @@ from executorch.exir.memory_planning import (
     greedy,
 )
 from executorch.exir.passes import MemoryPlanningPass
+from helpers.executorch_programs import tiny
 from random_programs import generate
 
 from memplan import MemplanAlgorithm, PlannerPass

@@ -6,7 +6,7 @@ import random
 import threading
 
 import pytest
-from minimalloc_files import minimalloc_dir
+from helpers.minimalloc_files import minimalloc_dir
 
 from memplan.errors import SolverOptionError
 from memplan.io import read_minimalloc_csv

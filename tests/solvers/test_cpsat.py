@@ -6,9 +6,9 @@ import dataclasses
 import time
 
 import pytest
+from helpers.minimalloc_files import minimalloc_dir
+from helpers.strategies import problems
 from hypothesis import HealthCheck, given, settings
-from minimalloc_files import minimalloc_dir
-from strategies import problems
 
 from memplan.arith import align_up
 from memplan.errors import InfeasibleError

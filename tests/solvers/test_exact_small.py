@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from minimalloc_files import minimalloc_dir
+from helpers.minimalloc_files import minimalloc_dir
 
 from memplan.errors import InfeasibleError
 from memplan.generate import pigeonholes

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from minimalloc_files import KNOWN, minimalloc_dir
+from helpers.minimalloc_files import KNOWN, minimalloc_dir
 
 from memplan.errors import InfeasibleError, SolverOptionError, UnsupportedProblemError
 from memplan.generate import layered_problem, random_problem

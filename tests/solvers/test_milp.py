@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pulp
 import pytest
+from helpers.strategies import problems
 from hypothesis import given, settings
-from strategies import problems
 
 from memplan.generate import random_problem
 from memplan.peak_bound import lower_bound

@@ -6,8 +6,8 @@ import dataclasses
 import random
 
 import pytest
+from helpers.strategies import has_fixed_or_same_offset, problems
 from hypothesis import HealthCheck, given, settings
-from strategies import has_fixed_or_same_offset, problems
 
 from memplan import solvers
 from memplan.bank_placement import place_in_banks, traffic_cost

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from helpers.strategies import problems
 from hypothesis import HealthCheck, given, settings
-from strategies import problems
 
 from memplan.errors import SolverOptionError
 from memplan.generate import layered_problem, random_problem

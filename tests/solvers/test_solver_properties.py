@@ -9,8 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from helpers.strategies import has_fixed_or_same_offset, problems
 from hypothesis import HealthCheck, given, settings
-from strategies import has_fixed_or_same_offset, problems
 
 from memplan.errors import InfeasibleError, UnsupportedProblemError
 from memplan.peak_bound import lower_bound

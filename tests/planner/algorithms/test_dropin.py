@@ -6,10 +6,10 @@ import functools
 import inspect
 
 import pytest
-from et_helpers import tiny
 from executorch.exir.banked_memory_planning import Bank, BankedGreedy, TargetMemoryMap
 from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, greedy, naive
 from executorch.exir.passes import MemoryPlanningPass
+from helpers.executorch_programs import tiny
 
 from memplan import PlannerPass
 from memplan.errors import InvalidPlanError, PlanningError

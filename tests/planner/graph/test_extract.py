@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from et_helpers import ExtractRecorder, StockRecorder, tiny
 from executorch import exir
 from executorch.exir import ExecutorchBackendConfig
 from executorch.exir.backend.partitioner import DelegationSpec, Partitioner, PartitionResult
 from executorch.exir.backend.test.backend_with_compiler_demo import BackendWithCompilerDemo
 from executorch.exir.backend.utils import tag_mutated_buffer
 from executorch.exir.dialects._ops import ops as exir_ops
+from helpers.executorch_programs import ExtractRecorder, StockRecorder, tiny
 
 from memplan import PlannerPass
 from memplan.experiments.zoo import runtime

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from et_helpers import _model
+from helpers.executorch_programs import _model
 from torch import nn
 
 from memplan import PlannerPass

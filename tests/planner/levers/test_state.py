@@ -8,7 +8,7 @@ import functools
 
 import pytest
 import torch
-from et_helpers import assert_shared
+from helpers.executorch_programs import assert_shared
 from torch import nn
 
 from memplan.experiments.bench.state_report import FILLING_ROUNDS, program_arena, state_copies

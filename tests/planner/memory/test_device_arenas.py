@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from cli_helpers import run_cli
-from et_helpers import tiny, write_read
 from executorch.exir import ExecutorchBackendConfig, to_edge
 from executorch.exir.backend.test.device_util import DeviceAwarePartitioner
 from executorch.exir.banked_memory_planning import Bank, BankedGreedy, TargetMemoryMap
@@ -15,6 +13,8 @@ from executorch.exir.passes import MemoryPlanningPass
 from executorch.exir.schema import DeviceType
 from executorch.exir.tensor import TensorSpec
 from executorch.runtime import Runtime
+from helpers.cli import run_cli
+from helpers.executorch_programs import tiny, write_read
 
 from memplan import PlannerPass, viz
 from memplan.errors import PlanningError, SharedStatePolicyError

@@ -10,10 +10,10 @@ more than ExecuTorch's BankedGreedy's on the same tensors.
 from __future__ import annotations
 
 import pytest
-from et_helpers import tiny
 from executorch.exir.banked_memory_planning import Bank, BankedGreedy, TargetMemoryMap
 from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite
 from executorch.exir.passes import MemoryPlanningPass
+from helpers.executorch_programs import tiny
 
 from memplan import PlannerPass
 from memplan.experiments import zoo

@@ -9,7 +9,6 @@ a map that cannot hold the program fails with the bank and the missing bytes.
 from __future__ import annotations
 
 import pytest
-from et_helpers import StockRecorder, state_offsets, tiny, write_read
 from executorch.exir.banked_memory_planning import (
     Bank,
     BankedGreedy,
@@ -17,6 +16,7 @@ from executorch.exir.banked_memory_planning import (
     banked_memory_planning_pass,
 )
 from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, get_node_tensor_specs
+from helpers.executorch_programs import StockRecorder, state_offsets, tiny, write_read
 
 from memplan import PlannerPass
 from memplan.bank_placement import bank_report

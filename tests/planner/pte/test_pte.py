@@ -9,8 +9,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from et_helpers import LINEAR_WIDTHS, LinearChain, ReadState, StateStore, WriteState, stock_pte
 from executorch.exir import schema
+from helpers.executorch_programs import (
+    LINEAR_WIDTHS,
+    LinearChain,
+    ReadState,
+    StateStore,
+    WriteState,
+    stock_pte,
+)
 from torch import nn
 
 from memplan.experiments.zoo import programs

@@ -11,8 +11,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
 from executorch.exir import schema
+from helpers.cli import run_cli
 
 from memplan.experiments import zoo
 from memplan.experiments.cli.inspect import format_program

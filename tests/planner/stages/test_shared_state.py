@@ -9,7 +9,7 @@ the per-method dict forms alike.
 from __future__ import annotations
 
 import pytest
-from et_helpers import assert_shared, tiny, write_read
+from helpers.executorch_programs import assert_shared, tiny, write_read
 
 from memplan import PlannerPass
 from memplan.errors import SharedStatePolicyError

@@ -11,10 +11,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from et_helpers import tiny
 from executorch.exir.error import InternalError
 from executorch.exir.memory_planning import Verifier, collect_specs_from_nodes
 from executorch.exir.tensor import TensorSpec
+from helpers.executorch_programs import tiny
 
 from memplan.experiments import zoo
 from memplan.experiments.zoo import runtime

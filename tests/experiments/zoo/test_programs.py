@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from cli_helpers import run_cli as _run
-from et_helpers import LINEAR_WIDTHS, LinearChain, stock_pte
+from helpers.cli import run_cli as _run
+from helpers.executorch_programs import LINEAR_WIDTHS, LinearChain, stock_pte
 
 import memplan
 from memplan.experiments.sweep import run_log

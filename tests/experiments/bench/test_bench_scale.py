@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from minimalloc_files import minimalloc_dir
+from helpers.minimalloc_files import minimalloc_dir
 
 from memplan.experiments.bench import scale as bench_scale
 from memplan.experiments.bench.minimalloc import minimalloc_problem

@@ -9,7 +9,7 @@ run by default; the rest are marked slow.
 from __future__ import annotations
 
 import pytest
-from et_helpers import assert_shared
+from helpers.executorch_programs import assert_shared
 
 from memplan import PlannerPass
 from memplan.experiments import zoo

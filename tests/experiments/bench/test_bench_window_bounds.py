@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 import shutil
 
-from minimalloc_files import minimalloc_dir
+from helpers.minimalloc_files import minimalloc_dir
 
 from memplan.experiments.bench import window_bounds as bench_bounds
 from memplan.experiments.bench.minimalloc import minimalloc_problem

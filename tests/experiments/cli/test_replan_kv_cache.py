@@ -15,9 +15,9 @@ import warnings
 
 import pytest
 import torch
-from et_helpers import ReadState, StateStore, WriteState
 from executorch.exir import ExecutorchBackendConfig, schema, to_edge
 from executorch.exir.passes.init_mutable_pass import InitializedMutableBufferPass
+from helpers.executorch_programs import ReadState, StateStore, WriteState
 from torch import nn
 
 from memplan.experiments.cli.main import main

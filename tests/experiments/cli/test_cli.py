@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from cli_helpers import run_cli as _run
+from helpers.cli import run_cli as _run
 
 from memplan import io, solvers
 from memplan.experiments import zoo
