@@ -52,13 +52,13 @@ def parse_list(text: str, kind: str, convert=str) -> list:
         raise UsageError(f"bad {kind} list {text!r}") from None
 
 
-def parse_switches(text: str) -> list[bool]:
-    """'on,off' -> [True, False]."""
+def parse_switches(text: str, what: str = "cat fusion") -> list[bool]:
+    """'on,off' -> [True, False]; `what` names the setting in the error."""
     words = {"on": True, "off": False, "true": True, "false": False, "yes": True, "no": False}
     items = [t.strip().lower() for t in text.split(",") if t.strip()]
     bad = [t for t in items if t not in words]
     if bad or not items:
-        raise UsageError(f"cat fusion must be a list of on/off, got {text!r}")
+        raise UsageError(f"{what} must be a list of on/off, got {text!r}")
     return list(dict.fromkeys(words[t] for t in items))
 
 

@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,8 +22,11 @@ from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER, DEFAULT_TIME_LIMI
 class PlannedModel:
     """A model lowered to ExecuTorch with `PlannerPass`, next to the stock planner's arenas.
 
-    `results[method]` has the problem, the plan, the cat report; `summary` is one row per method;
-    `matches_eager` is set when the program was run and compared with eager PyTorch.
+    `results[method]` has the problem, the plan, the cat report; `summary` is one row per method, and for
+    a program of several methods a last row `PROGRAM_ROW`: what the runtime allocates for the whole
+    program (per arena the largest method, summed), memplan's and stock's; `matches_eager` is set when
+    the program was run and compared with eager PyTorch; `stock_program` is the stock-planned program
+    (when `stock`).
     """
 
     model: ZooModel
@@ -34,6 +37,7 @@ class PlannedModel:
     stock_arena_bytes: dict[str, int] = field(default_factory=dict)
     summary: pd.DataFrame = field(default_factory=pd.DataFrame)
     matches_eager: bool | None = None
+    stock_program: Any = None  # ExecutorchProgramManager planned by ExecuTorch's own pass
 
     @property
     def buffer(self) -> bytes:
@@ -50,9 +54,8 @@ class PlannedModel:
         return f"<b>{self.model.name}</b>, solver {self.solver}<br>" + self.summary.to_html(index=False)
 
     def __repr__(self) -> str:
-        arenas = ", ".join(
-            f"{m}: {self.summary.set_index('method').at[m, 'arena_bytes']:,} B" for m in self.methods
-        )
+        by_method = self.summary.set_index("method")["arena_bytes"]
+        arenas = ", ".join(f"{m}: {by_method[m]:,} B" for m in self.methods)
         return f"PlannedModel({self.model.name!r}, solver={self.solver!r}, {arenas})"
 
 
@@ -62,6 +65,7 @@ def call_order(model: ZooModel) -> list[str]:
     return order + [m for m in model.methods if m not in order]
 
 
+PROGRAM_ROW = "(program)"  # the summary row of a multi-method program as a whole
 SUMMARY_COLUMNS = (
     "method",
     "buffers",
@@ -87,11 +91,13 @@ def plan_model(
     alignment: int = DEFAULT_ALIGNMENT,
     cat_fusion: bool = True,
     state_in_place: bool = True,
+    slice_noop: bool | None = None,
     stock: bool = True,
     check: bool = False,
     partitioner: str | None = None,
     convert_linear: bool | None = None,
     const_prop: bool | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> PlannedModel:
     """Export -> edge -> ExecuTorch with `PlannerPass(solver)`; the stock pass too; optionally run it.
 
@@ -103,6 +109,8 @@ def plan_model(
     `summary.attrs["levers"]` which of memplan's levers were on.
     `check=True` runs the program in `executorch.runtime` and compares with eager PyTorch (an
     AssertionError names the call and output that differ). `memplan plan` is this function.
+    `slice_noop` None keeps `PlannerPass`'s default. `progress`, if given, is called with a line before
+    each long step (export and planning, the stock lowering, the check).
     Pass the same ZooModel again to plan it with another solver without exporting again.
     """
     from memplan import solvers
@@ -111,8 +119,8 @@ def plan_model(
         levers,
         library_warnings_silenced,
         lower_planned,
-        stock_arenas,
     )
+    from memplan.experiments.zoo.lowering import stock_program as stock_lowered
 
     check_choice("solver", solver, solvers.available())
     check_alignment(alignment)
@@ -126,30 +134,67 @@ def plan_model(
     if method is not None:
         check_choice(f"method of {model.name}", method, methods)
         methods = [method]
+    say = progress or (lambda line: None)
     with library_warnings_silenced():
+        say(f"{model.name}: exporting and planning with {solver} (time limit {time_limit_s:g} s per method)")
         lowered = lower_planned(
-            model, solver, alignment, cat_fusion, time_limit_s, state_in_place=state_in_place
+            model,
+            solver,
+            alignment,
+            cat_fusion,
+            time_limit_s,
+            state_in_place=state_in_place,
+            slice_noop=slice_noop,
         )
-        arenas = stock_arenas(model, alignment) if stock else {}
+        if stock:
+            say(f"{model.name}: lowering with ExecuTorch's own planner")
+        stock_program = stock_lowered(model, alignment) if stock else None
         verdict = None
         if check:
+            say(f"{model.name}: running the program against eager PyTorch")
             runtime.check_outputs(model, lowered.program.buffer)
             verdict = True
     methods = [m for m in methods if m in lowered.planner_pass.results]
-    rows = {r["method"]: r for r in lowered.rows()}
-    summary = pd.DataFrame.from_records([rows[m] for m in methods])
-    summary["stock_arena_bytes"] = pd.array([arenas.get(m) for m in methods], dtype="Int64")
-    summary["saving_vs_stock"] = 1 - summary["arena_bytes"] / summary["stock_arena_bytes"].astype("float64")
-    summary = summary[list(SUMMARY_COLUMNS)]
+    summary = _summary(lowered, methods, stock_program, whole_program=method is None)
     summary.attrs["lowering"] = model.lowering
     summary.attrs["levers"] = levers(lowered.planner_pass)
+    arenas = dict(zip(summary["method"], summary["stock_arena_bytes"]))
     return PlannedModel(
         model,
         solver,
         lowered.program,
         lowered.planner_pass.results,
         methods,
-        {m: arenas[m] for m in methods if m in arenas},
+        {m: int(arenas[m]) for m in methods if not pd.isna(arenas[m])},
         summary,
         verdict,
+        stock_program,
     )
+
+
+def _summary(lowered: Any, methods: list[str], stock_program: Any, whole_program: bool) -> pd.DataFrame:
+    """One row per method (SUMMARY_COLUMNS), and the program row when the program has several methods."""
+    from memplan.experiments.zoo import runtime
+
+    stock = {} if stock_program is None else runtime.stock_arena_bytes(stock_program)
+    rows = {r["method"]: r for r in lowered.rows()}
+    records = [{**rows[m], "stock_arena_bytes": sum(stock[m]) if m in stock else None} for m in methods]
+    if whole_program and len(rows) > 1:
+        planned = runtime.stock_arena_bytes(lowered.program)
+        records.append(
+            {
+                "method": PROGRAM_ROW,
+                "buffers": sum(r["buffers"] for r in rows.values()),
+                "arena_bytes": runtime.program_arena_bytes(planned),
+                "stock_arena_bytes": runtime.program_arena_bytes(stock) if stock else None,
+            }
+        )
+    summary = pd.DataFrame.from_records(records, columns=list(SUMMARY_COLUMNS))
+    for column in ("buffers", "lower_bound_bytes", "arena_bytes", "stock_arena_bytes", "cats_fused"):
+        summary[column] = pd.array(summary[column], dtype="Int64")
+    summary["state_copies_removed"] = pd.array(summary["state_copies_removed"], dtype="Int64")
+    summary["proven_optimal"] = pd.array(summary["proven_optimal"], dtype="boolean")
+    summary["saving_vs_stock"] = 1 - summary["arena_bytes"].astype("float64") / summary[
+        "stock_arena_bytes"
+    ].astype("float64")
+    return summary

@@ -245,7 +245,7 @@ def lower_once(model, which: str) -> dict[str, Any]:
     stats = runtime.program_stats(program)
     result: dict[str, Any] = {
         "seconds": seconds,
-        "arena": _program_arena(sizes),
+        "arena": runtime.program_arena_bytes(sizes),
         "tensors": sum(s["planned_tensors"] for s in stats.values()),
         "phases": dict(spent),
     }
@@ -257,12 +257,6 @@ def lower_once(model, which: str) -> dict[str, Any]:
     del program, edge
     gc.collect()
     return result
-
-
-def _program_arena(sizes: dict[str, list[int]]) -> int:
-    """Per mem_id the largest arena over the methods, summed."""
-    width = max((len(s) for s in sizes.values()), default=0)
-    return sum(max((s[i] if i < len(s) else 0) for s in sizes.values()) for i in range(1, width))
 
 
 def _program_bound(results: dict) -> int:

@@ -97,19 +97,28 @@ def build_parser() -> argparse.ArgumentParser:
     flags.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    _add_levers(p)
     _add_lowering(p)
     p.add_argument("--plot", metavar="FILE", help="also write the Gantt chart (.png, .svg or .pdf)")
+    p.add_argument("--out", metavar="FILE.pte", help="also write the planned program")
     p.add_argument(
-        "--check", action="store_true", help="run the planned program and compare with eager PyTorch"
+        "--check",
+        action="store_true",
+        help="run the planned and the stock program of the same graph on the model's inputs; outputs"
+        " must be bit-identical (or within --atol); the table is printed either way",
+    )
+    p.add_argument(
+        "--atol", type=float, help="with --check: outputs may differ from stock's by this much (default: 0)"
     )
 
     p = sub.add_parser("plot", help="write a Gantt chart of a model's plan (zoo name, .pt2, file.py:factory)")
     p.add_argument("model")
-    p.add_argument("--solver", required=True)
+    p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
     p.add_argument("--method", help="only this method (default: all, stacked)")
     flags.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    _add_levers(p)
     _add_lowering(p)
     p.add_argument("--out", required=True, metavar="FILE", help=".png, .svg or .pdf")
 
@@ -162,6 +171,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_levers(p: argparse.ArgumentParser) -> None:
+    """memplan's levers besides cat fusion, each on or off (default: PlannerPass's)."""
+    p.add_argument(
+        "--state-in-place", help="on or off: write new state values where the state lives (default: on)"
+    )
+    p.add_argument(
+        "--slice-noop", help="on or off: place contiguous slices inside their source (default: off)"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+
+
+def _levers(args: argparse.Namespace) -> dict:
+    return {
+        name: None if text is None else _one_switch(text, flag)[0]
+        for name, flag, text in (
+            ("state_in_place", "--state-in-place", args.state_in_place),
+            ("slice_noop", "--slice-noop", args.slice_noop),
+        )
+    }
+
+
 def _add_lowering(p: argparse.ArgumentParser) -> None:
     """How a program is lowered: as given (plain to_edge) unless these say otherwise."""
     from memplan.experiments.zoo.programs import PARTITIONERS
@@ -199,8 +229,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         parser.error("choose a command: " + ", ".join(_COMMANDS))
+    from memplan.experiments.cli.noise import filtered_stderr
+
     try:
-        return _COMMANDS[args.command](args)
+        with filtered_stderr():
+            return _COMMANDS[args.command](args)
     except MemplanError as exc:
         _fail(str(exc), USAGE_EXIT)
     except KeyboardInterrupt:
@@ -243,10 +276,23 @@ def _plan(args: argparse.Namespace) -> int:
 
     if args.plot:
         one_model.check_figure_path(args.plot)
+    if args.out:
+        one_model.check_pte_path(args.out)
+    if args.atol is not None and (not args.check or not args.atol >= 0):
+        raise UsageError(f"--atol {args.atol} needs --check and a number >= 0")
     result = _planned(args, one_model)
-    print(one_model.format_summary(result))
+    print(one_model.format_summary(result), flush=True)
     if args.check:
-        print(f"check: {result.model.name} runs equal to eager PyTorch", file=sys.stderr)
+        from memplan.experiments.zoo.pte_check import CheckError
+
+        try:
+            calls = one_model.check_against_stock(result, args.atol)
+        except CheckError as exc:
+            _fail(f"check failed: {exc}", FAILURE_EXIT)
+        same = "identical to" if args.atol is None else f"within {args.atol:g} of"
+        print(f"check: {calls} calls, outputs {same} the stock program's", file=sys.stderr)
+    if args.out:
+        print(f"wrote {one_model.save_pte(result, args.out)}", file=sys.stderr)
     if args.plot:
         print(f"wrote {one_model.save_gantt(result, args.plot)}", file=sys.stderr)
     return 0
@@ -275,21 +321,29 @@ def _planned(args, one_model, with_stock: bool = True):
             alignment=args.alignment,
             cat_fusion=fusion,
             stock=with_stock,
-            check=getattr(args, "check", False),
+            progress=None if args.quiet else _progress_line,
+            **_levers(args),
             **_lowering(args),
         )
     except ProblemError as exc:  # planning itself failed: not a usage mistake
         _fail(str(exc).splitlines()[0], FAILURE_EXIT)
-    except AssertionError as exc:  # --check: the program differs from eager
-        _fail(f"check failed: {str(exc).splitlines()[0]}", FAILURE_EXIT)
+    except Exception as exc:
+        hint = one_model.lowering_hint(exc)
+        if hint is None:
+            raise
+        _fail(hint, USAGE_EXIT)
 
 
-def _one_switch(text: str) -> list[bool]:
+def _progress_line(line: str) -> None:
+    print(f"memplan: {line}", file=sys.stderr, flush=True)
+
+
+def _one_switch(text: str, flag: str = "--cat-fusion") -> list[bool]:
     from memplan.experiments import checks
 
-    switches = checks.parse_switches(text)
+    switches = checks.parse_switches(text, flag)
     if len(switches) != 1:
-        raise UsageError(f"--cat-fusion takes one value here (on or off), got {text!r}")
+        raise UsageError(f"{flag} takes one value here (on or off), got {text!r}")
     return switches
 
 

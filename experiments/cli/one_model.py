@@ -19,6 +19,15 @@ from memplan.problem import Problem
 from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_TIME_LIMIT_S
 
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
+PTE_SUFFIX = ".pte"
+# Errors of a lowering that a flag fixes: (words in the error, what to tell the user).
+LOWERING_HINTS = (
+    (
+        ("Missing out variants", "quantized_decomposed::"),
+        "the program has quantized ops (quantized_decomposed::...) with no out variants loaded here;"
+        " lower it with --partitioner xnnpack, which runs them",
+    ),
+)
 
 
 def format_summary(result: PlannedModel) -> str:
@@ -35,6 +44,51 @@ def check_figure_path(path: str | Path) -> Path:
     if path.suffix.lower() not in FIGURE_SUFFIXES:
         raise UsageError(f"figure file {str(path)!r} must end in one of: {', '.join(FIGURE_SUFFIXES)}")
     return path
+
+
+def check_pte_path(path: str | Path) -> Path:
+    """`path` if it ends in .pte and its folder exists (checked before minutes of planning), else UsageError."""
+    path = Path(path)
+    if path.suffix.lower() != PTE_SUFFIX:
+        raise UsageError(f"program file {str(path)!r} must end in {PTE_SUFFIX}")
+    if not path.parent.is_dir():
+        raise UsageError(f"cannot write {str(path)!r}: no folder {str(path.parent)!r}")
+    if path.is_dir():
+        raise UsageError(f"cannot write {str(path)!r}: it is a folder")
+    return path
+
+
+def save_pte(result: PlannedModel, path: str | Path) -> Path:
+    """The planned program written to `path`; an unwritable path is a UsageError."""
+    try:
+        return result.save(check_pte_path(path))
+    except OSError as exc:
+        raise UsageError(f"cannot write {str(path)!r}: {exc.strerror or exc}") from None
+
+
+def check_against_stock(result: PlannedModel, atol: float | None = None) -> int:
+    """Run the model's calls on memplan's program and on the stock program of the same graph; CheckError
+    unless they agree bit for bit (or within `atol`). Returns the calls compared."""
+    from memplan.experiments.zoo.pte_check import check_same_as_stock
+
+    if result.stock_program is None:
+        raise UsageError("no stock program to compare with (planned with stock=False)")
+    with library_warnings_silenced():
+        return check_same_as_stock(result.buffer, result.stock_program.buffer, result.model.calls, atol)
+
+
+def lowering_hint(exc: BaseException) -> str | None:
+    """One line saying which flag a failed lowering needs, or None when the error is not one we know."""
+    chain: list[BaseException] = []
+    link: BaseException | None = exc
+    while link is not None and all(link is not seen for seen in chain):
+        chain.append(link)
+        link = link.__cause__ or link.__context__
+    text = " ".join(str(e) for e in chain)
+    for words, hint in LOWERING_HINTS:
+        if all(w in text for w in words):
+            return hint
+    return None
 
 
 def save_gantt(result: PlannedModel, path: str | Path) -> Path:

@@ -22,7 +22,15 @@ def library_warnings_silenced() -> Iterator[None]:
 
 
 def stock_arenas(model, alignment: int, memory_map: str = "") -> dict[str, int]:
-    """Per method: the bytes ExecuTorch's own MemoryPlanningPass needs over all arenas.
+    """Per method: the bytes ExecuTorch's own MemoryPlanningPass needs over all arenas."""
+    from memplan.experiments.zoo import runtime
+
+    program = stock_program(model, alignment, memory_map)
+    return {m: sum(sizes) for m, sizes in runtime.stock_arena_bytes(program).items()}
+
+
+def stock_program(model, alignment: int, memory_map: str = ""):
+    """The program ExecuTorch's own MemoryPlanningPass lowers `model` to.
 
     With a memory map: its `banked_memory_planning_pass` (which raises BankPlacementError when
     the map cannot hold the program, and refuses share_mutable_buffers).
@@ -40,8 +48,7 @@ def stock_arenas(model, alignment: int, memory_map: str = "") -> dict[str, int]:
         stock_pass = banked_memory_planning_pass(parse_memory_map(memory_map), **config)
     else:
         stock_pass = MemoryPlanningPass(**{**model.memory_planning_config, "alignment": alignment})
-    program = runtime.lower(model, memory_planning_pass=stock_pass)
-    return {m: sum(sizes) for m, sizes in runtime.stock_arena_bytes(program).items()}
+    return runtime.lower(model, memory_planning_pass=stock_pass)
 
 
 @dataclass
@@ -93,8 +100,10 @@ def lower_planned(
     reproducible: bool = False,
     state_in_place: bool = True,
     memory_map: str = "",
+    slice_noop: bool | None = None,
 ) -> Lowered:
-    """Lower `model` to ExecuTorch with PlannerPass(solver, settings), across `memory_map`'s banks if given."""
+    """Lower `model` to ExecuTorch with PlannerPass(solver, settings), across `memory_map`'s banks if given
+    (`slice_noop` None: the pass's default)."""
     from memplan import PlannerPass
     from memplan.experiments.zoo import runtime
     from memplan.planner.memory.bank_maps import parse_memory_map
@@ -107,6 +116,7 @@ def lower_planned(
         memory_map=parse_memory_map(memory_map) if memory_map else None,
         solver_options={"reproducible": True} if reproducible else None,
         state_in_place=state_in_place,
+        **({} if slice_noop is None else {"slice_noop": slice_noop}),
     )
     began = time.perf_counter()
     program = runtime.lower(model, memory_planning_pass=planner_pass)
@@ -122,6 +132,7 @@ def levers(planner_pass: Any) -> str:
         for name, flag in (
             ("cat fusion", "cat fusion" in switched_on),
             ("state in place", "state in place" in switched_on),
+            ("slice no-ops", "slice no-ops" in switched_on),
             ("banks", planner_pass.algorithm.memory_map is not None),
         )
         if flag

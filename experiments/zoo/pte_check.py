@@ -20,6 +20,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from executorch.exir import schema
@@ -126,16 +127,55 @@ def check_same_outputs(
             fault = OriginalFailsError if which == "original" else CheckError
             raise fault(f"the {which} program does not run: {error}")
     want, got = (outcome for outcome, _ in outcomes)
+    compare_outputs(calls, got, want, "the original")
+    return len(calls)
+
+
+def check_same_as_stock(
+    planned: bytes, stock: bytes, calls: Sequence[tuple[str, Any]], atol: float | None = None
+) -> int:
+    """Raise CheckError unless `planned` gives what `stock` (the same graph, ExecuTorch's own plan) gives
+    on `calls`: bit for bit, or within `atol` when given; return the calls compared. Runs here."""
+    from memplan.experiments.zoo.runtime import run_pte
+
+    try:
+        want = run_pte(stock, calls)
+    except Exception as exc:  # noqa: BLE001 - the stock program's own failure
+        raise OriginalFailsError(f"the stock program does not run: {type(exc).__name__}: {exc}") from None
+    try:
+        got = run_pte(planned, calls)
+    except Exception as exc:  # noqa: BLE001 - memplan's program fails where stock's runs
+        raise CheckError(f"the planned program does not run: {type(exc).__name__}: {exc}") from None
+    compare_outputs(calls, got, want, "the stock program", atol)
+    return len(calls)
+
+
+def compare_outputs(
+    calls: Sequence[tuple[str, Any]],
+    got: Sequence[Sequence[torch.Tensor]],
+    want: Sequence[Sequence[torch.Tensor]],
+    reference: str,
+    atol: float | None = None,
+) -> None:
+    """CheckError naming the first call and output of `got` that differs from `want` (bit for bit, or by
+    more than `atol`)."""
     for i, ((method, _), g, w) in enumerate(zip(calls, got, want)):
         if len(g) != len(w):
-            raise CheckError(f"call {i} ({method}): {len(g)} outputs, the original gives {len(w)}")
+            raise CheckError(f"call {i} ({method}): {len(g)} outputs, {reference} gives {len(w)}")
         for j, (a, b) in enumerate(zip(g, w)):
-            if a.dtype != b.dtype or a.shape != b.shape or not _same_bits(a, b):
-                diff = (a.double() - b.double()).abs().max().item() if a.shape == b.shape else float("nan")
+            if a.dtype != b.dtype or a.shape != b.shape:
                 raise CheckError(
-                    f"call {i} ({method}) output {j} differs from the original (max abs diff {diff:.3g})"
+                    f"call {i} ({method}) output {j}: {a.dtype} {tuple(a.shape)}, {reference}"
+                    f" gives {b.dtype} {tuple(b.shape)}"
                 )
-    return len(calls)
+            if _same_bits(a, b):
+                continue
+            diff = (a.double() - b.double()).abs().nan_to_num(float("inf")).max().item()
+            if atol is None or not diff <= atol:
+                within = "" if atol is None else f", atol {atol:g}"
+                raise CheckError(
+                    f"call {i} ({method}) output {j} differs from {reference} (max abs diff {diff:.3g}{within})"
+                )
 
 
 Outcome = tuple[list[list[torch.Tensor]], str]  # each call's outputs, or "" and what went wrong

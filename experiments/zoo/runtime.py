@@ -281,6 +281,13 @@ def stock_arena_bytes(ep_or_pte) -> dict[str, list[int]]:
     return {p.name: list(p.non_const_buffer_sizes) for p in _program(ep_or_pte).execution_plan}
 
 
+def program_arena_bytes(sizes: dict[str, list[int]]) -> int:
+    """What the runtime allocates for a whole program (`stock_arena_bytes`' per-method sizes): per
+    mem_id the largest arena over the methods, summed (methods loaded together share each arena)."""
+    width = max((len(s) for s in sizes.values()), default=0)
+    return sum(max((s[i] if i < len(s) else 0) for s in sizes.values()) for i in range(1, width))
+
+
 def program_stats(ep_or_pte) -> dict[str, dict[str, Any]]:
     """Per method: arena sizes, number of memory-planned tensor values (with an
     allocation_info) and how many live in each mem_id, and number of delegates."""
