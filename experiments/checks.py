@@ -76,10 +76,25 @@ def prepare_out(out: str | Path) -> Path:
 
 
 def check_model(spec: str) -> None:
-    """A zoo name, or a `.pt2` / `path/file.py:factory` whose file exists."""
+    """A zoo name, or a `.pt2` / `path/file.py:factory` whose file is a regular file."""
     from memplan.experiments import zoo
 
     if not (spec.endswith(PT2_SUFFIX) or ".py:" in spec):
         check_choice("model", spec, zoo.names(), hint=MODEL_HINT)
-    elif not Path(spec.rsplit(":", 1)[0] if ".py:" in spec else spec).is_file():
-        raise UsageError(f"model {spec!r}: no such file")
+    else:
+        check_regular_file(Path(spec.rsplit(":", 1)[0] if ".py:" in spec else spec), f" (model {spec!r})")
+
+
+def check_regular_file(path: Path, where: str = "", error: type[UsageError] = UsageError) -> None:
+    """`error` unless `path` is a regular file: a missing path, a folder and a FIFO or device (which would
+    block or never end) are each named as what they are, before anything reads them."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        raise error(f"no such file {str(path)!r}{where}") from None
+    if stat.S_ISDIR(mode):
+        raise error(f"{str(path)!r} is a folder, not a file{where}")
+    if not stat.S_ISREG(mode):
+        raise error(f"{str(path)!r} is not a regular file (a FIFO, socket or device){where}")

@@ -10,6 +10,8 @@ becomes a row with its error, so one bad file does not stop the bench.
 
 from __future__ import annotations
 
+import os
+import stat
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -18,6 +20,8 @@ import pandas as pd
 from memplan.errors import UsageError
 from memplan.experiments.checks import check_choice, check_time_limit
 
+# Ten times MiniMalloc's largest problems and the 1,000,000-buffer files of bench.scale (~30 MB).
+MAX_CSV_BYTES = 1 << 30
 COLUMNS = (
     "file",
     "solver",
@@ -48,12 +52,7 @@ def bench_csv(
     if not solvers:
         raise UsageError(f"no solver given; choose from: {', '.join(registry.available())}")
     check_time_limit(time_limit_s)
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise UsageError(f"{str(folder)!r} is not a folder of MiniMalloc .csv files")
-    files = sorted(folder.glob("*.csv"))
-    if not files:
-        raise UsageError(f"no .csv files in {str(folder)!r}")
+    files = csv_files(folder)
     from tqdm import tqdm
 
     rows = []
@@ -66,6 +65,38 @@ def bench_csv(
     )
 
 
+def csv_files(folder: str | Path) -> list[Path]:
+    """The `*.csv` entries of `folder` in name order (UsageError when there are none)."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise UsageError(f"{str(folder)!r} is not a folder of MiniMalloc .csv files")
+    files = sorted(folder.glob("*.csv"))
+    if not files:
+        raise UsageError(f"no .csv files in {str(folder)!r}")
+    return files
+
+
+def check_out_not_an_input(out: Path, files: Sequence[Path]) -> None:
+    """UsageError when writing the table to `out` would overwrite one of the problems read."""
+    inputs = {os.path.realpath(f) for f in files}
+    if os.path.realpath(out) in inputs:
+        raise UsageError(f"--out {str(out)!r} is one of the input problems; write the table elsewhere")
+
+
+def unreadable(path: Path) -> str | None:
+    """Why `path` is not read (not a regular file, or over MAX_CSV_BYTES), or None. Checked on the file
+    itself, through links, before opening it: a FIFO would block and /dev/zero never end."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        return f"cannot read: {exc.strerror or exc}"
+    if not stat.S_ISREG(info.st_mode):
+        return "not a regular file (a FIFO, socket, device or folder): not read"
+    if info.st_size > MAX_CSV_BYTES:
+        return f"{info.st_size:,} B, over the {MAX_CSV_BYTES:,} B a problem file may have: not read"
+    return None
+
+
 def _bench_file(
     path: Path, solvers: Sequence[str], time_limit_s: float, capacity_from_name: bool
 ) -> list[dict]:
@@ -74,6 +105,9 @@ def _bench_file(
     from memplan.io import read_minimalloc_csv
     from memplan.peak_bound import lower_bound
 
+    refused = unreadable(path)
+    if refused is not None:
+        return [{"file": path.name, "solver": s, "error": refused} for s in solvers]
     try:
         problem = read_minimalloc_csv(path, capacity_from_name=capacity_from_name)
     except ProblemError as exc:

@@ -445,6 +445,8 @@ def _bench_csv(args: argparse.Namespace) -> int:
         from memplan.experiments.sweep.results import require_pyarrow
 
         require_pyarrow()
+    if out is not None:
+        bench.check_out_not_an_input(out, bench.csv_files(args.dir))
     df = bench.bench_csv(
         args.dir,
         args.solvers,

@@ -15,15 +15,18 @@ its error; it never stops the sweep.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from memplan.errors import UsageError
 from memplan.experiments.checks import check_choice, prepare_out
 from memplan.experiments.sweep.executors import default_jobs, run_all
 from memplan.experiments.sweep.grid import (
@@ -97,18 +100,54 @@ def sweep(
     validate_grid(models, solvers, alignments, cat_fusion, time_limit_s, jobs, executor, memory_map)
     folder = prepare_out(out)
     report.check_output_files(folder, also=(RUNS_FILE,))
-    log = RunLog(folder)
-    todo = [
-        run
-        for run in grid(
-            models, solvers, alignments, cat_fusion, time_limit_s, check, reproducible, memory_map, lowering
-        )
-        if not log.is_done(run, retry_errors)
-    ]
-    _run(todo, log, executor, jobs, address, progress, isolate)
-    df = table(log)
-    report.write_outputs(df, folder, fmt)
+    with folder_lock(folder):
+        log = RunLog(folder)
+        todo = [
+            run
+            for run in grid(
+                models,
+                solvers,
+                alignments,
+                cat_fusion,
+                time_limit_s,
+                check,
+                reproducible,
+                memory_map,
+                lowering,
+            )
+            if not log.is_done(run, retry_errors)
+        ]
+        _run(todo, log, executor, jobs, address, progress, isolate)
+        df = table(log)
+        report.write_outputs(df, folder, fmt)
     return df
+
+
+LOCK_FILE = ".memplan-sweep.lock"
+
+
+@contextlib.contextmanager
+def folder_lock(folder: Path) -> Iterator[None]:
+    """One sweep at a time per output folder: a second one is refused at once (UsageError), instead of
+    both running every job. The lock is the kernel's (flock), so a killed sweep leaves none behind."""
+    import fcntl
+
+    with open(folder / LOCK_FILE, "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            raise UsageError(
+                f"another sweep ({holder}) is writing to {str(folder)!r}; wait for it or choose another --out"
+            ) from None
+        handle.truncate(0)
+        handle.write(f"pid {os.getpid()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def _run(

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from memplan.errors import UsageError
-from memplan.experiments.checks import MODEL_HINT, PT2_SUFFIX, check_choice, did_you_mean
+from memplan.experiments.checks import MODEL_HINT, PT2_SUFFIX, check_choice, check_regular_file, did_you_mean
 from memplan.experiments.zoo import ZooModel
 
 PARTITIONERS = ("xnnpack",)
@@ -110,11 +110,24 @@ def from_module(
     if isinstance(methods, nn.Module):
         if example_inputs is None:
             raise ProgramSpecError(f"{name}: a module needs example inputs (a tuple of tensors)")
+        if not isinstance(example_inputs, (tuple, list)):
+            raise ProgramSpecError(
+                f"{name}: example inputs must be a tuple of tensors, got a {type(example_inputs).__name__}"
+            )
         methods = {"forward": (methods, tuple(example_inputs))}
+    if not methods:
+        raise ProgramSpecError(f"{name}: no methods; give at least one {{name: (module, example_inputs)}}")
     table = {}
     for method, entry in methods.items():
+        if not (isinstance(method, str) and method.isidentifier()):
+            raise ProgramSpecError(f"{name}: method name {method!r} must be a Python identifier string")
         if not (isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], nn.Module)):
             raise ProgramSpecError(f"{name}: method {method!r} must be (module, example_inputs)")
+        if not isinstance(entry[1], (tuple, list)):
+            raise ProgramSpecError(
+                f"{name}: method {method!r}: example inputs must be a tuple of tensors,"
+                f" got a {type(entry[1]).__name__}"
+            )
         table[method] = (_eval(entry[0]), tuple(entry[1]))
     calls = [(method, inputs) for method, (_, inputs) in table.items()]
     if len(table) > 1:
@@ -134,8 +147,7 @@ def _eval(module: nn.Module) -> nn.Module:
 def from_factory(path: str | Path, factory: str) -> ZooModel:
     """Import `path` as a module and build the program from `factory()`."""
     path = Path(path)
-    if not path.is_file():
-        raise ProgramSpecError(f"no such file {str(path)!r} (in spec {str(path)}:{factory})")
+    check_regular_file(path, f" (in spec {str(path)}:{factory})", ProgramSpecError)
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
     module_name = f"memplan_user_{path.stem}_{digest}"
     module = sys.modules.get(module_name)
@@ -147,7 +159,7 @@ def from_factory(path: str | Path, factory: str) -> ZooModel:
         sys.modules[module_name] = module  # dataclasses and pickling look modules up by name
         try:
             loader_spec.loader.exec_module(module)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:
             del sys.modules[module_name]
             raise ProgramSpecError(f"importing {str(path)!r} failed: {type(exc).__name__}: {exc}") from exc
     fn = getattr(module, factory, None)
@@ -157,6 +169,10 @@ def from_factory(path: str | Path, factory: str) -> ZooModel:
     name = f"{path.stem}:{factory}"
     try:
         made = fn()
+    except SystemExit as exc:  # a script's main() called as a factory: never memplan's own exit
+        raise ProgramSpecError(
+            f"{name}() called sys.exit({exc.code!r}) instead of returning a program"
+        ) from None
     except Exception as exc:
         raise ProgramSpecError(f"{name}() failed: {type(exc).__name__}: {exc}") from exc
     if isinstance(made, ZooModel):
@@ -174,8 +190,7 @@ def from_factory(path: str | Path, factory: str) -> ZooModel:
 def from_pt2(path: str | Path) -> ZooModel:
     """A program saved with `torch.export.save`: re-exported from its module with its example inputs."""
     path = Path(path)
-    if not path.is_file():
-        raise ProgramSpecError(f"no such file {str(path)!r}")
+    check_regular_file(path, error=ProgramSpecError)
     try:
         exported = torch.export.load(str(path))
     except Exception as exc:  # noqa: BLE001 - any failure means: not a .pt2 we can read
