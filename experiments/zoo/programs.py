@@ -188,7 +188,8 @@ def from_factory(path: str | Path, factory: str) -> ZooModel:
 
 
 def from_pt2(path: str | Path) -> ZooModel:
-    """A program saved with `torch.export.save`: re-exported from its module with its example inputs."""
+    """A program saved with `torch.export.save`: re-exported from its module with its example inputs,
+    and with its dynamic dimensions (`saved_dynamic_shapes`)."""
     path = Path(path)
     check_regular_file(path, error=ProgramSpecError)
     try:
@@ -204,4 +205,48 @@ def from_pt2(path: str | Path) -> ZooModel:
         raise ProgramSpecError(
             f"{str(path)!r}: keyword example inputs are not supported; pass them positionally"
         )
-    return from_module(exported.module(), tuple(args), name=path.stem)
+    dynamic = saved_dynamic_shapes(exported, path)
+    options = {"dynamic_shapes": {"forward": dynamic}} if dynamic is not None else {}
+    return from_module(exported.module(), tuple(args), name=path.stem, **options)
+
+
+def saved_dynamic_shapes(exported: Any, path: Path) -> tuple | None:
+    """The `Dim`s the program was saved with, per positional input (None when every shape is static), so
+    it is re-exported dynamic and planned at the upper bounds, as ExecuTorch plans it. A dimension
+    without an upper bound, or dynamic inside a nested input, is refused naming it (never re-exported
+    static in silence)."""
+    from torch.export import Dim
+    from torch.utils._sympy.numbers import int_oo
+
+    placeholders = {n.name: n for n in exported.graph.nodes if n.op == "placeholder"}
+    args, _ = exported.example_inputs
+    user_inputs = list(exported.graph_signature.user_inputs)
+    dims: dict[str, Any] = {}
+    shapes: list[dict[int, Any] | None] = []
+    for index, (arg, name) in enumerate(zip(args, user_inputs)):
+        value = placeholders[name].meta.get("val") if name in placeholders else None
+        symbolic = {
+            d: size for d, size in enumerate(getattr(value, "shape", ())) if isinstance(size, torch.SymInt)
+        }
+        if symbolic and not isinstance(arg, torch.Tensor):
+            raise ProgramSpecError(
+                f"{str(path)!r}: input {index} is nested and has dynamic dimensions; unsupported"
+            )
+        spec = {}
+        for d, size in symbolic.items():
+            expr = size.node.expr
+            bounds = exported.range_constraints.get(expr)
+            if bounds is None or not expr.is_symbol:
+                raise ProgramSpecError(
+                    f"{str(path)!r}: input {index} dimension {d} is {expr}, not one Dim; save it with a plain Dim"
+                )
+            if bounds.upper is int_oo or bounds.upper == float("inf"):
+                raise ProgramSpecError(
+                    f"{str(path)!r}: input {index} dimension {d} ({expr}) has no upper bound; ExecuTorch plans"
+                    " memory at the upper bound: save it with Dim(..., max=N)"
+                )
+            name = str(expr)
+            dims.setdefault(name, Dim(f"dim_{name}", min=int(bounds.lower), max=int(bounds.upper)))
+            spec[d] = dims[name]
+        shapes.append(spec or None)
+    return tuple(shapes) if dims else None
