@@ -14,6 +14,7 @@ from torch import nn
 
 from memplan.experiments.checks import check_alignment, check_choice, check_time_limit
 from memplan.experiments.zoo import ZooModel
+from memplan.experiments.zoo.lowering import PROGRAM_ROW
 from memplan.experiments.zoo.programs import from_module, load, with_lowering
 from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S
 
@@ -65,7 +66,6 @@ def call_order(model: ZooModel) -> list[str]:
     return order + [m for m in model.methods if m not in order]
 
 
-PROGRAM_ROW = "(program)"  # the summary row of a multi-method program as a whole
 SUMMARY_COLUMNS = (
     "method",
     "buffers",
@@ -180,12 +180,11 @@ def _summary(lowered: Any, methods: list[str], stock_program: Any, whole_program
     rows = {r["method"]: r for r in lowered.rows()}
     records = [{**rows[m], "stock_arena_bytes": sum(stock[m]) if m in stock else None} for m in methods]
     if whole_program and len(rows) > 1:
-        planned = runtime.stock_arena_bytes(lowered.program)
         records.append(
             {
                 "method": PROGRAM_ROW,
                 "buffers": sum(r["buffers"] for r in rows.values()),
-                "arena_bytes": runtime.program_arena_bytes(planned),
+                "arena_bytes": lowered.program_arena_bytes,
                 "stock_arena_bytes": runtime.program_arena_bytes(stock) if stock else None,
             }
         )

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from memplan.errors import UsageError
+from memplan.experiments.zoo.lowering import PROGRAM_ROW
 
 CSV_FILE = "results.csv"
 PARQUET_FILE = "results.parquet"
@@ -55,7 +56,8 @@ def write_outputs(df: pd.DataFrame, folder: Path, fmt: str = "csv") -> list[Path
 
 
 def _succeeded(df: pd.DataFrame) -> pd.DataFrame:
-    return df[df["arena_bytes"].notna()]
+    """Method rows with an arena (the figure compares methods; program rows have no lower bound)."""
+    return df[df["arena_bytes"].notna() & (df["method"] != PROGRAM_ROW)]
 
 
 def _plot(df: pd.DataFrame, path: Path) -> None:
@@ -78,14 +80,16 @@ def _plot(df: pd.DataFrame, path: Path) -> None:
 
 
 def summary_markdown(df: pd.DataFrame) -> str:
-    """Per settings: arena / lower bound and saving vs stock for each model and solver."""
+    """Per settings: arena / lower bound and saving vs stock for each model and solver; the whole
+    programs of several methods after them."""
+    programs = df[df["method"] == PROGRAM_ROW]
+    df = df[df["method"] != PROGRAM_ROW]
     solvers = _solver_order(df["solver"])
     failed = df[df["error"].notna()]
     lines = [
         "# memplan sweep",
         "",
-        f"{len(df)} rows: {df['model'].nunique()} models x {len(solvers)} solvers"
-        f" ({', '.join(solvers)}); {len(failed)} rows with an error.",
+        _rows_sentence(df, programs, solvers) + f"; {len(failed)} rows with an error.",
         "",
         "Cell: arena / lower bound (1.000 = provably minimal), then the saving vs the stock"
         " ExecuTorch planner (positive = smaller arena); `*` = the solver proved its plan optimal"
@@ -107,6 +111,7 @@ def summary_markdown(df: pd.DataFrame) -> str:
         ]
         lines += _settings_table(group, solvers)
         lines += _bank_lines(group)
+    lines += _program_lines(programs)
     lines += _lowering_lines(df)
     if len(failed):
         lines += [
@@ -166,6 +171,40 @@ def _bank_lines(group: pd.DataFrame) -> list[str]:
             cells += [_int(getattr(row, f"{b}_bytes")), "" if pd.isna(share) else f"{share:.3f}"]
         outside_share = 1 - sum(0 if pd.isna(x) else float(x) for x in shares)
         cells += [_int(int(row.arena_bytes) - inside), f"{max(outside_share, 0.0):.3f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _rows_sentence(df: pd.DataFrame, programs: pd.DataFrame, solvers: list[str]) -> str:
+    """How many rows, and what they count: one per method, solver and settings (a model of several
+    methods gives several); the program rows apart."""
+    methods = df.loc[df["method"] != "", ["model", "method"]].drop_duplicates()
+    settings = df[["alignment", "cat_fusion", "time_limit_seconds"]].drop_duplicates()
+    text = (
+        f"{len(df)} rows, one per method, solver and settings: {len(methods)} methods of"
+        f" {df['model'].nunique()} models x {len(solvers)} solvers ({', '.join(solvers)})"
+        f" x {len(settings)} setting(s)"
+    )
+    return text + (f", plus {len(programs)} whole-program rows" if len(programs) else "")
+
+
+def _program_lines(programs: pd.DataFrame) -> list[str]:
+    """Programs of several methods as the runtime allocates them (per arena the largest method, summed)."""
+    if not len(programs):
+        return []
+    lines = [
+        "",
+        "## Whole programs of several methods",
+        "",
+        "The runtime loads every method and sizes each arena for the largest method; these rows compare"
+        " that total, memplan's against stock's.",
+        "",
+        "| model | solver | arena | stock | saving |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for row in programs.itertuples():
+        saving = "" if pd.isna(row.saving_vs_stock) else f"{row.saving_vs_stock:+.1%}"
+        cells = [row.model, row.solver, _int(row.arena_bytes), _int(row.stock_arena_bytes), saving]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 

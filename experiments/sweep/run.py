@@ -42,7 +42,7 @@ from memplan.experiments.sweep.grid import (
 )
 from memplan.experiments.sweep.run_log import RUNS_FILE, RunLog
 from memplan.experiments.sweep.table import table
-from memplan.experiments.zoo.lowering import library_warnings_silenced, lower_planned, stock_arenas
+from memplan.experiments.zoo.lowering import library_warnings_silenced, lower_planned, stock_program
 
 DEFAULT_OUT = "results"
 
@@ -225,8 +225,15 @@ def _one_error(exc: BaseException) -> str:
 
 
 def _stock(run: StockRun) -> dict[str, Any]:
+    from memplan.experiments.zoo import runtime
+
     model = _exported(run.model, run.lowering)
-    return {"error": None, "arena_bytes": stock_arenas(model, run.alignment, run.memory_map)}
+    sizes = runtime.stock_arena_bytes(stock_program(model, run.alignment, run.memory_map))
+    return {
+        "error": None,
+        "arena_bytes": {m: sum(s) for m, s in sizes.items()},
+        "program_arena_bytes": runtime.program_arena_bytes(sizes),
+    }
 
 
 def _plan(run: PlanRun) -> dict[str, Any]:
@@ -241,7 +248,8 @@ def _plan(run: PlanRun) -> dict[str, Any]:
         memory_map=run.memory_map,
     )
     verdict = _check(model, lowered.program) if run.check else {}
-    return {"error": None, "rows": [{**row, "lowering": model.lowering, **verdict} for row in lowered.rows()]}
+    rows = [{**row, "lowering": model.lowering, **verdict} for row in lowered.rows()]
+    return {"error": None, "rows": rows, "program_arena_bytes": lowered.program_arena_bytes}
 
 
 def _check(model, program) -> dict[str, Any]:

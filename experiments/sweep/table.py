@@ -1,15 +1,19 @@
 """The sweep's table: one row per (model, method, solver, settings), built from the run log.
 
 Units are in the column names: `_bytes` for bytes, `_seconds` for seconds. A run's rows come under
-these names (`zoo.lowering.Lowered.rows`); of the run's key only `time_limit_s` is spelled otherwise.
+these names (`zoo.lowering.Lowered.rows`); of the run's key only `time_limit_s` is spelled otherwise. A
+program of several methods adds a `PROGRAM_ROW` per run: what the runtime allocates for it.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pandas as pd
 
 from memplan.experiments.sweep.grid import KEY, SETTINGS
 from memplan.experiments.sweep.run_log import RunLog
+from memplan.experiments.zoo.lowering import PROGRAM_ROW
 
 TABLE_SETTINGS = tuple("time_limit_seconds" if s == "time_limit_s" else s for s in SETTINGS)
 COLUMNS = (
@@ -68,7 +72,9 @@ def table(log: RunLog) -> pd.DataFrame:
         if entry["kind"] == "stock" and entry["result"]["error"] is None:
             run = entry["run"]
             where = (run["model"], run["alignment"], run.get("memory_map", ""), run.get("lowering", ""))
-            stock[where] = entry["result"]["arena_bytes"]
+            stock[where] = dict(entry["result"]["arena_bytes"])
+            if "program_arena_bytes" in entry["result"]:
+                stock[where][PROGRAM_ROW] = entry["result"]["program_arena_bytes"]
     records = []
     for entry in log.entries.values():
         if entry["kind"] != "plan":
@@ -83,6 +89,8 @@ def table(log: RunLog) -> pd.DataFrame:
         arenas = stock.get(where, {})
         for row in result["rows"]:
             records.append({**base, "stock_arena_bytes": arenas.get(row["method"]), **row})
+        if len(result["rows"]) > 1 and "program_arena_bytes" in result:
+            records.append(_program_record(base, result, arenas.get(PROGRAM_ROW)))
     # Sweeps with a memory map add "memory_map" and per-bank columns (lowering._bank_columns).
     extra = [k for k in dict.fromkeys(k for r in records for k in r) if k not in COLUMNS]
     df = pd.DataFrame.from_records(records, columns=list(COLUMNS) + extra)
@@ -92,3 +100,18 @@ def table(log: RunLog) -> pd.DataFrame:
     df["saving_vs_stock"] = 1 - df["arena_bytes"] / df["stock_arena_bytes"]
     order = ["model", "method", "solver", *TABLE_SETTINGS]
     return df.sort_values(order, kind="stable").reset_index(drop=True)
+
+
+def _program_record(base: dict[str, Any], result: dict[str, Any], stock_bytes: int | None) -> dict[str, Any]:
+    """The row of a multi-method program as a whole: the arenas as the runtime allocates them (per arena
+    the largest method, summed), memplan's and stock's; per-method figures (bounds, proofs) stay empty."""
+    rows = result["rows"]
+    return {
+        **base,
+        "method": PROGRAM_ROW,
+        "buffers": sum(r["buffers"] for r in rows),
+        "arena_bytes": result["program_arena_bytes"],
+        "stock_arena_bytes": stock_bytes,
+        "levers": rows[0].get("levers"),
+        "lowering": rows[0].get("lowering"),
+    }

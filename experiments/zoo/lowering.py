@@ -51,6 +51,10 @@ def stock_program(model, alignment: int, memory_map: str = ""):
     return runtime.lower(model, memory_planning_pass=stock_pass)
 
 
+# The row of a program of several methods as a whole (plan_model's summary, the sweep's table).
+PROGRAM_ROW = "(program)"
+
+
 @dataclass
 class Lowered:
     """A model lowered with PlannerPass: the program, the pass (with its results), the time taken."""
@@ -58,6 +62,13 @@ class Lowered:
     program: Any
     planner_pass: Any
     export_seconds: float
+
+    @property
+    def program_arena_bytes(self) -> int:
+        """What the runtime allocates for the whole program: per arena the largest method, summed."""
+        from memplan.experiments.zoo import runtime
+
+        return runtime.program_arena_bytes(runtime.stock_arena_bytes(self.program))
 
     def rows(self) -> list[dict[str, Any]]:
         """One sweep row per method under the table's column names (sweep.table.COLUMNS), without the

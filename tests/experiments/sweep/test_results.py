@@ -108,3 +108,21 @@ def test_a_folder_without_results_says_so(tmp_path):
     (tmp_path / "runs.jsonl").write_text(json.dumps({"kind": "plan"}) + "\n")
     with pytest.raises(UsageError, match="not a sweep record"):
         memplan.load_results(tmp_path)
+
+
+def test_a_program_of_several_methods_gets_a_program_row_and_its_own_summary_section(tmp_path) -> None:
+    from memplan.experiments.zoo.lowering import PROGRAM_ROW
+
+    log = RunLog(tmp_path)
+    stock = {"error": None, "arena_bytes": {"encode": 1000, "decode": 2000}, "program_arena_bytes": 2000}
+    log.add(StockRun("m", 16), stock)
+    rows = [_row("encode", 900, True), _row("decode", 1900, False)]
+    log.add(PlanRun("m", "bestfit", 16, True, 5.0), {"error": None, "rows": rows, "program_arena_bytes": 1900})
+    df = table(log)
+    program = df[df["method"] == PROGRAM_ROW].iloc[0]
+    assert (program["arena_bytes"], program["stock_arena_bytes"], program["buffers"]) == (1900, 2000, 14)
+    assert program["saving_vs_stock"] == pytest.approx(0.05)
+    text = report.summary_markdown(df)
+    assert "2 rows, one per method, solver and settings: 2 methods of 1 models x 1 solvers" in text
+    assert "plus 1 whole-program rows" in text
+    assert "| m | bestfit | 1,900 | 2,000 | +5.0% |" in text
