@@ -370,3 +370,26 @@ def test_profile_zoom_draws_around_the_peak_on_the_given_ax() -> None:
     (y0, y1) = zoom.get_ylim()
     assert y0 < 112 < 113 < y1 and y1 - y0 < 112
     plt.close(fig)
+
+
+def test_compare_marks_proven_only_against_the_bound_and_orders_the_legend_like_the_table() -> None:
+    from memplan import solvers
+    from memplan.viz.compare import STOCK_SERIES
+
+    rows = [
+        # unet: cpsat's fused problem has the lowest bound; greedy proved its own (unfused) plan optimal
+        ("unet", "forward", "greedy", 1143, 1100, True),
+        ("unet", "forward", "cpsat", 1000, 1000, True),
+        ("unet", "forward", "bestfit", 1050, 1000, False),
+    ]
+    df = pd.DataFrame(
+        rows, columns=["model", "method", "solver", "arena_bytes", "lower_bound_bytes", "proven_optimal"]
+    )
+    df["stock_arena_bytes"] = 1200
+    ax = viz.compare(df)
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    order = [s for s in solvers.available() if s in ("greedy", "cpsat", "bestfit")]
+    assert legend == ["lower bound", STOCK_SERIES, *order]  # the summary table's column order
+    texts = {t.get_text() for t in ax.texts}
+    assert "1.143" in texts and "1.143*" not in texts  # proven for its own problem, not against the bound
+    assert "1.000*" in texts

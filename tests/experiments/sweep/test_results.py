@@ -117,7 +117,9 @@ def test_a_program_of_several_methods_gets_a_program_row_and_its_own_summary_sec
     stock = {"error": None, "arena_bytes": {"encode": 1000, "decode": 2000}, "program_arena_bytes": 2000}
     log.add(StockRun("m", 16), stock)
     rows = [_row("encode", 900, True), _row("decode", 1900, False)]
-    log.add(PlanRun("m", "bestfit", 16, True, 5.0), {"error": None, "rows": rows, "program_arena_bytes": 1900})
+    log.add(
+        PlanRun("m", "bestfit", 16, True, 5.0), {"error": None, "rows": rows, "program_arena_bytes": 1900}
+    )
     df = table(log)
     program = df[df["method"] == PROGRAM_ROW].iloc[0]
     assert (program["arena_bytes"], program["stock_arena_bytes"], program["buffers"]) == (1900, 2000, 14)
