@@ -183,12 +183,14 @@ def _add_levers(p: argparse.ArgumentParser) -> None:
 
 
 def _levers(args: argparse.Namespace) -> dict:
+    """The lever switches given, as plan_model's keyword arguments (those not given keep its defaults)."""
     return {
-        name: None if text is None else _one_switch(text, flag)[0]
+        name: _one_switch(text, flag)[0]
         for name, flag, text in (
             ("state_in_place", "--state-in-place", args.state_in_place),
             ("slice_noop", "--slice-noop", args.slice_noop),
         )
+        if text is not None
     }
 
 
