@@ -115,21 +115,13 @@ def plan_model(
     """
     from memplan import solvers
     from memplan.experiments.zoo import runtime
-    from memplan.experiments.zoo.lowering import (
-        levers,
-        library_warnings_silenced,
-        lower_planned,
-    )
+    from memplan.experiments.zoo.lowering import levers, library_warnings_silenced, lower_planned
     from memplan.experiments.zoo.lowering import stock_program as stock_lowered
 
     check_choice("solver", solver, solvers.available())
     check_alignment(alignment)
     check_time_limit(time_limit_s)
-    if isinstance(source, (nn.Module, Mapping)):
-        model = from_module(source, example_inputs)
-    else:
-        model = load(source)
-    model = with_lowering(model, partitioner, convert_linear, const_prop)
+    model = with_lowering(_loaded(source, example_inputs), partitioner, convert_linear, const_prop)
     methods = call_order(model)
     if method is not None:
         check_choice(f"method of {model.name}", method, methods)
@@ -159,17 +151,18 @@ def plan_model(
     summary.attrs["lowering"] = model.lowering
     summary.attrs["levers"] = levers(lowered.planner_pass)
     arenas = dict(zip(summary["method"], summary["stock_arena_bytes"]))
+    stock_bytes = {m: int(arenas[m]) for m in methods if not pd.isna(arenas[m])}
+    results = lowered.planner_pass.results
     return PlannedModel(
-        model,
-        solver,
-        lowered.program,
-        lowered.planner_pass.results,
-        methods,
-        {m: int(arenas[m]) for m in methods if not pd.isna(arenas[m])},
-        summary,
-        verdict,
-        stock_program,
+        model, solver, lowered.program, results, methods, stock_bytes, summary, verdict, stock_program
     )
+
+
+def _loaded(source: Any, example_inputs: tuple | None) -> ZooModel:
+    """The program `source` names or holds (a module or dict of methods with their inputs)."""
+    if isinstance(source, (nn.Module, Mapping)):
+        return from_module(source, example_inputs)
+    return load(source)
 
 
 def _summary(lowered: Any, methods: list[str], stock_program: Any, whole_program: bool) -> pd.DataFrame:

@@ -38,15 +38,23 @@ def _fail(message: str, code: int) -> NoReturn:
 
 def build_parser() -> argparse.ArgumentParser:
     from memplan import __version__
-    from memplan.experiments import flags
-    from memplan.experiments.sweep import grid as sweep_grid
-    from memplan.experiments.sweep import run as sweep
-    from memplan.experiments.sweep.executors import EXECUTORS
-    from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
 
     parser = _Parser(prog="memplan", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"memplan {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_sweep(sub)
+    _add_plan_and_plot(sub)
+    _add_file_commands(sub)
+    sub.add_parser("models", help="list zoo models")
+    sub.add_parser("solvers", help="list solvers")
+    return parser
+
+
+def _add_sweep(sub) -> None:
+    from memplan.experiments import flags
+    from memplan.experiments.sweep import grid as sweep_grid
+    from memplan.experiments.sweep import run as sweep
+    from memplan.experiments.sweep.executors import EXECUTORS
 
     p = sub.add_parser("sweep", help="run models x solvers x settings into a results folder")
     flags.add_models(p)
@@ -90,6 +98,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     _add_lowering(p)
 
+
+def _add_plan_and_plot(sub) -> None:
+    from memplan.experiments import flags
+    from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
+
     p = sub.add_parser("plan", help="plan one model (zoo name, .pt2, file.py:factory) and print a summary")
     p.add_argument("model")
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
@@ -121,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_levers(p)
     _add_lowering(p)
     p.add_argument("--out", required=True, metavar="FILE", help=".png, .svg or .pdf")
+
+
+def _add_file_commands(sub) -> None:
+    """Commands on files: problems out (export-problem), programs in (inspect, replan), CSV problems in."""
+    from memplan.experiments import flags
+    from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
 
     p = sub.add_parser("export-problem", help="write each method's problem as MiniMalloc CSV and JSON")
     p.add_argument("model")
@@ -165,10 +184,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--out", metavar="FILE", help="also write the table (.csv, or .parquet with pyarrow)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-
-    sub.add_parser("models", help="list zoo models")
-    sub.add_parser("solvers", help="list solvers")
-    return parser
 
 
 def _add_levers(p: argparse.ArgumentParser) -> None:
