@@ -30,8 +30,8 @@ def is_noise(line: bytes) -> bool:
 
 @contextlib.contextmanager
 def filtered_stderr() -> Iterator[None]:
-    """File descriptor 2 through a pipe whose reader drops `NOISE` lines; nothing to do where there is
-    no real descriptor 2 (stderr replaced in-process, as by pytest's capsys)."""
+    """File descriptor 2 through a pipe whose reader drops `NOISE` lines (nothing to do where descriptor 2
+    is closed). Python's own `sys.stderr`, when replaced in-process (pytest's capsys), is left alone."""
     try:
         sys.stderr.flush()
         original = os.dup(2)
