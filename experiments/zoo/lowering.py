@@ -119,6 +119,7 @@ def lower_planned(
     from memplan.experiments.zoo import runtime
     from memplan.planner.memory.bank_maps import parse_memory_map
 
+    options: dict[str, Any] = {} if slice_noop is None else {"slice_noop": slice_noop}
     planner_pass = PlannerPass(
         solver=solver,
         time_limit_s=time_limit_s,
@@ -127,7 +128,7 @@ def lower_planned(
         memory_map=parse_memory_map(memory_map) if memory_map else None,
         solver_options={"reproducible": True} if reproducible else None,
         state_in_place=state_in_place,
-        **({} if slice_noop is None else {"slice_noop": slice_noop}),
+        **options,
     )
     began = time.perf_counter()
     program = runtime.lower(model, memory_planning_pass=planner_pass)
