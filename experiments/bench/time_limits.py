@@ -17,8 +17,8 @@ import argparse
 import time
 from collections.abc import Sequence
 
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import StreamedTable, shorten
+from memplan.experiments import flags
+from memplan.experiments.markdown import StreamedTable, shorten
 from memplan.generate import layered_problem
 from memplan.solvers import solve
 
@@ -50,9 +50,9 @@ def bench(sizes: Sequence[int], solvers: Sequence[str], time_limit_s: float, see
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    script_args.add_list(parser, "--sizes", (100_000, 1_000_000), "size", "layered problem sizes", int)
-    script_args.add_solvers(parser, ("bestfit", "skyline", "cpsat"))
-    script_args.add_time_limit(parser, 30.0, "the limit of the run reported in issue 31, item 14")
+    flags.add_list(parser, "--sizes", (100_000, 1_000_000), "size", "layered problem sizes", int)
+    flags.add_solvers(parser, ("bestfit", "skyline", "cpsat"))
+    flags.add_time_limit(parser, 30.0, "the limit of the run reported in issue 31, item 14")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     bench(args.sizes, args.solvers, args.time_limit, args.seed)
