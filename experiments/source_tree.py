@@ -4,7 +4,7 @@ A floor is a top-level directory (`memplan/` the problem model, then `solvers/`,
 `experiments/`); an import of `memplan.<layer>...` lands on that layer's floor, any other `memplan...` on
 the model's. An import inside a function body counts too (it runs all the same). The front door,
 `memplan/__init__.py`, re-exports every floor lazily and stands above them all. Used by the layout test
-and by the `bench.structure` script.
+and by the `bench.tree_shape` script.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Best-fit at scale: this checkout against a baseline checkout, interleaved in one run.
 
-    python -m memplan.experiments.bench.bestfit --baseline OLD/.venv/bin/python
+    python -m memplan.experiments.bench.bestfit_at_scale --baseline OLD/.venv/bin/python
         [--sizes 10000,100000] [--repeats 3] [--seed 0]
 
 Each measurement is a fresh Python process that builds

@@ -1,6 +1,6 @@
 """Lower bounds on MiniMalloc's instances: the bytes live at once against window bounds (solvers.cpsat.window_bounds).
 
-    python -m memplan.experiments.bench.window_bounds [--instances D,J] [--bound-seconds 30]
+    python -m memplan.experiments.bench.minimalloc_bounds [--instances D,J] [--bound-seconds 30]
         [--sizes 40,80] [--seeds 4] [--time-limit 6]
 
 For each instance: the live-bytes bound, the window bound proven in

@@ -1,6 +1,6 @@
 """`memplan replan` on stock-built programs: bytes before and after, and the runtime check, per zoo model.
 
-    python -m memplan.experiments.bench.replan [--models a,b] [--solvers cpsat] [--time-limit 5]
+    python -m memplan.experiments.bench.replan_stock [--models a,b] [--solvers cpsat] [--time-limit 5]
 
 Each model is lowered once with ExecuTorch's stock `MemoryPlanningPass`; the `.pte` bytes are then
 re-planned from the file alone (no Python source) and both programs run in `executorch.runtime` on

@@ -28,7 +28,7 @@ Sections (Markdown tables, printed row by row):
   from `memplan export-problem`).
 - layered: memplan.generate.layered_problem at the given sizes.
 
-Lower bounds on the same instances are `python -m memplan.experiments.bench.window_bounds`;
+Lower bounds on the same instances are `python -m memplan.experiments.bench.minimalloc_bounds`;
 `to_executorch` with memplan's pass on LLM shapes is `python -m memplan.experiments.bench.llm`.
 
 Timings are wall clock on whatever machine runs this; on a shared machine read
@@ -84,7 +84,7 @@ LLAMA: dict[str, Any] = dict(n_layers=16, dim=512, n_heads=8, seq_len=128, prefi
 SECTIONS = ("minimalloc", "minimise", "llama", "layered")
 MOVED_SECTIONS = (
     "; the sections bounds and pass are their own scripts now:"
-    " python -m memplan.experiments.bench.window_bounds, python -m memplan.experiments.bench.llm"
+    " python -m memplan.experiments.bench.minimalloc_bounds, python -m memplan.experiments.bench.llm"
 )
 # The MiniMalloc tables of docs/exact_solver.md are measured at 10 s per solve: a default run repeats them.
 TIME_LIMIT_S = 10.0

@@ -1,6 +1,6 @@
 """The shape of the source tree: files per folder, the largest files, long functions, imports between floors.
 
-    python -m memplan.experiments.bench.structure [--repo .] [--long 80] [--largest 10]
+    python -m memplan.experiments.bench.tree_shape [--repo .] [--long 80] [--largest 10]
 
 Reads the repository's Python files as text (nothing is imported or run); floors and imports between
 them as experiments.source_tree reads them (an import inside a function body counts too, shown in its

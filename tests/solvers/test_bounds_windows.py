@@ -121,7 +121,7 @@ def test_cpsat_uses_the_window_bound_as_proof_of_optimality() -> None:
 
 def test_cpsat_with_the_window_bound_proves_a_generated_problem() -> None:
     """40 buffers, alignments and fixed offsets: CP-SAT's search alone did not prove it in 6 s
-    (experiments.bench.window_bounds); the window bound meets the plan."""
+    (experiments.bench.minimalloc_bounds); the window bound meets the plan."""
     problem = random_problem(40, 2, alignment=(1, 16, 64), with_fixed=True)
     plan = solve(problem, "cpsat", time_limit_s=EXACT_S, bound_seconds=EXACT_S / 2)
     assert plan.proven_optimal, plan.status

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from memplan.experiments.bench import bestfit as bench_bestfit
+from memplan.experiments.bench import bestfit_at_scale as bench_bestfit
 
 
 def test_a_checkout_against_itself_gives_the_same_offsets(capsys) -> None:

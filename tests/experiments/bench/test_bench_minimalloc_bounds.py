@@ -1,4 +1,4 @@
-"""experiments.bench.window_bounds: the best plan known is a validated one, and the table is printed."""
+"""experiments.bench.minimalloc_bounds: the best plan known is a validated one, and the table is printed."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import shutil
 
 from helpers.minimalloc_files import minimalloc_dir
 
-from memplan.experiments.bench import window_bounds as bench_bounds
+from memplan.experiments.bench import minimalloc_bounds as bench_bounds
 from memplan.experiments.bench.minimalloc import minimalloc_problem
 
 

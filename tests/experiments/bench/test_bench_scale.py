@@ -50,7 +50,7 @@ def test_unknown_names_are_refused(argv: list[str], capsys) -> None:
     assert "unknown" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("section,script", [("pass", "bench.llm"), ("bounds", "bench.window_bounds")])
+@pytest.mark.parametrize("section,script", [("pass", "bench.llm"), ("bounds", "bench.minimalloc_bounds")])
 def test_a_section_that_became_a_script_names_it(section: str, script: str, capsys) -> None:
     with pytest.raises(SystemExit):
         bench_scale.main(["--sections", section])
