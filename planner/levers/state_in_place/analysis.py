@@ -323,7 +323,7 @@ class _Analyzer:
         """Readers of the value after the moved copy that can read the state instead.
 
         The output node (the caller may keep what it returns) and other
-        write-backs keep reading the value.
+        write-backs keep reading the value, also through a view.
         """
         after = self.index[anchor]
         return [
@@ -333,7 +333,13 @@ class _Analyzer:
             and user is not copy
             and user.op != "output"
             and not is_write_back(user)
+            and not (user.target is memory.view and self._view_escapes(user, copy))
         ]
+
+    def _view_escapes(self, view: torch.fx.Node, copy: torch.fx.Node) -> bool:
+        """True if the output node or a write-back reads `view` (or a view of it)."""
+        readers = self._readers(self._aliases(view, stop=copy), exclude=copy)
+        return any(r.op == "output" or is_write_back(r) for r in readers)
 
     # -- graph facts -----------------------------------------------------------------------------
     def _fqn(self, placeholder: torch.fx.Node) -> str | None:

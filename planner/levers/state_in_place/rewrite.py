@@ -12,7 +12,10 @@ stays one TensorSpec per method, so the mem_id-2 layout
 (`planner.stages.shared_state`) places the new value with it.
 
 MOVED: the `copy_` is moved to right after its anchor, and the readers the
-decision lists read the state instead of the new value.
+decision lists read the state instead of the new value. A `memory.view`
+among them becomes a view of the state's TensorSpec (with every view of it):
+the emitter places a view at its spec's bytes, and the new value's bytes are
+free for reuse once the moved copy has read them.
 
 Running before extraction means ExecuTorch's own lifetime analysis, cat
 fusion and ExecuTorch's `Verifier` all see the program that will run.
@@ -25,6 +28,7 @@ from typing import cast
 import torch
 from executorch.exir import memory
 from executorch.exir.operator.convert import get_out_args_from_opoverload, unwrap_op_overload
+from executorch.exir.tensor import TensorSpec
 
 from memplan.errors import ProblemError
 from memplan.planner.compat import ViewSpec
@@ -61,6 +65,8 @@ def rewrite(graph_module: torch.fx.GraphModule, decisions: list[WriteBack]) -> i
             node(d.moved_after).append(copy)
             for reader in d.redirected:
                 node(reader).replace_input_with(value, state)
+                if _is_view_of(node(reader), state):
+                    _views_share(node(reader), state.meta["spec"])
     return removed
 
 
@@ -74,10 +80,19 @@ def _share_state_spec(value: torch.fx.Node, state: torch.fx.Node) -> None:
         raise StateRewriteError(f"state in place: {value.name}'s out= node {alloc.name} has another spec")
     value.meta["spec"] = spec
     alloc.meta["spec"] = spec
-    todo = [value]
+    for user in value.users:
+        if _is_view_of(user, value):
+            _views_share(user, spec)
+
+
+def _is_view_of(node: torch.fx.Node, base: torch.fx.Node) -> bool:
+    return node.op == "call_function" and node.target is memory.view and node.args[0] is base
+
+
+def _views_share(view: torch.fx.Node, spec: TensorSpec) -> None:
+    """Make `view`, and every view taken of it, a view of `spec` (each keeps its own shape)."""
+    todo = [view]
     while todo:
-        base = todo.pop()
-        for user in base.users:
-            if user.op == "call_function" and user.target is memory.view and user.args[0] is base:
-                user.meta["spec"] = ViewSpec(spec, list(user.meta["spec"].shape))
-                todo.append(user)
+        current = todo.pop()
+        current.meta["spec"] = ViewSpec(spec, list(current.meta["spec"].shape))
+        todo += [user for user in current.users if _is_view_of(user, current)]
