@@ -80,12 +80,16 @@ def grouped_problem(
     Member sizes are clipped to their parent top-down (padding past the
     parent's end holds nothing), parent lifetimes widened bottom-up.
 
-    `shrink` gives buffers whose lifetime now ends earlier (copy sources).
+    `shrink` gives buffers whose lifetime now ends earlier (copy sources);
+    one that already holds members (a slice no-op's output inside it) still
+    lives while they do.
     """
     buffers = {b.id: b for b in problem.buffers}
+    held = {g.parent: max(buffers[m].end for m, _ in g.members) for g in problem.groups if g.members}
     for bid, end in shrink.items():
+        end = max(end, buffers[bid].start + 1, held.get(bid, 0))
         if end < buffers[bid].end:
-            buffers[bid] = dataclasses.replace(buffers[bid], end=max(end, buffers[bid].start + 1))
+            buffers[bid] = dataclasses.replace(buffers[bid], end=end)
     children: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for child, (parent, rel) in parent_of.items():
         if not child.startswith("copy:"):

@@ -84,6 +84,19 @@ class InnerFirst(nn.Module):
         return torch.cat([inner, outer]).sum(0) + v.sum(0)
 
 
+class SliceOfCopiedCatInput(nn.Module):
+    """A slice of a cat input, read after the cat (issue 31, item 11): slice no-ops place the slice
+    inside `a`, so `a` holds a member and partial fusion clones it into its slot; its bytes must stay
+    until the slice's last read, not only until the clone."""
+
+    def forward(self, x):
+        peak = (x.repeat(16, 1) * 2).sum(0)  # an early peak: keeping `a` longer grows no bound
+        a = torch.sin(x) + peak
+        s = a[1:3]
+        c = torch.cat([a, torch.cos(x)])
+        return c, s + 1
+
+
 MODELS = {
     "rows": lambda: _model("rows", Rows(), lambda: (torch.randn(6, 8),), n_calls=3),
     "pieces": lambda: _model("pieces", Pieces(), lambda: (torch.randn(1, 8, 4),), n_calls=3),
@@ -97,12 +110,15 @@ MODELS = {
     ),
     "state_slice": lambda: _model("state_slice", StateSlice(), lambda: (torch.randn(4, 8),), n_calls=4),
     "inner_first": lambda: _model("inner_first", InnerFirst(), lambda: (torch.randn(8, 4),), n_calls=3),
+    "copied_cat_input": lambda: _model(
+        "copied_cat_input", SliceOfCopiedCatInput(), lambda: (torch.randn(4, 4),), n_calls=3
+    ),
 }
 
 
-def planned(name: str):
+def planned(name: str, **options):
     model = MODELS[name]()
-    pass_ = PlannerPass(solver="bestfit", slice_noop=True, cat_fusion=True, state_in_place=True)
+    pass_ = PlannerPass(solver="bestfit", slice_noop=True, cat_fusion=True, state_in_place=True, **options)
     program = runtime.lower(model, memory_planning_pass=pass_)
     runtime.check_outputs(model, program.buffer)  # runtime == eager over every call
     result = pass_.results["forward"]
@@ -164,6 +180,22 @@ def test_slice_read_before_the_larger_slice_holding_it():
     holder = noops.problem.buffer(outer.output)
     assert holder.start <= noops.problem.buffer(inner.output).start
     assert holder.start < noops.problem_without.buffer(outer.output).start
+
+
+def test_slice_of_a_cat_input_cloned_by_partial_fusion_keeps_the_input_alive():
+    """Regression (issue 31, item 11): the clone shortened `a`'s lifetime below its slice's and
+    the problem was rejected (group member lifetime not inside the parent's)."""
+    model = MODELS["copied_cat_input"]()
+    pass_ = PlannerPass(solver="bestfit", slice_noop=True, cat_fusion_partial=True)
+    program = runtime.lower(model, memory_planning_pass=pass_)
+    runtime.check_outputs(model, program.buffer)
+    result = pass_.results["forward"]
+    [d] = result.slice_noops.removed  # type: ignore[union-attr]
+    [cat] = result.cat_report.decisions  # type: ignore[union-attr]
+    assert cat.status.value == "partial" and [i.placement for i in cat.inputs] == ["copy", "member"]
+    assert remaining_slices(program) == 0
+    holder, member = result.problem.buffer(d.input), result.problem.buffer(d.output)
+    assert holder.end == member.end, "the clone's source lives until its slice's last read"
 
 
 @pytest.mark.parametrize("name", ["rows", "pieces"])
