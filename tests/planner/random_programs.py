@@ -4,6 +4,11 @@
 (`st.s0`, `st.s1`, ... in a shared `Store`): rows read before and after their
 updates, cats, slices and stacks of state and of fresh values, ring
 rotations, counters, dtype round trips, slice writes, one or two methods.
+Two shapes are woven in by a second random stream, so the programs that
+stream leaves alone are the ones earlier versions wrote for the same seed:
+a new value named before the old state is read (its write-back moves) and
+read at the end through a view (issue 31, item 10), and a cat input named,
+sliced before the cat and the slice read at the end (item 11).
 The source is the program's identity: a failure prints it, and a finding
 can be pasted into a test as it is. `RandomProgram.model()` builds the
 `ZooModel` (initial state serialized with `InitializedMutableBufferPass`,
@@ -19,6 +24,7 @@ prints the table (programs, lever combinations, runs, mismatches):
 from __future__ import annotations
 
 import argparse
+import itertools
 import random
 import time
 from collections.abc import Sequence
@@ -85,11 +91,13 @@ class Levers:
 
 
 # Every cat_fusion x state_in_place combination under each solver, PARTIAL fusion (clones into the
-# state's slots) with the state in place, and every lever on at once (slice no-ops too), then with a
-# memory map as well (the BankedGreedy reference may be kept over the levers' plan).
+# state's slots) with the state in place, and every lever on at once (slice no-ops too; with PARTIAL
+# fusion as well), then with a memory map as well (the BankedGreedy reference may be kept over the
+# levers' plan).
 LEVERS = tuple(Levers(c, s, solver) for solver, c, s in product(SOLVERS, (True, False), (True, False))) + (
     Levers(True, True, SOLVERS[1], cat_fusion_partial=True),
     Levers(True, True, SOLVERS[0], slice_noop=True),
+    Levers(True, True, SOLVERS[0], cat_fusion_partial=True, slice_noop=True),
     Levers(True, True, SOLVERS[0], slice_noop=True, memory_map=True),
 )
 
@@ -136,6 +144,7 @@ def _class_name(method: str) -> str:
 def generate(seed: int) -> RandomProgram:
     """The program of `seed` (the same source for the same seed)."""
     rng = random.Random(seed)
+    shapes = random.Random(f"shapes {seed}")  # the woven-in shapes: `rng`'s draws stay as they were
     states = [State("s0", "rows", rng.choice((4, 6, 8)))]
     for i in range(1, rng.choice((1, 2, 3, 3))):
         kind = rng.choice(("rows", "rows", "stack", "counter"))
@@ -151,17 +160,28 @@ def generate(seed: int) -> RandomProgram:
             "        self.store = store",
         ]
         lines += ["", "    def forward(self, x):", "        st = self.store"]
-        lines += ["        " + line for line in _Body(rng, states).lines()]
+        lines += ["        " + line for line in _Body(rng, states, shapes).lines()]
     calls = list(methods) + [rng.choice(methods) for _ in range(N_CALLS - len(methods))]
     return RandomProgram(seed, tuple(states), methods, "\n".join(lines) + "\n", tuple(calls))
 
 
-class _Body:
-    """One method's statements: values, state updates and reads in random order, then the return."""
+MOVED_SHARE = 0.3  # of the write-backs that can move: the new value named, the old state read after it
+HELD_SHARE = 0.3  # of the cats' first inputs: named, and a slice of it read after the cat
 
-    def __init__(self, rng: random.Random, states: list[State]) -> None:
+
+class _Body:
+    """One method's statements: values, state updates and reads in random order, then the return.
+
+    `shapes` draws the woven-in shapes (`written_back`, `held_across_cat`); `rng` everything else.
+    """
+
+    def __init__(self, rng: random.Random, states: list[State], shapes: random.Random) -> None:
         self.rng = rng
         self.states = states
+        self.shapes = shapes
+        self.names = itertools.count()  # numbers the woven-in variables
+        self.before: list[str] = []  # statements the next statement needs first (a named cat input)
+        self.late: list[str] = []  # read at the very end: the return also gives them
         self.values: list[tuple[str, int]] = []  # (variable, rows) of every [rows, WIDTH] value
         # States whose write-back converts the dtype: torch.export lets later reads of such a state in
         # the same method see the unconverted value (stock ExecuTorch differs from eager), so a
@@ -176,18 +196,23 @@ class _Body:
             pending = [s for s in self.states if s.name not in updated]
             if kind < 0.45 and pending:
                 state = self.rng.choice(pending)
-                out += self.update(state)
+                out += self.flushed(self.update(state))
                 updated.add(state.name)  # one functional update per state keeps the write-backs simple
             else:
                 rows = self.rng.randint(1, INPUT_ROWS)
                 name = f"v{len(self.values)}"
-                out.append(f"{name} = {self.rows_expr(rows)}")
+                out += self.flushed([f"{name} = {self.rows_expr(rows)}"])
                 self.values.append((name, rows))
         for state in self.states:
             if state.name not in updated and self.rng.random() < 0.6:
-                out += self.update(state, last=True)
+                out += self.flushed(self.update(state, last=True))
         out.append(f"return {self.result()}")
         return out
+
+    def flushed(self, statements: list[str]) -> list[str]:
+        """`statements` after the ones they need first."""
+        found, self.before = [*self.before, *statements], []
+        return found
 
     # -- [rows, WIDTH] float expressions --------------------------------------------------------
     def rows_expr(self, rows: int, depth: int = 0) -> str:
@@ -213,9 +238,21 @@ class _Body:
                     return self.scaled(self.rows_of(name, r, rows))
             if pick == "cat":
                 cut = self.rng.randint(1, rows - 1)
-                return (
-                    f"torch.cat([{self.rows_expr(cut, depth + 1)}, {self.rows_expr(rows - cut, depth + 1)}])"
-                )
+                first = self.held_across_cat(self.rows_expr(cut, depth + 1), cut)
+                return f"torch.cat([{first}, {self.rows_expr(rows - cut, depth + 1)}])"
+
+    def held_across_cat(self, expr: str, rows: int) -> str:
+        """`expr`, or now and then a variable named before the statement, with a slice of it taken
+        before the cat and read at the end (a slice no-op inside a cat input that PARTIAL fusion
+        clones: the input's bytes must outlive the clone)."""
+        if self.shapes.random() >= HELD_SHARE:
+            return expr
+        k = next(self.names)
+        start = self.shapes.randrange(rows)
+        end = self.shapes.randint(start + 1, rows)
+        self.before += [f"c{k} = {expr}", f"h{k} = c{k}[{start}:{end}]"]
+        self.late.append(f"(h{k} * 2).sum(0)")
+        return f"c{k}"
 
     def rows_of(self, tensor: str, have: int, rows: int) -> str:
         start = self.rng.randint(0, have - rows)
@@ -242,25 +279,27 @@ class _Body:
     def update(self, state: State, last: bool = False) -> list[str]:
         s = f"st.{state.name}"
         if state.kind == "counter":
-            return [self.rng.choice([f"{s}.add_(1)", f"{s}.copy_({s} * 2 % 7 + 1)"])]
+            bump = self.rng.choice([f"{s}.add_(1)", f"{s}.copy_({s} * 2 % 7 + 1)"])
+            return [bump] if "add_" in bump else self.written_back(s, f"{s} * 2 % 7 + 1", "1, 1")
         if state.kind == "stack":
             a, b = self.rng.choice(
                 [(f"{s}[1]", "{e}"), ("{e}", f"{s}[0]"), ("{e}", "{e}"), (f"{s}[1]", f"{s}[0]")]
             )
             a, b = (p.format(e=self.rows_expr(4)) for p in (a, b))
-            return [f"{s}.copy_(torch.stack([{a}, {b}]))"]
+            return self.written_back(s, f"torch.stack([{a}, {b}])", f"8, {WIDTH}")
         rows = state.rows
+        flat = f"{rows * WIDTH}"
         pick = self.rng.randrange(7)
         if pick == 0:  # ring rotation by k rows
             k = self.rng.randint(1, rows - 1)
-            return [f"{s}.copy_(torch.cat([{s}[{k}:], {s}[:{k}]]))"]
+            return self.written_back(s, f"torch.cat([{s}[{k}:], {s}[:{k}]])", flat)
         if pick == 1:  # shift in k new rows
             k = self.rng.randint(1, rows - 1)
-            return [f"{s}.copy_(torch.cat([{s}[{k}:], {self.rows_expr(k)}]))"]
+            return self.written_back(s, f"torch.cat([{s}[{k}:], {self.rows_expr(k)}])", flat)
         if pick == 2:  # a cat of several pieces of anything
             cuts = sorted(self.rng.sample(range(1, rows), self.rng.randint(1, min(3, rows - 1))))
             sizes = [b - a for a, b in zip([0, *cuts], [*cuts, rows])]
-            return [f"{s}.copy_(torch.cat([{', '.join(self.rows_expr(n) for n in sizes)}]))"]
+            return self.written_back(s, f"torch.cat([{', '.join(self.rows_expr(n) for n in sizes)}])", flat)
         if pick == 3:  # elementwise over the old value
             return [f"{s}.mul_(0.5).add_({self.rows_expr(rows)})"]
         if pick == 4:  # rows written in place
@@ -271,10 +310,30 @@ class _Body:
         if last:
             self.converted.add(state.name)
         if pick == 5:  # a dtype round trip
-            return [f"{s}.copy_(({s} * 0.5 + {self.rows_expr(rows)}).to(torch.float16{back})"]
-        cut = self.rng.randint(1, rows - 1)  # a cat computed in half precision
-        pieces = f"{self.rows_expr(cut)}.to(torch.float16), {self.rows_expr(rows - cut)}.to(torch.float16)"
-        return [f"{s}.copy_(torch.cat([{pieces}]).to(torch.float16{back})"]
+            new = f"({s} * 0.5 + {self.rows_expr(rows)}).to(torch.float16{back}"
+        else:  # a cat computed in half precision
+            cut = self.rng.randint(1, rows - 1)
+            pieces = (
+                f"{self.rows_expr(cut)}.to(torch.float16), {self.rows_expr(rows - cut)}.to(torch.float16)"
+            )
+            new = f"torch.cat([{pieces}]).to(torch.float16{back}"
+        return [f"{s}.copy_({new})"] if last else self.written_back(s, new, flat)
+
+    def written_back(self, s: str, new: str, flat: str) -> list[str]:
+        """`s.copy_(new)`; or now and then the new value named first, the old state read after it
+        (the write-back moves up to that read), and the new value read at the end through a view
+        of shape `flat` taken before or after the copy (redirected to the state when after)."""
+        if self.shapes.random() >= MOVED_SHARE:
+            return [f"{s}.copy_({new})"]
+        k = next(self.names)
+        lines = [f"n{k} = {new}"]
+        view = f"n{k}.reshape({flat})"
+        if self.shapes.random() < 0.5:
+            lines.append(f"f{k} = {view}")
+            view = f"f{k}"
+        lines += [f"o{k} = {s} * 2", f"{s}.copy_(n{k})"]
+        self.late += [f"o{k}.sum(0)", f"({view} * 3)"]
+        return lines
 
     def result(self) -> str:
         outs = [f"{name}.sum(0)" for name, _ in self.rng.sample(self.values, min(2, len(self.values)))]
@@ -282,6 +341,7 @@ class _Body:
         for state in self.rng.sample(readable, self.rng.randint(min(1, len(readable)), len(readable))):
             s = f"st.{state.name}"
             outs.append(self.rng.choice([f"{s} * 1", f"{s}.sum(0)", f"({s} + 1)"]))
+        outs += self.late
         return f"({', '.join(outs or ['x.sum(0)'])},)"
 
 

@@ -11,8 +11,10 @@ from random_programs import LEVERS, N_CALLS, SOLVERS, Levers, check, generate
 
 from memplan.solvers import DEFAULT_SOLVER
 
-# Two programs that found issue 20 before the fix (7, 12), one with two methods (5), one other.
-DEFAULT_SEEDS = (4, 5, 7, 12)
+# Two programs that found issue 20 before the fix (7, 12), one with two methods (5), one other, and
+# the first that found issue 31's items 10 (11: an int64 counter's new value read through a view after
+# its moved write-back) and 11 (15: a slice of a cat input cloned by PARTIAL fusion).
+DEFAULT_SEEDS = (4, 5, 7, 11, 12, 15)
 SLOW_SEEDS = [seed for seed in range(150) if seed not in DEFAULT_SEEDS]
 
 
@@ -61,6 +63,14 @@ def test_the_generator_writes_every_pattern_it_is_meant_to_cover():
         "rows written in place": r"st\.s\d\[\d+:\d+\] = ",
         "elementwise update": r"\.mul_\(0\.5\)\.add_\(",
         "state read after its update": r"(st\.s\d)\.copy_.*\n(.*\n)*.*v\d = .*\1\[",
+        "old state read after the new value, new value read through a view at the end": (
+            r"n(\d+) = .*\n( *f\1 = n\1\.reshape\(.*\n)? *o\1 = (st\.s\d) \* 2\n *\3\.copy_\(n\1\)"
+            r"(.*\n)*.*return .*\((n\1\.reshape\([^)]*\)|f\1) \* 3\)"
+        ),
+        "view of the new value taken before its moved write-back": r"f(\d+) = n\1\.reshape\(",
+        "slice of a cat input read after the cat": (
+            r"c(\d+) = .*\n *h\1 = c\1\[\d+:\d+\]\n.*torch\.cat\(\[c\1, (.*\n)*.*return .*h\1 \* 2"
+        ),
     }
     missing = [name for name, pattern in patterns.items() if not re.search(pattern, sources, re.MULTILINE)]
     assert not missing, missing
