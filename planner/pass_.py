@@ -51,6 +51,7 @@ from memplan.planner.memory.bank_maps import state_pool as banked_state_pool
 from memplan.planner.stages.apply import written
 from memplan.planner.stages.constrain import constrained
 from memplan.planner.stages.costs import Costs
+from memplan.planner.stages.proof_check import check_proofs
 from memplan.planner.stages.result import MethodResult
 from memplan.planner.stages.run_levers import (
     Reshaped,
@@ -193,7 +194,13 @@ class PlannerPass(MemoryPlanningPass):
         if share and graph_signature is not None and self.algorithm.memory_map is None:
             check_default_mem_ids(graph_module)
         flags = (self.alloc_graph_input, self.alloc_graph_output, self.alloc_mutable_buffers and not share)
-        site = Site(graph_module, frozen(graph_signature), graph_signature, self.alloc_mutable_buffers)
+        site = Site(
+            graph_module,
+            frozen(graph_signature),
+            graph_signature,
+            self.alloc_mutable_buffers,
+            outputs_planned=self.alloc_graph_output,
+        )
         before: list[Stock] = []  # the stock figure of the graph before a graph lever changes it
 
         def before_change() -> None:
@@ -224,16 +231,18 @@ class PlannerPass(MemoryPlanningPass):
         return PassResult(graph_module, True)
 
     def run_multimethod(self) -> None:
-        """Lay out the state shared by all methods of this export (first call only)."""
+        """Lay out the state shared by all methods of this export (first call only); then re-check
+        every proof on the program about to be emitted (planner.stages.proof_check)."""
         context = export_context()
         session = finish_session()
-        if session is None:
-            return
+        if session is not None:
+            if context is not None:
+                reject_foreign_planners(session, context.key)
+            layout = lay_out(session)
+            if layout is not None:
+                share_layout(session, layout)
         if context is not None:
-            reject_foreign_planners(session, context.key)
-        layout = lay_out(session)
-        if layout is not None:
-            share_layout(session, layout)
+            check_proofs(self.results, context.key, self.alignment)
 
     # -- planning one graph ------------------------------------------------------
     def _plan_graph(

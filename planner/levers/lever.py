@@ -60,6 +60,7 @@ class Site:
     signature: ExportGraphSignature | None
     program_signature: ExportGraphSignature | None
     state_planned: bool = True
+    outputs_planned: bool = True  # alloc_graph_output
     solve: Callable[[Problem], Plan] | None = None
     cost: Cost | None = None
     removed: frozenset[str] = frozenset()

@@ -54,6 +54,9 @@ class MethodResult:
     # Bytes per arena of every instruction's tensor arguments, as the emitted program counts them
     # (planner.memory.instruction_traffic): what a memory map's fast banks serve.
     traffic: dict[int, int] = field(default_factory=dict)
+    # The emitted program's lower bound for this method, when a proof was re-checked on it
+    # (planner.stages.proof_check); a proof it does not bear out is withdrawn from `plan`.
+    emitted_lower_bound: int | None = None
 
     @cached_property
     def stock_sizes(self) -> list[int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -10,9 +11,9 @@ from executorch.exir.tensor import TensorSpec
 from memplan.plan import Plan
 from memplan.planner.graph.extract import Extraction
 from memplan.planner.levers.lever import Decided, Phase, Site
-from memplan.planner.levers.state_in_place.analysis import StateStatus, analyze
+from memplan.planner.levers.state_in_place.analysis import StateRefusal, StateStatus, WriteBack, analyze
 from memplan.planner.levers.state_in_place.report import StateReport
-from memplan.planner.levers.state_in_place.rewrite import rewrite
+from memplan.planner.levers.state_in_place.rewrite import outputs_name_the_state, rewrite
 
 
 @dataclass(frozen=True)
@@ -33,11 +34,22 @@ class StateInPlaceLever:
 
     def decide(self, site: Site, extraction: Extraction | None) -> Decided:
         decisions = analyze(site.graph_module, site.signature, state_planned=site.state_planned)
-        return Decided(tuple(decisions), any(d.status is not StateStatus.KEPT for d in decisions))
+        moves = any(d.status is not StateStatus.KEPT for d in decisions)
+        return Decided(tuple(decisions), moves or _names_outputs(site, decisions))
 
     def rewrite(self, site: Site, decided: Decided, spec_of: dict[str, TensorSpec]) -> int:
         """The graph module's code is stale until the pass recompiles it (after planning)."""
-        return rewrite(site.graph_module, list(decided.decisions))
+        decisions = list(decided.decisions)
+        removed = rewrite(site.graph_module, decisions)
+        if _names_outputs(site, decisions):
+            outputs_name_the_state(site.graph_module, decisions)
+        return removed
 
     def report(self, decided: Decided, plan: Plan | None, rewritten: int) -> StateReport:
         return StateReport(decided.decisions, rewritten)
+
+
+def _names_outputs(site: Site, decisions: Sequence[WriteBack]) -> bool:
+    """True if the output node's entries of some buffer's write-back become the state's spec
+    (`outputs_name_the_state`): there is one, and graph outputs are planned."""
+    return site.outputs_planned and any(StateRefusal.USER_INPUT_MUTATION not in d.reasons for d in decisions)

@@ -17,6 +17,9 @@ among them becomes a view of the state's TensorSpec (with every view of it):
 the emitter places a view at its spec's bytes, and the new value's bytes are
 free for reuse once the moved copy has read them.
 
+Every write-back of a buffer, whatever its status: the output node's spec
+entry for it becomes the state's TensorSpec (`outputs_name_the_state`).
+
 Running before extraction means ExecuTorch's own lifetime analysis, cat
 fusion and ExecuTorch's `Verifier` all see the program that will run.
 """
@@ -32,7 +35,7 @@ from executorch.exir.tensor import TensorSpec
 
 from memplan.errors import ProblemError
 from memplan.planner.compat import ViewSpec
-from memplan.planner.levers.state_in_place.analysis import StateStatus, WriteBack
+from memplan.planner.levers.state_in_place.analysis import StateRefusal, StateStatus, WriteBack
 
 
 class StateRewriteError(ProblemError):
@@ -68,6 +71,36 @@ def rewrite(graph_module: torch.fx.GraphModule, decisions: list[WriteBack]) -> i
                 if _is_view_of(node(reader), state):
                     _views_share(node(reader), state.meta["spec"])
     return removed
+
+
+def outputs_name_the_state(graph_module: torch.fx.GraphModule, decisions: list[WriteBack]) -> int:
+    """Make the output node's spec entry of every buffer's write-back the state's spec; return how many.
+
+    SpecPropPass gave the output node the spec each write-back result had then, a TensorSpec of
+    its own. The emitted program returns the state at that position (the `copy_` result aliases
+    it; an IN_PLACE write-back names the placeholder) and the emitter never reads the output
+    node's spec, so that spec is written by nothing: planned, it is a tensor of its own, live at
+    the last step next to the state it copies. Call after `rewrite`, only when graph outputs are
+    planned (with `alloc_graph_output=False` ExecuTorch leaves every output spec, the state's
+    included, unplanned). A mutated user input keeps its entry.
+    """
+    graph = graph_module.graph
+    output = graph.output_node()
+    args, specs = output.args[0], output.meta.get("spec")
+    if not (isinstance(args, (tuple, list)) and isinstance(specs, (tuple, list)) and len(args) == len(specs)):
+        return 0
+    nodes = {n.name: n for n in graph.nodes}
+    state_of: dict[torch.fx.Node, TensorSpec] = {}
+    for d in decisions:
+        if StateRefusal.USER_INPUT_MUTATION in d.reasons:
+            continue
+        spec = nodes[d.state].meta["spec"]
+        state_of[nodes[d.state]] = spec
+        if d.copy in nodes:  # the copy stays (KEPT, MOVED): its result aliases the state
+            state_of[nodes[d.copy]] = spec
+    named = [state_of.get(a, s) if isinstance(a, torch.fx.Node) else s for a, s in zip(args, specs)]
+    output.meta["spec"] = type(specs)(named)
+    return sum(new is not old for new, old in zip(named, specs))
 
 
 def _share_state_spec(value: torch.fx.Node, state: torch.fx.Node) -> None:
