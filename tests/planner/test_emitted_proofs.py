@@ -94,7 +94,9 @@ def test_more_zoo_models_planned_by_default_are_at_what_replan_reaches(name):
 def test_a_proof_the_emitted_program_does_not_bear_out_is_withdrawn_with_both_figures(monkeypatch):
     """With the write-backs' output specs left in the problem (as before the fix), the solver proves
     a plan the emitted program does not need: the pass withdraws that proof."""
-    monkeypatch.setattr("memplan.planner.levers.state_in_place.lever.outputs_name_the_state", lambda *args: 0)
+    monkeypatch.setattr(
+        "memplan.planner.levers.state_in_place.lever.outputs_name_the_state", lambda *args: None
+    )
     model = cache_stack(4, context=32)
     data, pass_ = planned(model)
     result = pass_.results["forward"]

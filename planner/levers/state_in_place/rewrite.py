@@ -73,8 +73,8 @@ def rewrite(graph_module: torch.fx.GraphModule, decisions: list[WriteBack]) -> i
     return removed
 
 
-def outputs_name_the_state(graph_module: torch.fx.GraphModule, decisions: list[WriteBack]) -> int:
-    """Make the output node's spec entry of every buffer's write-back the state's spec; return how many.
+def outputs_name_the_state(graph_module: torch.fx.GraphModule, decisions: list[WriteBack]) -> None:
+    """Make the output node's spec entry of every buffer's write-back the state's spec.
 
     SpecPropPass gave the output node the spec each write-back result had then, a TensorSpec of
     its own. The emitted program returns the state at that position (the `copy_` result aliases
@@ -88,7 +88,7 @@ def outputs_name_the_state(graph_module: torch.fx.GraphModule, decisions: list[W
     output = graph.output_node()
     args, specs = output.args[0], output.meta.get("spec")
     if not (isinstance(args, (tuple, list)) and isinstance(specs, (tuple, list)) and len(args) == len(specs)):
-        return 0
+        return
     nodes = {n.name: n for n in graph.nodes}
     state_of: dict[torch.fx.Node, TensorSpec] = {}
     for d in decisions:
@@ -100,7 +100,6 @@ def outputs_name_the_state(graph_module: torch.fx.GraphModule, decisions: list[W
             state_of[nodes[d.copy]] = spec
     named = [state_of.get(a, s) if isinstance(a, torch.fx.Node) else s for a, s in zip(args, specs)]
     output.meta["spec"] = type(specs)(named)
-    return sum(new is not old for new, old in zip(named, specs))
 
 
 def _share_state_spec(value: torch.fx.Node, state: torch.fx.Node) -> None:
