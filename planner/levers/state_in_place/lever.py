@@ -11,7 +11,8 @@ from executorch.exir.tensor import TensorSpec
 from memplan.plan import Plan
 from memplan.planner.graph.extract import Extraction
 from memplan.planner.levers.lever import Decided, Phase, Site
-from memplan.planner.levers.state_in_place.analysis import StateRefusal, StateStatus, WriteBack, analyze
+from memplan.planner.levers.refusals import Refusal
+from memplan.planner.levers.state_in_place.analysis import StateStatus, WriteBack, analyze
 from memplan.planner.levers.state_in_place.report import StateReport
 from memplan.planner.levers.state_in_place.rewrite import outputs_name_the_state, rewrite
 
@@ -52,4 +53,4 @@ class StateInPlaceLever:
 def _names_outputs(site: Site, decisions: Sequence[WriteBack]) -> bool:
     """True if the output node's entries of some buffer's write-back become the state's spec
     (`outputs_name_the_state`): there is one, and graph outputs are planned."""
-    return site.outputs_planned and any(StateRefusal.USER_INPUT_MUTATION not in d.reasons for d in decisions)
+    return site.outputs_planned and any(Refusal.USER_INPUT_MUTATION not in d.reasons for d in decisions)

@@ -35,7 +35,8 @@ from executorch.exir.tensor import TensorSpec
 
 from memplan.errors import ProblemError
 from memplan.planner.compat import ViewSpec
-from memplan.planner.levers.state_in_place.analysis import StateRefusal, StateStatus, WriteBack
+from memplan.planner.levers.refusals import Refusal
+from memplan.planner.levers.state_in_place.analysis import StateStatus, WriteBack
 
 
 class StateRewriteError(ProblemError):
@@ -92,7 +93,7 @@ def outputs_name_the_state(graph_module: torch.fx.GraphModule, decisions: list[W
     nodes = {n.name: n for n in graph.nodes}
     state_of: dict[torch.fx.Node, TensorSpec] = {}
     for d in decisions:
-        if StateRefusal.USER_INPUT_MUTATION in d.reasons:
+        if Refusal.USER_INPUT_MUTATION in d.reasons:
             continue
         spec = nodes[d.state].meta["spec"]
         state_of[nodes[d.state]] = spec
