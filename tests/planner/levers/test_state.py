@@ -11,13 +11,13 @@ import torch
 from helpers.executorch_programs import assert_shared
 from torch import nn
 
-from memplan.bounds import lower_bound
 from memplan.experiments.bench.state_report import FILLING_ROUNDS, program_arena, state_copies
 from memplan.experiments.bench.state_report import main as report_main
 from memplan.experiments.zoo import ZooModel, runtime
 from memplan.experiments.zoo.lowering import Lowered
 from memplan.experiments.zoo.models import hybrid
 from memplan.experiments.zoo.models.stateful import multi_method_cache
+from memplan.peak_bound import lower_bound
 from memplan.planner.levers.refusals import Refusal
 from memplan.planner.levers.state_in_place import StateStatus, analyze, is_write_back
 from memplan.planner.pass_ import PlannerPass
