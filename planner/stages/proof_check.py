@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memplan.plan import Plan
+from memplan.plan import Outcome, Plan
 from memplan.planner.compat import PTEFile, serialize_pte_binary
 from memplan.planner.pte.program import read_program
 from memplan.planner.stages.result import MethodResult
@@ -62,7 +62,7 @@ def with_checked_proof(plan: Plan, emitted: EmittedBound) -> Plan:
     else:
         why = f"the emitted program's lower bound is {emitted.bound:,} B"
     status = f"not proven for the emitted program: arena {plan.arena_size:,} B, {why}"
-    return dataclasses.replace(plan, proven_optimal=False, status=status)
+    return dataclasses.replace(plan, outcome=Outcome.NOT_PROVEN, status=status)
 
 
 def check_proofs(results: Mapping[str, MethodResult], programs: Mapping[str, Any], alignment: int) -> None:
