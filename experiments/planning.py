@@ -51,6 +51,25 @@ class PlannedModel:
         path.write_bytes(self.buffer)
         return path
 
+    def report_data(self) -> Any:
+        """The report's data (memplan.viz.report.ProgramReport): each method's plan next to the stock one."""
+        from memplan.viz.report import from_lowered
+
+        levers = {
+            "cat fusion": "cat fusion" in self.summary.attrs.get("levers", ""),
+            "state in place": "state in place" in self.summary.attrs.get("levers", ""),
+        }
+        return from_lowered(
+            self.model.name, self.results, self.program, self.stock_program, self.methods, levers, self.solver
+        )
+
+    def report(self, path: str | Path, budget: str | None = None) -> Path:
+        """Write the interactive HTML report (memplan.viz.report) to `path`; `budget` as
+        "sram:256KiB,dram:8MiB" adds a verdict per bank. Opens offline: plotly's JavaScript is inlined."""
+        from memplan.viz.report import parse_budget, write
+
+        return write(self.report_data(), path, parse_budget(budget) if budget else None)
+
     def _repr_html_(self) -> str:
         return f"<b>{self.model.name}</b>, solver {self.solver}<br>" + self.summary.to_html(index=False)
 

@@ -173,6 +173,28 @@ def _add_file_commands(sub) -> None:
         help="run both programs in executorch.runtime on the same random inputs; outputs must be identical",
     )
 
+    p = sub.add_parser(
+        "report",
+        help="an interactive HTML report of a program's plan (zoo name, .pt2, file.py:factory, .pte)",
+    )
+    p.add_argument("model", metavar="MODEL|FILE.pte|FILE.pt2")
+    p.add_argument("--out", required=True, metavar="FILE.html")
+    p.add_argument(
+        "--budget",
+        default="",
+        help="memories, fastest first, e.g. sram:256KiB,dram:8MiB: a verdict per bank and the smallest change",
+    )
+    _add_plan_options(p)
+
+    p = sub.add_parser("diff", help="which methods, arenas and tensors of two programs grew or shrank")
+    p.add_argument("before", metavar="A")
+    p.add_argument("after", metavar="B")
+    p.add_argument(
+        "--max-growth",
+        help="exit with code 1 when a method's arenas grew by more than this, e.g. 5%% (for CI)",
+    )
+    _add_plan_options(p)
+
     p = sub.add_parser("bench-csv", help="solve a folder of MiniMalloc CSV problems and print a table")
     p.add_argument("dir")
     flags.add_solvers(p, ("bestfit", "cpsat"))
@@ -207,6 +229,18 @@ def _levers(args: argparse.Namespace) -> dict:
         )
         if text is not None
     }
+
+
+def _add_plan_options(p: argparse.ArgumentParser) -> None:
+    """How a model given to `report` or `diff` is planned (a .pte is read, and re-planned by --solver)."""
+    from memplan.experiments.cli import args as script_args
+    from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
+
+    p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
+    script_args.add_time_limit(p)
+    p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
+    p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    _add_lowering(p)
 
 
 def _add_lowering(p: argparse.ArgumentParser) -> None:
@@ -483,6 +517,58 @@ def _bench_csv(args: argparse.Namespace) -> int:
     return 0
 
 
+def _program_report(args: argparse.Namespace, spec: str):
+    from memplan import solvers
+    from memplan.errors import ProblemError
+    from memplan.experiments.cli import report
+    from memplan.experiments.sweep import grid as sweep_grid
+
+    sweep_grid.check_choice("solver", args.solver, solvers.available())
+    (fusion,) = _one_switch(args.cat_fusion)
+    try:
+        return report.program_report(
+            spec, args.solver, args.time_limit, args.alignment, fusion, **_lowering(args)
+        )
+    except ProblemError as exc:
+        _fail(str(exc).splitlines()[0], FAILURE_EXIT)
+
+
+def _report(args: argparse.Namespace) -> int:
+    from memplan.experiments.cli import report
+    from memplan.viz.report import parse_budget, verdicts, write
+
+    out = report.check_out(args.out)
+    try:
+        budget = parse_budget(args.budget) if args.budget else None
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    data = _program_report(args, args.model)
+    try:
+        write(data, out, budget)
+    except OSError as exc:
+        raise UsageError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
+    for verdict in verdicts(data, budget) if budget else []:
+        print(verdict.sentence() + (f"; smallest change: {verdict.change}" if verdict.change else ""))
+    print(f"wrote {out} ({out.stat().st_size:,} bytes)", file=sys.stderr)
+    return 0
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from memplan.experiments.cli import report
+    from memplan.viz.report import diff_programs
+
+    limit = report.parse_growth(args.max_growth) if args.max_growth is not None else None
+    found = diff_programs(_program_report(args, args.before), _program_report(args, args.after))
+    print(found.text(), end="")
+    if limit is not None and found.worst_growth > limit:
+        print(
+            f"memplan: a method's arenas grew by {found.worst_growth:.1%}, more than --max-growth {limit:.1%}",
+            file=sys.stderr,
+        )
+        return FAILURE_EXIT
+    return 0
+
+
 def _models(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import listing as catalog
 
@@ -504,6 +590,8 @@ _COMMANDS = {
     "export-problem": _export_problem,
     "inspect": _inspect,
     "replan": _replan,
+    "report": _report,
+    "diff": _diff,
     "bench-csv": _bench_csv,
     "models": _models,
     "solvers": _solvers,

@@ -1,0 +1,72 @@
+"""Debian's chromium, headless, driven by Selenium through Debian's chromedriver (no browser download).
+
+`.ci/run` installs `chromium` and `chromium-driver` with apt-get; without them the browser tests fail
+(they do not skip), saying what to install.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1500,1100",
+)
+
+
+@contextmanager
+def chromium() -> Iterator:
+    """A headless chromium WebDriver with a fresh profile, its console log readable."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    for path in (CHROMIUM, CHROMEDRIVER):
+        if not Path(path).exists():
+            raise RuntimeError(f"{path} is missing: apt-get install -y chromium chromium-driver")
+    profile = tempfile.mkdtemp(prefix="memplan-chromium-")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def open_page(driver, path: Path, timeout: float = 60) -> float:
+    """Load `path` and wait until every plotly figure has drawn; returns the seconds taken."""
+    import time
+
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    began = time.perf_counter()
+    driver.get(path.resolve().as_uri())
+    WebDriverWait(driver, timeout).until(
+        lambda d: d.execute_script(
+            "const g = document.querySelectorAll('.plotly-graph-div');"
+            "return g.length > 0 && [...g].every(e => e._fullLayout && e.querySelector('.main-svg'));"
+        )
+    )
+    return time.perf_counter() - began
+
+
+def console_errors(driver) -> list[str]:
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]

@@ -1,0 +1,162 @@
+"""The whole memory budget of a program, and a verdict per bank under `--budget "sram:256KiB,dram:8MiB"`.
+
+Rows: the planned arenas per mem_id (host methods share them, so the largest method's), the mutable
+state inside them, the constant data and delegate blobs of the `.pte`, and what the file does not
+determine (delegate scratch, the runtime's temp and method allocators) as "unknown", never left out.
+
+Which bank holds which arena: a plan made across banks names its pools after them ("mem_id 2 · dram");
+otherwise every planned arena is in the first bank of the budget (where ExecuTorch's host arenas go)
+and later banks hold nothing planned. The smallest change is the first memplan knows of, in order:
+move the smallest tensor live at the peak whose removal brings the live peak within the bank to a bank
+with room for it; close the gap between the plan and its lower bound with an exact solver; nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memplan.timeline import peak
+from memplan.viz.report.model import ProgramReport
+from memplan.viz.style import format_bytes
+
+
+@dataclass(frozen=True)
+class BudgetBank:
+    name: str
+    capacity: int
+
+
+def parse_budget(text: str) -> list[BudgetBank]:
+    """`"sram:256KiB,dram:8MiB"` -> banks in that order (the memory-map syntax; ValueError names the fault)."""
+    from memplan.planner.banks import parse_memory_map
+
+    try:
+        banks = parse_memory_map(text).banks
+    except ValueError as exc:
+        raise ValueError(str(exc).replace("memory map", "budget", 1)) from None
+    return [BudgetBank(b.name, b.size) for b in banks]
+
+
+@dataclass(frozen=True)
+class BudgetRow:
+    what: str
+    bytes: int | None  # None: unknown
+    where: str
+
+
+def budget_rows(report: ProgramReport) -> list[BudgetRow]:
+    """Everything the program needs in memory, the unknown parts named."""
+    rows = []
+    lanes = report.lanes()
+    for mem_id, size in sorted(report.program_arenas().items()):
+        owner = max(report.methods, key=lambda m: m.emitted[mem_id] if mem_id < len(m.emitted) else 0)
+        rows.append(
+            BudgetRow(
+                f"planned arena {lanes.get(mem_id, f'mem_id {mem_id}')}",
+                size,
+                f"largest in method {owner.method}; methods share it",
+            )
+        )
+    state = max((m.state_bytes for m in report.methods), default=0)
+    if state:
+        rows.append(
+            BudgetRow("of which mutable state", state, "inside the planned arenas, kept across calls")
+        )
+    rows.append(
+        BudgetRow(
+            "constant data (weights)", report.constant_bytes, "in the .pte; loaded or mapped by the runtime"
+        )
+    )
+    if report.delegate_bytes:
+        rows.append(BudgetRow("delegate blobs", report.delegate_bytes, "in the .pte"))
+    delegates = sorted({d for m in report.methods for d in m.delegates})
+    if delegates:
+        rows.append(
+            BudgetRow(
+                f"scratch of {', '.join(delegates)}", None, "unknown: the backend allocates it at run time"
+            )
+        )
+    rows.append(BudgetRow("runtime temp allocator (kernel scratch)", None, "unknown: the file does not say"))
+    rows.append(
+        BudgetRow(
+            "method allocator (EValues, tensor metadata)", None, "unknown: depends on the runtime build"
+        )
+    )
+    return rows
+
+
+@dataclass(frozen=True)
+class Verdict:
+    bank: str
+    capacity: int
+    needed: int
+    change: str  # the smallest change memplan knows ("" when it fits)
+
+    @property
+    def fits(self) -> bool:
+        return self.needed <= self.capacity
+
+    def sentence(self) -> str:
+        if self.fits:
+            return f"{self.bank}: fits, {format_bytes(self.capacity - self.needed)} ({self.capacity - self.needed:,} B) to spare"
+        short = self.needed - self.capacity
+        return f"{self.bank}: does not fit by {format_bytes(short)} ({short:,} B)"
+
+
+def verdicts(report: ProgramReport, budget: list[BudgetBank]) -> list[Verdict]:
+    """One verdict per bank of the budget, with the smallest change for each bank that does not fit."""
+    need = _needs(report, budget)
+    spare = {b.name: b.capacity - need[b.name] for b in budget}
+    found = []
+    for b in budget:
+        change = "" if need[b.name] <= b.capacity else _change(report, b, need[b.name], spare)
+        found.append(Verdict(b.name, b.capacity, need[b.name], change))
+    return found
+
+
+def _bank_of(lane: str, budget: list[BudgetBank]) -> str:
+    """The budget bank an arena is in: the one its lane names, else the first."""
+    for b in budget:
+        if lane.endswith(f"· {b.name}"):
+            return b.name
+    return budget[0].name
+
+
+def _needs(report: ProgramReport, budget: list[BudgetBank]) -> dict[str, int]:
+    need = {b.name: 0 for b in budget}
+    lanes = report.lanes()
+    for mem_id, size in report.program_arenas().items():
+        need[_bank_of(lanes.get(mem_id, ""), budget)] += size
+    return need
+
+
+def _change(report: ProgramReport, bank: BudgetBank, needed: int, spare: dict[str, int]) -> str:
+    short = needed - bank.capacity
+    for method in sorted(report.methods, key=lambda m: -sum(m.emitted)):
+        plan = method.primary
+        roots = [t for t in plan.roots() if _bank_of(plan.lane(plan.offsets[t.name][0]), [bank]) == bank.name]
+        live, step = peak([(t.start, t.end, t.nbytes) for t in roots])
+        overhead = sum(method.emitted) - live  # what the plan and the program add above the live peak
+        others = {name: room for name, room in spare.items() if name != bank.name}
+        for t in sorted(plan.live_at(step), key=lambda t: (t.nbytes, t.name)):
+            if t.kind == "mutable_state" or not others:
+                continue
+            target = next((name for name, room in others.items() if room >= t.nbytes), None)
+            if target is None:
+                continue
+            rest = peak([(r.start, r.end, r.nbytes) for r in roots if r.name != t.name])[0]
+            if rest + overhead <= bank.capacity:
+                return (
+                    f"move {t.name} ({format_bytes(t.nbytes)}, live at the peak, written by {t.op}) to {target}:"
+                    f" the live peak of {bank.name} drops to {format_bytes(rest)}; plan across the banks with"
+                    f" --memory-map to place it"
+                )
+        if (
+            plan.lower_bound is not None
+            and plan.lower_bound + (sum(method.emitted) - plan.arena_bytes) <= bank.capacity
+        ):
+            return (
+                f"method {method.method} is {format_bytes(plan.arena_bytes - plan.lower_bound)} above its lower bound:"
+                " an exact solver (--solver cpsat with a longer --time-limit) may close the gap"
+            )
+    return f"memplan knows no change that saves {format_bytes(short)}: every method's lower bound is above the budget"

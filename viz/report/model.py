@@ -1,0 +1,133 @@
+"""What a report shows, as plain data: tensors, the plans of them, the methods of a program.
+
+The figures and the page (viz.report.figures, viz.report.page) read only these classes, so a report
+looks the same whether it was built from a lowering (viz.report.sources.from_lowered) or from a
+`.pte` file (viz.report.sources.from_pte). Steps are the planner's: positions in the method's
+instruction order, lifetimes half-open `[start, end)`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from memplan.timeline import peak
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    """One planned tensor: what it is (for hover and tables) and when it is live."""
+
+    name: str
+    op: str  # the op that writes it ("input", "state", ...)
+    shape: str
+    dtype: str
+    nbytes: int
+    start: int
+    end: int
+    kind: str  # memplan.problem.BufferKind value
+    source: str = ""  # "file.py:12 in forward: code" of the user's line, "" if unknown
+    parent: str = ""  # the tensor it sits inside (a fused cat's output, an alias's base)
+    shared: bool = False  # state shared across methods (one offset in every method)
+
+    @property
+    def lifetime(self) -> str:
+        return f"[{self.start}, {self.end})"
+
+
+@dataclass
+class PlanView:
+    """One plan of one method: where each tensor sits, and the arena each lane (mem_id) needs."""
+
+    label: str  # "memplan (cpsat)", "ExecuTorch (stock)", "this file"
+    tensors: dict[str, TensorInfo]
+    offsets: dict[str, tuple[int, int]]  # name -> (mem_id, byte offset)
+    arenas: dict[int, int]  # mem_id -> bytes
+    lanes: dict[int, str] = field(default_factory=dict)  # mem_id -> "mem_id 1 · sram"
+    lower_bound: int | None = None  # None: not known for this plan (then the live peak stands in)
+
+    @property
+    def arena_bytes(self) -> int:
+        return sum(self.arenas.values())
+
+    def roots(self) -> list[TensorInfo]:
+        """Tensors that hold their own bytes (members sit inside a parent and add none)."""
+        return [t for t in self.tensors.values() if not t.parent]
+
+    def lane(self, mem_id: int) -> str:
+        return self.lanes.get(mem_id, f"mem_id {mem_id}")
+
+    def live_profile(self) -> tuple[list[int], list[int]]:
+        """(steps, bytes live from each step on) over the roots: a step function."""
+        change: dict[int, int] = defaultdict(int)
+        for t in self.roots():
+            change[t.start] += t.nbytes
+            change[t.end] -= t.nbytes
+        steps, live, levels = sorted(change), 0, []
+        for s in steps:
+            live += change[s]
+            levels.append(live)
+        return steps, levels
+
+    def peak(self) -> tuple[int, int]:
+        """(most bytes live at once, the first step where that is reached)."""
+        return peak([(t.start, t.end, t.nbytes) for t in self.roots()])
+
+    def live_at(self, step: int) -> list[TensorInfo]:
+        """Roots live at `step`, largest first (ties by name)."""
+        live = [t for t in self.roots() if t.start <= step < t.end]
+        return sorted(live, key=lambda t: (-t.nbytes, t.name))
+
+    def members_of(self, name: str) -> list[TensorInfo]:
+        return [t for t in self.tensors.values() if t.parent == name]
+
+
+@dataclass
+class MethodReport:
+    """One method: memplan's plan first, then what it is compared with; what memplan did per tensor."""
+
+    method: str
+    plans: list[PlanView]
+    actions: dict[str, list[str]] = field(default_factory=dict)  # tensor name -> sentences
+    notes: list[str] = field(default_factory=list)
+    emitted: list[int] = field(default_factory=list)  # non_const_buffer_sizes the program holds
+    state_bytes: int = 0  # mutable state planned in the arenas
+    delegates: list[str] = field(default_factory=list)
+
+    @property
+    def primary(self) -> PlanView:
+        return self.plans[0]
+
+
+@dataclass
+class ProgramReport:
+    """Every method of one program, plus what the file holds outside the arenas."""
+
+    name: str
+    methods: list[MethodReport]
+    constant_bytes: int | None = None  # weights and other constants in the .pte (None: not known)
+    delegate_bytes: int = 0  # delegate blobs in the .pte
+    levers: dict[str, bool] = field(default_factory=dict)  # memplan's levers and whether they were on
+    source: str = ""  # how the program was made: "zoo model", ".pte file", ...
+
+    def method(self, name: str) -> MethodReport:
+        for m in self.methods:
+            if m.method == name:
+                return m
+        raise KeyError(name)
+
+    def program_arenas(self) -> dict[int, int]:
+        """Bytes per mem_id the program needs: host methods share the arenas, so the largest method's."""
+        need: dict[int, int] = {}
+        for m in self.methods:
+            for mem_id, size in enumerate(m.emitted):
+                if mem_id and size:
+                    need[mem_id] = max(need.get(mem_id, 0), size)
+        return need
+
+    def lanes(self) -> dict[int, str]:
+        named: dict[int, str] = {}
+        for m in self.methods:
+            for plan in m.plans[:1]:
+                named.update(plan.lanes)
+        return named
