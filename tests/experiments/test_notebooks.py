@@ -93,6 +93,13 @@ def test_plan_visualization_draws_all_four_figures(kernel_specs: KernelSpecManag
     assert "store.k_cache" in shown and "set_cache" in shown and "attend" in shown
     assert "fusion off" in shown and "fusion on" in shown  # the fusion cell's table
     assert "matches eager: True" in shown  # the notebook's own model, planned and run
+    plotly = [o for o in outputs(nb) if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    assert len(plotly) == 2  # the interactive arena chart and profile, inline
+    arena = plotly[0]["data"]["application/vnd.plotly.v1+json"]
+    hovered = {row[0] for trace in arena["data"] for row in trace.get("customdata") or []}
+    assert "aten_cat_default" in hovered  # the cat output is a box with its hover data
+    assert (tmp_path / "three_branch_report.html").stat().st_size > 1_000_000  # plotly.js inlined
+    assert "sram: fits" in shown
 
 
 def test_sweep_analysis_runs_a_tiny_sweep_and_plots_it(

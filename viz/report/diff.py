@@ -78,7 +78,10 @@ def diff_programs(before: ProgramReport, after: ProgramReport) -> ProgramDiff:
         ta, tb = a.primary.tensors, b.primary.tensors
         tensors = [
             Change(
-                "tensor", f"{name}/{t}", ta[t].nbytes if t in ta else None, tb[t].nbytes if t in tb else None
+                "tensor",
+                f"{name}/{t} ({(tb.get(t) or ta[t]).op})",
+                ta[t].nbytes if t in ta else None,
+                tb[t].nbytes if t in tb else None,
             )
             for t in list(ta) + [t for t in tb if t not in ta]
         ]
