@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from browser_helpers import chromium, console_errors, open_page
+from memplan.experiments.bench.browser import chromium, console_errors, open_page
 
 
 class TwoBranchCat(torch.nn.Module):

@@ -1,7 +1,8 @@
 """Debian's chromium, headless, driven by Selenium through Debian's chromedriver (no browser download).
 
-`.ci/run` installs `chromium` and `chromium-driver` with apt-get; without them the browser tests fail
-(they do not skip), saying what to install.
+Used by the report's browser tests and by bench.report_scale (load time). `.ci/run` installs
+`chromium` and `chromium-driver` with apt-get; without them `chromium()` raises, saying what to
+install, so the tests fail rather than skip. Selenium comes with the test extras.
 """
 
 from __future__ import annotations
