@@ -159,4 +159,8 @@ def _change(report: ProgramReport, bank: BudgetBank, needed: int, spare: dict[st
                 f"method {method.method} is {format_bytes(plan.arena_bytes - plan.lower_bound)} above its lower bound:"
                 " an exact solver (--solver cpsat with a longer --time-limit) may close the gap"
             )
-    return f"memplan knows no change that saves {format_bytes(short)}: every method's lower bound is above the budget"
+    return (
+        f"memplan knows no change that saves {format_bytes(short)}: no tensor live at the peak can move to a"
+        " bank with room enough to bring it within budget, and the lower bound plus what the program adds"
+        " is above the budget"
+    )
