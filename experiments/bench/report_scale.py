@@ -57,8 +57,9 @@ def _hover_seconds(driver) -> float:
     from selenium.webdriver.support.ui import WebDriverWait
 
     box = driver.execute_script(
-        "const d = document.querySelector('[id^=arena_]');"
-        "d.scrollIntoView(); return d.querySelector('.trace.bars .point path');"
+        "const d = document.querySelector('[id^=arena_]'); d.scrollIntoView();"
+        "const area = p => { const b = p.getBoundingClientRect(); return b.width * b.height; };"
+        "return [...d.querySelectorAll('.trace.bars .point path')].reduce((a, p) => area(p) > area(a) ? p : a);"
     )
     began = time.perf_counter()
     ActionChains(driver).move_to_element(box).perform()

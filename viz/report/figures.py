@@ -88,7 +88,11 @@ def arena_figure(method: MethodReport, height: int = 460) -> go.Figure:
                     showlegend=name not in shown,
                     marker={
                         "color": KIND_COLOURS[kind],
-                        "line": {"color": "#333333", "width": 0.5 if len(bars) < 300 else 0},
+                        # Many boxes: an outline in the box's own colour keeps a one-step box at least a
+                        # pixel wide (a 1-step lifetime is a fraction of a pixel on a 2,000-step axis).
+                        "line": {"color": "#333333", "width": 0.5}
+                        if len(bars) < 300
+                        else {"color": KIND_COLOURS[kind], "width": 1},
                         "pattern": {"shape": ["/" if t.shared else "" for t in mine]},
                     },
                     meta=[plan.label],
@@ -189,7 +193,7 @@ def profile_figure(method: MethodReport, height: int = 320) -> go.Figure:
             mode="markers+text",
             marker={"color": ARENA_COLOUR, "size": 10},
             text=[f"peak {format_bytes(peak)} at step {step}"],
-            textposition="top right",
+            textposition="top left",
             name="peak",
             hovertemplate="peak: %{y:,} B live at step %{x}<extra></extra>",
         )

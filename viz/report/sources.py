@@ -143,7 +143,8 @@ def stock_view(exported: Any, label: str = "ExecuTorch (stock)") -> PlanView:
                 kind = BufferKind.GRAPH_OUTPUT if id(spec) in outputs else BufferKind.ACTIVATION
             nbytes = spec.allocated_memory
             start, end = spec.lifetime[0], spec.lifetime[1] + 1
-            tensors[name] = _info(name, start, end, nbytes, kind.value, spec, node, node.name)
+            shared = kind is BufferKind.MUTABLE_STATE and spec.mem_id != 1  # share_mutable_buffers' arena
+            tensors[name] = _info(name, start, end, nbytes, kind.value, spec, node, node.name, shared=shared)
             offsets[name] = (spec.mem_id, spec.mem_offset)
             arenas[spec.mem_id] = max(arenas.get(spec.mem_id, 0), spec.mem_offset + nbytes)
     sizes = gm.meta.get("non_const_buffer_sizes")
