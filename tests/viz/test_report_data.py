@@ -1,0 +1,61 @@
+"""The report's data, figures and verdicts on hand-made plans (no lowering, no browser)."""
+
+from __future__ import annotations
+
+import pytest
+
+from memplan.viz.report import MethodReport, PlanView, ProgramReport, TensorInfo, diff_programs, figures
+from memplan.viz.report.budget import BudgetBank, budget_rows, verdicts
+
+
+def _plan(
+    sizes: dict[str, tuple[int, int, int]], offsets: dict[str, int], label: str = "memplan"
+) -> PlanView:
+    """Tensors name -> (start, end, bytes), all in mem_id 1 at the given offsets."""
+    tensors = {
+        n: TensorInfo(n, "op", "4", "float32", b, s, e, "activation") for n, (s, e, b) in sizes.items()
+    }
+    arena = max(offsets[n] + b for n, (_, _, b) in sizes.items())
+    return PlanView(label, tensors, {n: (1, offsets[n]) for n in sizes}, {1: arena}, lower_bound=None)
+
+
+def _program(plan: PlanView, name: str = "p") -> ProgramReport:
+    return ProgramReport(
+        name, [MethodReport("forward", [plan], emitted=[0, plan.arena_bytes])], constant_bytes=10
+    )
+
+
+def test_past_the_hover_limit_the_smallest_tensors_are_outlines(monkeypatch) -> None:
+    sizes = {f"t{i}": (i, i + 1, 100 * (i + 1)) for i in range(5)}
+    plan = _plan(sizes, {n: 0 for n in sizes})
+    monkeypatch.setattr(figures, "HOVER_LIMIT", 3)
+    fig = figures.arena_figure(MethodReport("forward", [plan]))
+    hovered = {row[0] for trace in fig.data if trace.type == "bar" for row in trace.customdata}
+    assert hovered == {"t4", "t3", "t2"}  # the largest by bytes x steps
+    (outline,) = [t for t in fig.data if t.type == "scatter"]
+    assert outline.hoverinfo == "skip" and list(outline.x).count(None) == 2
+
+
+def test_a_plan_above_its_lower_bound_points_to_an_exact_solver() -> None:
+    plan = _plan({"a": (0, 2, 100), "b": (2, 4, 100)}, {"a": 0, "b": 100})  # 200 B where 100 B would do
+    plan.lower_bound = 100
+    (verdict,) = verdicts(_program(plan), [BudgetBank("sram", 150)])
+    assert not verdict.fits and verdict.sentence() == "sram: does not fit by 50 B (50 B)"
+    assert "an exact solver" in verdict.change
+
+
+def test_the_budget_names_what_the_file_does_not_determine() -> None:
+    report = _program(_plan({"a": (0, 2, 100)}, {"a": 0}))
+    report.methods[0].delegates = ["XnnpackBackend"]
+    rows = {r.what: r for r in budget_rows(report)}
+    assert rows["planned arena mem_id 1"].bytes == 100
+    assert rows["scratch of XnnpackBackend"].bytes is None
+    assert rows["runtime temp allocator (kernel scratch)"].bytes is None
+
+
+def test_diff_reports_growth_by_name() -> None:
+    before = _program(_plan({"a": (0, 2, 100), "b": (1, 3, 50)}, {"a": 0, "b": 100}), "before")
+    after = _program(_plan({"a": (0, 2, 100), "b": (1, 3, 80)}, {"a": 0, "b": 100}), "after")
+    found = diff_programs(before, after)
+    assert "tensor forward/b (op): grew by 30 B (+60.0%), 50 -> 80 B" in found.text()
+    assert found.worst_growth == pytest.approx(30 / 150)
