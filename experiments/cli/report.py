@@ -26,7 +26,8 @@ def program_report(
     from memplan.experiments.zoo.lowering import library_warnings_silenced
 
     if spec.endswith(PTE_SUFFIX):
-        from memplan.planner.pte import PteError, read_program
+        from memplan.planner.pte.program import read_program
+        from memplan.planner.pte.structure import PteError
         from memplan.viz.report import from_pte
 
         try:

@@ -29,7 +29,7 @@ def ptes(tmp_path_factory) -> tuple[Path, Path]:
 
 
 def test_diff_names_the_tensor_that_grew_and_fails_past_max_growth(ptes, capsys) -> None:
-    from memplan.planner.pte import read_program
+    from memplan.planner.pte.program import read_program
 
     before, after = ptes
     code, out, err = run_cli(["diff", str(before), str(after), "--max-growth", "5%"], capsys)

@@ -28,7 +28,7 @@ class BudgetBank:
 
 def parse_budget(text: str) -> list[BudgetBank]:
     """`"sram:256KiB,dram:8MiB"` -> banks in that order (the memory-map syntax; ValueError names the fault)."""
-    from memplan.planner.banks import parse_memory_map
+    from memplan.planner.memory.bank_maps import parse_memory_map
 
     try:
         banks = parse_memory_map(text).banks

@@ -41,7 +41,7 @@ def actions_of(result: Any) -> dict[str, list[str]]:
 def _cats(report: Any, say) -> None:
     if report is None:
         return
-    from memplan.planner.cat.decisions import CatStatus
+    from memplan.planner.levers.cat.decisions import CatStatus
 
     for d in report.decisions:
         if d.status is CatStatus.REFUSED:
@@ -73,7 +73,7 @@ def _cats(report: Any, say) -> None:
 def _states(report: Any, say) -> None:
     if report is None:
         return
-    from memplan.planner.state_in_place import StateStatus
+    from memplan.planner.levers.state_in_place import StateStatus
 
     for d in report.decisions:
         if d.status is StateStatus.IN_PLACE:

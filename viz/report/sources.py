@@ -21,7 +21,7 @@ from executorch.exir.tensor import TensorSpec
 
 from memplan.bounds import lower_bound
 from memplan.plan import Plan
-from memplan.planner.pte import MethodLayout, ProgramLayout
+from memplan.planner.pte.layout import MethodLayout, ProgramLayout
 from memplan.problem import BufferKind, Problem
 from memplan.viz.report.explain import actions_of, lever_notes
 from memplan.viz.report.model import MethodReport, PlanView, ProgramReport, TensorInfo
@@ -203,7 +203,8 @@ def from_lowered(
 
 def _program_layout(data: bytes) -> ProgramLayout | None:
     """The built program read back (constants, delegates, arenas); None if memplan cannot read it."""
-    from memplan.planner.pte import PteError, read_program
+    from memplan.planner.pte.program import read_program
+    from memplan.planner.pte.structure import PteError
 
     try:
         return read_program(data)
