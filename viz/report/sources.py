@@ -125,7 +125,9 @@ def stock_view(exported: Any, label: str = "ExecuTorch (stock)") -> PlanView:
         for s in _specs(arg.meta.get("spec"))
     }
     seen: dict[int, str] = {}
-    tensors, offsets, arenas = {}, {}, {}
+    tensors: dict[str, TensorInfo] = {}
+    offsets: dict[str, tuple[int, int]] = {}
+    arenas: dict[int, int] = {}
     for node in gm.graph.nodes:
         if node.op == "call_function" and node.target is memory.alloc:
             continue
