@@ -19,7 +19,7 @@ import torch.utils._pytree as pytree
 from executorch.exir import memory
 from executorch.exir.tensor import TensorSpec
 
-from memplan.bounds import lower_bound
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.planner.pte.layout import MethodLayout, ProgramLayout
 from memplan.problem import BufferKind, Problem
