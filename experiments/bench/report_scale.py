@@ -15,14 +15,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from memplan.experiments.cli.tables import markdown
+from memplan.experiments.markdown import markdown
 
 
 def measure(layers: int, dim: int, tokens: int, solver: str, out: Path) -> dict:
 
     from memplan.experiments.bench.browser import chromium, console_errors, open_page
+    from memplan.experiments.planning import plan_model
     from memplan.experiments.zoo.models.llama import llama
-    from memplan.experiments.zoo.programs import plan_model
 
     model = llama(n_layers=layers, dim=dim, seq_len=2 * tokens, prefill_tokens=tokens)
     began = time.perf_counter()

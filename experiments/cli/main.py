@@ -233,11 +233,11 @@ def _levers(args: argparse.Namespace) -> dict:
 
 def _add_plan_options(p: argparse.ArgumentParser) -> None:
     """How a model given to `report` or `diff` is planned (a .pte is read, and re-planned by --solver)."""
-    from memplan.experiments.cli import args as script_args
+    from memplan.experiments import flags
     from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
 
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
-    script_args.add_time_limit(p)
+    flags.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
     _add_lowering(p)
@@ -520,10 +520,10 @@ def _bench_csv(args: argparse.Namespace) -> int:
 def _program_report(args: argparse.Namespace, spec: str):
     from memplan import solvers
     from memplan.errors import ProblemError
+    from memplan.experiments.checks import check_choice
     from memplan.experiments.cli import report
-    from memplan.experiments.sweep import grid as sweep_grid
 
-    sweep_grid.check_choice("solver", args.solver, solvers.available())
+    check_choice("solver", args.solver, solvers.available())
     (fusion,) = _one_switch(args.cat_fusion)
     try:
         return report.program_report(
