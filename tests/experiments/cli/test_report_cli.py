@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
-from et_helpers import LINEAR_WIDTHS, LinearChain, stock_pte
+from helpers.cli import run_cli
+from helpers.executorch_programs import LINEAR_WIDTHS, LinearChain, stock_pte
 
 from memplan.experiments.zoo.programs import from_module
 
