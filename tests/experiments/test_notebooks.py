@@ -117,7 +117,7 @@ def test_sweep_analysis_runs_a_tiny_sweep_and_plots_it(
     assert not [o for o in outputs(nb) if o.output_type == "error"]
     assert len(images(nb)) == 2  # viz.compare and the saving chart
     shown = text(nb)
-    assert "2 rows from" in shown and "no failed runs" in shown
+    assert "2 rows, one per method, solver and settings, from" in shown and "no failed runs" in shown
     assert "geometric mean" in shown
     assert (out / "runs.jsonl").exists()  # the sweep went where it was told
 
