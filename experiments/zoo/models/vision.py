@@ -1,0 +1,155 @@
+"""ImageNet-style CNNs written out here (torchvision is not a dependency), random weights: MobileNetV2
+at any width, MnasNet-B1 (torchvision's mnasnet1_0 layout), ResNet-18, and the zoo's U-Net at a chosen
+size. They are the tiling benchmark's models (experiments/bench/tiling.py); not in the zoo catalog,
+whose every entry is lowered by the default test run."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from memplan.experiments.zoo.models.common import ZooModel, randomize_batchnorm, seeded, single_method
+from memplan.experiments.zoo.models.concat import UNet
+
+
+def _divisible(value: float, divisor: int = 8) -> int:
+    """torchvision's _make_divisible: the nearest multiple of `divisor`, never 10 % below `value`."""
+    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * value else rounded
+
+
+def _conv_bn(cin: int, cout: int, kernel: int, stride: int = 1, groups: int = 1, act: type | None = nn.ReLU6):
+    layers: list[nn.Module] = [
+        nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(cout),
+    ]
+    if act is not None:
+        layers.append(act())
+    return nn.Sequential(*layers)
+
+
+class InvertedResidual(nn.Module):
+    """Expand 1x1, depthwise kxk, project 1x1; a residual add when shapes allow."""
+
+    def __init__(self, cin: int, cout: int, stride: int, expand: int, kernel: int = 3, act=nn.ReLU6) -> None:
+        super().__init__()
+        hidden = cin * expand
+        layers = [] if expand == 1 else [_conv_bn(cin, hidden, 1, act=act)]
+        layers += [
+            _conv_bn(hidden, hidden, kernel, stride, groups=hidden, act=act),
+            _conv_bn(hidden, cout, 1, act=None),
+        ]
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        return x + self.body(x) if self.residual else self.body(x)
+
+
+class MobileNetV2(nn.Module):
+    SETTINGS = (
+        (1, 16, 1, 1),
+        (6, 24, 2, 2),
+        (6, 32, 3, 2),
+        (6, 64, 4, 2),
+        (6, 96, 3, 1),
+        (6, 160, 3, 2),
+        (6, 320, 1, 1),
+    )
+
+    def __init__(self, width: float = 1.0, classes: int = 1000) -> None:
+        super().__init__()
+        cin = _divisible(32 * width)
+        last = _divisible(1280 * max(1.0, width))
+        layers: list[nn.Module] = [_conv_bn(3, cin, 3, 2)]
+        for t, c, n, s in self.SETTINGS:
+            cout = _divisible(c * width)
+            for i in range(n):
+                layers.append(InvertedResidual(cin, cout, s if i == 0 else 1, t))
+                cin = cout
+        layers.append(_conv_bn(cin, last, 1))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(last, classes)
+
+    def forward(self, x):
+        return self.classifier(self.features(x).mean((2, 3)))
+
+
+class MnasNet(nn.Module):
+    """MnasNet-B1 at depth multiplier 1.0 (torchvision's mnasnet1_0), ReLU, no squeeze-excite."""
+
+    STACKS = (
+        (24, 3, 2, 3, 3),
+        (40, 5, 2, 3, 3),
+        (80, 5, 2, 6, 3),
+        (96, 3, 1, 6, 2),
+        (192, 5, 2, 6, 4),
+        (320, 3, 1, 6, 1),
+    )
+
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [
+            _conv_bn(3, 32, 3, 2, act=nn.ReLU),
+            _conv_bn(32, 32, 3, 1, groups=32, act=nn.ReLU),
+            _conv_bn(32, 16, 1, act=None),
+        ]
+        cin = 16
+        for cout, kernel, stride, expand, repeats in self.STACKS:
+            for i in range(repeats):
+                layers.append(
+                    InvertedResidual(cin, cout, stride if i == 0 else 1, expand, kernel, act=nn.ReLU)
+                )
+                cin = cout
+        layers.append(_conv_bn(cin, 1280, 1, act=nn.ReLU))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Linear(1280, classes)
+
+    def forward(self, x):
+        return self.classifier(self.features(x).mean((2, 3)))
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.body = nn.Sequential(
+            _conv_bn(cin, cout, 3, stride, act=nn.ReLU), _conv_bn(cout, cout, 3, act=None)
+        )
+        self.down = None if stride == 1 and cin == cout else _conv_bn(cin, cout, 1, stride, act=None)
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + (x if self.down is None else self.down(x)))
+
+
+class ResNet18(nn.Module):
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [_conv_bn(3, 64, 7, 2, act=nn.ReLU), nn.MaxPool2d(3, 2, 1)]
+        cin = 64
+        for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
+            layers += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+            cin = cout
+        self.features = nn.Sequential(*layers)
+        self.fc = nn.Linear(512, classes)
+
+    def forward(self, x):
+        return self.fc(self.features(x).mean((2, 3)))
+
+
+VISION = {
+    "mobilenet_v2_035_144": ("MobileNetV2 width 0.35, 1x3x144x144", lambda: MobileNetV2(0.35), 144),
+    "mobilenet_v2_100_224": ("MobileNetV2 width 1.0, 1x3x224x224", lambda: MobileNetV2(1.0), 224),
+    "mnasnet_b1_224": ("MnasNet-B1 depth 1.0, 1x3x224x224", MnasNet, 224),
+    "resnet18_128": ("ResNet-18, 1x3x128x128", ResNet18, 128),
+    "unet_128": ("the zoo's 3-level U-Net (base 8), 1x3x128x128", UNet, 128),
+}
+
+
+def vision(name: str, partitioner: str | None = None) -> ZooModel:
+    """One of `VISION` as a ZooModel (seeded random weights, batch norm with non-trivial statistics)."""
+    description, build, size = VISION[name]
+    with seeded():
+        module = randomize_batchnorm(build().eval())
+        return single_method(
+            name, description, module, lambda: (torch.randn(1, 3, size, size),), partitioner=partitioner
+        )

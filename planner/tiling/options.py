@@ -1,0 +1,41 @@
+"""The tiling lever's options, in one frozen object (`PlannerPass(tiling=...)`, `plan_model`, `--tiling`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from memplan.errors import UsageError
+
+
+@dataclass(frozen=True)
+class TilingOptions:
+    """How far tiling may go.
+
+    `max_extra_macs`: the most extra multiply-accumulates tiling may add, as a fraction of the untiled
+    graph's (halo rows are computed by two bands). `budget_bytes`: when given, the fewest patches whose
+    peak fits it (within the MAC limit) instead of the smallest peak. `max_patches`: the most row
+    bands tried.
+    """
+
+    max_extra_macs: float = 0.15
+    budget_bytes: int | None = None
+    max_patches: int = 16
+
+    def __post_init__(self) -> None:
+        if not self.max_extra_macs >= 0:
+            raise UsageError(f"max_extra_macs must be a fraction >= 0, got {self.max_extra_macs!r}")
+        if self.budget_bytes is not None and self.budget_bytes <= 0:
+            raise UsageError(f"budget_bytes must be positive, got {self.budget_bytes!r}")
+        if self.max_patches < 2:
+            raise UsageError(f"max_patches must be at least 2, got {self.max_patches!r}")
+
+
+def tiling_options(tiling: bool | TilingOptions | None) -> TilingOptions | None:
+    """`tiling=True` means the default options; False/None: off."""
+    if tiling is True:
+        return TilingOptions()
+    if tiling is False or tiling is None:
+        return None
+    if isinstance(tiling, TilingOptions):
+        return tiling
+    raise UsageError(f"tiling must be True, False or a TilingOptions, got {type(tiling).__name__}")

@@ -1,0 +1,125 @@
+"""Regions a graph can compute one row band at a time, and the rows each op needs per band.
+
+A region runs from a start tensor X (any NCHW activation, typically the image) to an end node O: the
+ops on every path from X to O. It is legal when every op in it has row semantics (`semantics.rule`),
+every activation it reads is X, an op of the region, or broadcast along H (a per-channel constant),
+and nothing but O is read outside it. Given O's row bands, the rows every op must compute for a band
+follow by walking the region backwards (`band_rows`): the hull of what its consumers read, clipped to
+the tensor; what a consumer reads beyond the tensor is the zero (or -inf) padding of its window.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torch.fx import Graph, Node
+
+from memplan.planner.tiling.semantics import H, Refusal, Rule, rule, shape
+
+Rows = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Region:
+    """Ops computed per band, in graph order; `start` is read (sliced) per band, `end` is assembled."""
+
+    start: Node
+    end: Node
+    nodes: tuple[Node, ...]  # graph order, `end` last
+    rules: dict[Node, Rule] = field(compare=False, hash=False)
+
+    def describe(self) -> str:
+        return f"{self.start.name} -> {self.end.name} ({len(self.nodes)} ops)"
+
+
+class GraphIndex:
+    """The graph's nodes in order with ancestor/descendant bitmasks, so a region is two ANDs away."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.nodes = list(graph.nodes)
+        self.index = {n: i for i, n in enumerate(self.nodes)}
+        self.ancestors = [0] * len(self.nodes)
+        for i, n in enumerate(self.nodes):
+            mask = 0
+            for a in n.all_input_nodes:
+                j = self.index[a]
+                mask |= self.ancestors[j] | (1 << j)
+            self.ancestors[i] = mask
+        self.rules: dict[Node, Rule | Refusal] = {n: rule(n) for n in self.nodes if n.op == "call_function"}
+
+    def descendants(self, start: Node) -> int:
+        bit = 1 << self.index[start]
+        mask = 0
+        for i in range(self.index[start] + 1, len(self.nodes)):
+            if self.ancestors[i] & bit:
+                mask |= 1 << i
+        return mask
+
+    def region(self, start: Node, end: Node, below: int) -> Region | Refusal:
+        """The region from `start` to `end` (`below` = `descendants(start)`), or why it is illegal."""
+        e = self.index[end]
+        mask = below & (self.ancestors[e] | (1 << e))
+        if not mask >> e & 1:
+            return Refusal.NO_REGION
+        members = [self.nodes[i] for i in range(self.index[start] + 1, e + 1) if mask >> i & 1]
+        inside = set(members)
+        rules: dict[Node, Rule] = {}
+        for n in members:
+            r = self.rules.get(n, Refusal.UNKNOWN_SPATIAL_OP)
+            if isinstance(r, Refusal):
+                return r
+            for pos, a in enumerate(n.args):
+                if isinstance(a, Node) and a not in inside and a is not start and shape(a) is not None:
+                    if pos in r.spatial_args and _spatial(a):
+                        return Refusal.SPATIAL_INPUT_FROM_OUTSIDE
+            if n is not end and any(u not in inside for u in n.users):
+                return Refusal.ESCAPING_INTERMEDIATE
+            rules[n] = r
+        return Region(start, end, tuple(members), rules)
+
+
+def _spatial(node: Node) -> bool:
+    """True for a tensor with more than one row (broadcast along H it would not be)."""
+    s = shape(node)
+    return s is not None and len(s) >= 2 and s[-2] != 1
+
+
+def bands(height: int, count: int) -> list[Rows]:
+    """`count` contiguous row ranges covering [0, height), sizes differing by at most one row."""
+    base, extra = divmod(height, count)
+    out, row = [], 0
+    for i in range(count):
+        size = base + (i < extra)
+        out.append((row, row + size))
+        row += size
+    return out
+
+
+def reads(region: Region, node: Node, rows: Rows) -> dict[int, Rows]:
+    """Unclipped rows of each spatial arg (by position) that `node` reads to compute its `rows`."""
+    r = region.rules[node]
+    need = rows if r.window is None else r.window.input_rows(*rows)
+    return {
+        pos: need
+        for pos, a in enumerate(node.args)
+        if pos in r.spatial_args and isinstance(a, Node) and (a is region.start or a in region.rules)
+    }
+
+
+def band_rows(region: Region, out_rows: Rows) -> dict[Node, Rows]:
+    """Rows of every region op (and of the start) needed to compute `out_rows` of the end."""
+    need: dict[Node, Rows] = {region.end: out_rows}
+    for node in reversed(region.nodes):
+        rows = need.get(node)
+        if rows is None:  # only reached through ops that need none of it: cannot happen in a region
+            raise AssertionError(f"{node.name} is in the region but no op reads it")
+        for pos, (lo, hi) in reads(region, node, rows).items():
+            arg = node.args[pos]
+            assert isinstance(arg, Node)
+            height = shape(arg)[H]  # type: ignore[index]
+            lo, hi = max(lo, 0), min(hi, height)
+            if arg in need:
+                old = need[arg]
+                lo, hi = min(lo, old[0]), max(hi, old[1])
+            need[arg] = (lo, hi)
+    return need

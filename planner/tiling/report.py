@@ -1,0 +1,51 @@
+"""What tiling did to one graph, in numbers a reader can check: the region, the bands, the peak and
+the MACs before and after (all counted from the graphs), or why nothing was tiled."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from memplan.planner.tiling.options import TilingOptions
+from memplan.planner.tiling.semantics import Refusal
+
+
+@dataclass(frozen=True)
+class TilingReport:
+    """`tiled` False: `refusal` says why (None: the untiled peak already fits the budget).
+
+    Peaks are live-bytes bounds of the graph before and after (planner.tiling.cost); MACs are counted
+    on the untiled graph and on the tiled graph as exported.
+    """
+
+    options: TilingOptions
+    base_peak: int
+    base_macs: int
+    tiled: bool = False
+    refusal: Refusal | None = None
+    start: str = ""  # the region's first tensor (cut into bands)
+    end: str = ""  # the region's last op (assembled by a cat)
+    ops: tuple[str, ...] = ()  # the region's ops, in graph order
+    patches: int = 0
+    peak: int = 0  # the tiled graph's live-bytes peak (= base_peak when not tiled)
+    macs: int = 0
+    candidates: int = 0  # (region, band count) pairs scored
+    regions_refused: Counter = field(default_factory=Counter)
+
+    @property
+    def extra_macs(self) -> float:
+        return (self.macs - self.base_macs) / self.base_macs if self.base_macs else 0.0
+
+    @property
+    def reduction(self) -> float:
+        return self.base_peak / self.peak if self.peak else 1.0
+
+    def summary(self) -> str:
+        if not self.tiled:
+            why = "the untiled peak fits the budget" if self.refusal is None else self.refusal.value
+            return f"not tiled ({why}); peak {self.base_peak:,} B"
+        return (
+            f"tiled {self.start} -> {self.end} ({len(self.ops)} ops) in {self.patches} row bands: "
+            f"peak {self.base_peak:,} -> {self.peak:,} B ({self.reduction:.2f}x), "
+            f"extra MACs {100 * self.extra_macs:.1f} %"
+        )

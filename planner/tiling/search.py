@@ -1,0 +1,183 @@
+"""Which region to tile and into how many bands: a search over every legal region and band count.
+
+Every (start, end) pair whose region is legal (`region.GraphIndex.region`) and every band count from 2
+to `max_patches` is scored by the live-bytes peak of the tiled graph and its MACs (`cost`), both from
+the same pieces the rewrite emits. Without a budget the winner has the smallest peak among those
+within the MAC limit; with a budget, the fewest bands that fit it. Pairs that cannot beat the untiled
+peak are skipped before scoring: the start stays whole while its first band is cut from it, the
+end's bands and the end are all live at the cat, and only ops inside the region shrink, so a region
+holding none of the tensors live at the untiled peak cannot lower it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from torch.fx import Graph
+
+from memplan.planner.tiling.cost import Step, graph_macs, graph_steps, node_bytes, peak_bytes, tiled_macs
+from memplan.planner.tiling.options import TilingOptions
+from memplan.planner.tiling.region import GraphIndex, Region
+from memplan.planner.tiling.schedule import Piece, schedule
+from memplan.planner.tiling.semantics import Refusal, shape
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One scored tiling."""
+
+    region: Region
+    patches: int
+    peak: int
+    macs: int
+
+    def pieces(self) -> list[Piece]:
+        """The pieces of this tiling (rebuilt: the search keeps only the scores)."""
+        pieces = schedule(self.region, self.patches)
+        assert pieces is not None
+        return pieces
+
+
+@dataclass
+class Search:
+    """The outcome: the chosen candidate (None: refused, `refusal` says why) and what was seen."""
+
+    base_peak: int
+    base_macs: int
+    chosen: Candidate | None
+    refusal: Refusal | None
+    scored: int = 0
+    regions_refused: Counter = field(default_factory=Counter)  # Refusal -> pairs refused for it
+    best_over_limit: Candidate | None = None  # the smallest peak among candidates over the MAC limit
+
+
+def extra(macs: int, base: int) -> float:
+    """Extra MACs as a fraction of the untiled graph's (0 for a graph without any)."""
+    return (macs - base) / base if base else 0.0
+
+
+def _live_at_peak(steps: list[Step], peak: int) -> set:
+    """Keys of the tensors live at the first step where the untiled graph reaches `peak`."""
+    last: dict = {}
+    for t, step in enumerate(steps):
+        for key in step.reads:
+            last[key] = t
+    live: dict = {}
+    total = 0
+    for t, step in enumerate(steps):
+        if step.key is not None and step.bytes:
+            live[step.key] = step.bytes
+            total += step.bytes
+        if total >= peak:
+            return set(live)
+        for key in [k for k in live if last.get(k, -1) <= t]:
+            total -= live.pop(key)
+    return set(live)
+
+
+def search(graph: Graph, options: TilingOptions) -> Search:
+    """Score legal regions and band counts, best-first by a lower bound on their peak; pick by `options`."""
+    base_steps = graph_steps(graph)
+    base_peak = peak_bytes(base_steps)
+    base_macs = graph_macs(graph)
+    result = Search(base_peak, base_macs, None, None)
+    if options.budget_bytes is not None and base_peak <= options.budget_bytes:
+        return result  # nothing to do: chosen None, refusal None
+    regions = _regions(graph, base_steps, base_peak, result)
+    bounded = sorted(((_floor(graph, r), i) for i, r in enumerate(regions)))
+    limit = options.budget_bytes if options.budget_bytes is not None else base_peak - 1
+    candidates: list[Candidate] = []
+    best: Candidate | None = None
+    for floor, i in bounded:
+        if floor > limit or (best is not None and options.budget_bytes is None and floor >= best.peak):
+            break
+        for candidate in _scored(graph, regions[i], options, result, best):
+            candidates.append(candidate)
+            if candidate.peak <= limit and extra(candidate.macs, base_macs) <= options.max_extra_macs:
+                best = min(best or candidate, candidate, key=lambda c: _rank(c, options))
+    return _pick(result, candidates, options)
+
+
+def _rank(c: Candidate, options: TilingOptions) -> tuple[int, ...]:
+    """Smaller is better: the smallest peak, or under a budget the fewest bands."""
+    if options.budget_bytes is None:
+        return (c.peak, c.macs, c.patches)
+    return (c.patches, c.macs, c.peak)
+
+
+def _regions(graph: Graph, base_steps: list[Step], base_peak: int, result: Search) -> list[Region]:
+    """Legal regions that could lower the peak (refused ones counted in `result` by reason)."""
+    index = GraphIndex(graph)
+    at_peak = _live_at_peak(base_steps, base_peak)
+    regions = []
+    for start in index.nodes:
+        s = shape(start)
+        if start.op not in ("placeholder", "call_function") or s is None or len(s) != 4:
+            continue
+        if node_bytes(start) >= base_peak:
+            continue
+        below = index.descendants(start)
+        for end in index.nodes[index.index[start] + 1 :]:
+            if not below >> index.index[end] & 1 or end.op != "call_function":
+                continue
+            if 2 * node_bytes(end) >= base_peak:
+                continue
+            region = index.region(start, end, below)
+            if isinstance(region, Refusal):
+                result.regions_refused[region] += 1
+            elif at_peak & (set(region.nodes) - {end}):
+                regions.append(region)
+    return regions
+
+
+def _floor(graph: Graph, region: Region) -> int:
+    """A lower bound on the peak of any tiling of `region`: the graph with the region's ops gone, the
+    end made from nothing, and at the cat the end's bands (as many bytes as the end) next to it."""
+    end = Piece("cat", region.end, (0, shape(region.end)[2]), ())  # type: ignore[index]
+    return max(peak_bytes(graph_steps(graph, region, [end])), 2 * end.bytes)
+
+
+def _scored(
+    graph: Graph, region: Region, options: TilingOptions, result: Search, best: Candidate | None
+) -> list[Candidate]:
+    out = []
+    height = shape(region.end)[2]  # type: ignore[index]
+    for count in range(2, min(options.max_patches, height) + 1):
+        if options.budget_bytes is not None and best is not None and count > best.patches:
+            break  # under a budget more bands than the best fitting tiling never win
+        pieces = schedule(region, count)
+        if pieces is None:
+            continue
+        macs = tiled_macs(graph, region, pieces)
+        peak = peak_bytes(graph_steps(graph, region, pieces))
+        result.scored += 1
+        out.append(Candidate(region, count, peak, macs))
+        if options.budget_bytes is not None and peak <= options.budget_bytes:
+            if extra(macs, result.base_macs) <= options.max_extra_macs:
+                break  # the fewest bands of this region that fit
+    return out
+
+
+def _pick(result: Search, candidates: list[Candidate], options: TilingOptions) -> Search:
+    gaining = [c for c in candidates if c.peak < result.base_peak]
+    within = [c for c in gaining if extra(c.macs, result.base_macs) <= options.max_extra_macs]
+    over = [c for c in gaining if c not in within]
+    result.best_over_limit = min(over, key=lambda c: c.peak, default=None)
+    if options.budget_bytes is not None:
+        fitting = [c for c in within if c.peak <= options.budget_bytes]
+        result.chosen = min(fitting, key=lambda c: (c.patches, c.macs, c.peak), default=None)
+        if result.chosen is None:
+            result.refusal = Refusal.BUDGET_UNREACHABLE
+        return result
+    result.chosen = min(within, key=lambda c: (c.peak, c.macs, c.patches), default=None)
+    if result.chosen is None:
+        if over:
+            result.refusal = Refusal.MAC_LIMIT
+        elif candidates:
+            result.refusal = Refusal.NO_GAIN
+        elif result.regions_refused:
+            result.refusal = result.regions_refused.most_common(1)[0][0]
+        else:
+            result.refusal = Refusal.NO_REGION
+    return result
