@@ -117,6 +117,7 @@ def plan_model(
     convert_linear: bool | None = None,
     const_prop: bool | None = None,
     progress: Callable[[str], None] | None = None,
+    tiling: Any = None,
 ) -> PlannedModel:
     """Export -> edge -> ExecuTorch with `PlannerPass(solver)`; the stock pass too; optionally run it.
 
@@ -131,6 +132,9 @@ def plan_model(
     `slice_noop` None keeps `PlannerPass`'s default. `progress`, if given, is called with a line before
     each long step (export and planning, the stock lowering, the check).
     Pass the same ZooModel again to plan it with another solver without exporting again.
+    `tiling` (True or a `TilingOptions`) tiles each method's high-resolution CNN region before
+    lowering (memplan.planner.tiling; `results[method].tiling` is the report); `check` then compares
+    the tiled program with the untiled eager model, and the stock arena is the untiled program's.
     """
     from memplan import solvers
     from memplan.experiments.zoo import runtime
@@ -156,6 +160,7 @@ def plan_model(
             time_limit_s,
             state_in_place=state_in_place,
             slice_noop=slice_noop,
+            tiling=tiling,
         )
         if stock:
             say(f"{model.name}: lowering with ExecuTorch's own planner")

@@ -76,6 +76,7 @@ from memplan.planner.stages.solve import Graph, as_given, choose
 from memplan.planner.stages.solver import algorithm
 from memplan.planner.stages.stock import Stock, before_rewrite, stock_of, with_shared_state_arena
 from memplan.planner.stages.verify import verify_method
+from memplan.planner.tiling import TilingOptions, TilingReport, tile, tiling_options
 
 Flags = tuple[bool, bool, bool]  # (alloc_graph_input, alloc_graph_output, alloc_mutable_buffers) of one graph
 
@@ -130,6 +131,12 @@ class PlannerPass(MemoryPlanningPass):
     its input inside the input and removes the copy where the graph shows the
     input's bytes stay put while the output is read (memplan.planner.levers.slice_noop);
     off by default (docs/slice_noop.md).
+    `tiling` (True or a `TilingOptions`) computes a high-resolution CNN region one row band at a
+    time (memplan.planner.tiling). It adds ops, so it is a transform of the exported program, not of
+    the graph this pass sees (by then out-variant, and under XNNPACK the convolutions are inside
+    delegates): call `pass_.tile(exported_program, method)` before `to_edge`; the pass then keeps
+    the report in `results[method].reports["tiling"]`, and says in the note when a method was not
+    tiled (docs/tiling.md).
     """
 
     def __init__(
@@ -153,6 +160,7 @@ class PlannerPass(MemoryPlanningPass):
         memory_map: TargetMemoryMap | None = None,
         state_in_place: bool | StateInPlaceOptions = True,
         slice_noop: bool | SliceNoopOptions = False,
+        tiling: bool | TilingOptions | None = None,
     ) -> None:
         if share_mutable_buffers and not alloc_mutable_buffers:
             raise PlanningError("share_mutable_buffers is only meaningful when alloc_mutable_buffers is True")
@@ -180,6 +188,8 @@ class PlannerPass(MemoryPlanningPass):
         self.share_mutable_buffers: bool | None = share_mutable_buffers  # type: ignore[assignment]
         self.results: dict[str, MethodResult] = {}
         self.shared_state: SharedLayout | None = None
+        self.tiling = tiling_options(tiling)
+        self.tiling_reports: dict[str, TilingReport] = {}  # method -> what `tile` did to it
 
     # -- the pass ---------------------------------------------------------------
     def run(
@@ -212,6 +222,7 @@ class PlannerPass(MemoryPlanningPass):
         reports = rewrite_before_extraction(self.levers, site, before_change)
         result = self._plan_graph(graph_module, graph_signature, method, flags)
         result.reports.update(reports)
+        self._note_tiling(result, method)
         layout = functools.partial(lambda: self.shared_state if share else None)
         result.stock = functools.partial(
             with_shared_state_arena, before[0] if before else result.stock, layout
@@ -229,6 +240,28 @@ class PlannerPass(MemoryPlanningPass):
         if checked is not None:
             self._register(context, method, graph_module, checked, share)
         return PassResult(graph_module, True)
+
+    def tile(
+        self, program: torch.export.ExportedProgram, method: str = "forward"
+    ) -> torch.export.ExportedProgram:
+        """`program` with its best region tiled by this pass's `tiling` options (before `to_edge`)."""
+        if self.tiling is None:
+            raise PlanningError("tile() needs PlannerPass(tiling=True or TilingOptions(...))")
+        tiled = tile(program, self.tiling)
+        self.tiling_reports[method] = tiled.report
+        return tiled.program
+
+    def _note_tiling(self, result: MethodResult, method: str) -> None:
+        """Attach the method's tiling report; say so when tiling was on but the method was not tiled."""
+        if self.tiling is None:
+            return
+        report = self.tiling_reports.get(method)
+        if report is None:
+            why = "tiling: not applied (tile the exported program with PlannerPass.tile before to_edge)"
+        else:
+            result.reports["tiling"] = report
+            why = f"tiling: {report.summary()}"
+        result.note = f"{result.note}; {why}" if result.note else why
 
     def run_multimethod(self) -> None:
         """Lay out the state shared by all methods of this export (first call only); then re-check

@@ -123,6 +123,7 @@ def _add_plan_and_plot(sub) -> None:
     p.add_argument(
         "--atol", type=float, help="with --check: outputs may differ from stock's by this much (default: 0)"
     )
+    _add_tiling(p)
 
     p = sub.add_parser("plot", help="write a Gantt chart of a model's plan (zoo name, .pt2, file.py:factory)")
     p.add_argument("model")
@@ -267,6 +268,34 @@ def _add_lowering(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_tiling(p: argparse.ArgumentParser) -> None:
+    """--tiling and its options (memplan.planner.tiling.TilingOptions)."""
+    p.add_argument(
+        "--tiling",
+        action="store_true",
+        help="compute a high-resolution CNN region in row bands (patch-based inference) before lowering",
+    )
+    p.add_argument(
+        "--max-extra-macs",
+        type=float,
+        default=0.15,
+        help="with --tiling: the most extra MACs, a fraction of the model's (default: %(default)s)",
+    )
+    p.add_argument(
+        "--budget", type=int, help="with --tiling: the fewest bands whose peak fits this many bytes"
+    )
+
+
+def _tiling(args: argparse.Namespace) -> dict:
+    from memplan.planner.tiling import TilingOptions
+
+    if not getattr(args, "tiling", False):
+        if getattr(args, "budget", None) is not None:
+            raise UsageError("--budget is an option of --tiling; add --tiling")
+        return {}
+    return {"tiling": TilingOptions(max_extra_macs=args.max_extra_macs, budget_bytes=args.budget)}
+
+
 def _lowering(args: argparse.Namespace) -> dict:
     return {
         "partitioner": args.partitioner,
@@ -375,6 +404,7 @@ def _planned(args, one_model, with_stock: bool = True):
             progress=None if args.quiet else _progress_line,
             **_levers(args),
             **_lowering(args),
+            **_tiling(args),
         )
     except ProblemError as exc:  # planning itself failed: not a usage mistake
         _fail(str(exc).splitlines()[0], FAILURE_EXIT)

@@ -35,7 +35,12 @@ def format_summary(result: PlannedModel) -> str:
     from memplan.experiments.markdown import markdown
 
     title = f"{result.model.name}: solver {result.solver}; lowered with {result.model.lowering}"
-    return f"{title}; levers: {result.summary.attrs.get('levers', '')}\n" + markdown(result.summary)
+    tiling = "".join(
+        f"\n{method}: {result.results[method].tiling.summary()}"
+        for method in result.methods
+        if getattr(result.results[method], "tiling", None) is not None
+    )
+    return f"{title}; levers: {result.summary.attrs.get('levers', '')}{tiling}\n" + markdown(result.summary)
 
 
 def check_figure_path(path: str | Path) -> Path:

@@ -112,9 +112,11 @@ def lower_planned(
     state_in_place: bool = True,
     memory_map: str = "",
     slice_noop: bool | None = None,
+    tiling: Any = None,
 ) -> Lowered:
     """Lower `model` to ExecuTorch with PlannerPass(solver, settings), across `memory_map`'s banks if given
-    (`slice_noop` None: the pass's default)."""
+    (`slice_noop` None: the pass's default). With `tiling` (True or a TilingOptions) every method is
+    tiled before `to_edge` (zoo.tiling)."""
     from memplan import PlannerPass
     from memplan.experiments.zoo import runtime
     from memplan.planner.memory.bank_maps import parse_memory_map
@@ -129,8 +131,13 @@ def lower_planned(
         solver_options={"reproducible": True} if reproducible else None,
         state_in_place=state_in_place,
         **options,
+        tiling=tiling,
     )
     began = time.perf_counter()
+    if planner_pass.tiling is not None:
+        from memplan.experiments.zoo.tiling import tiled_model
+
+        model = tiled_model(model, planner_pass)
     program = runtime.lower(model, memory_planning_pass=planner_pass)
     return Lowered(program, planner_pass, time.perf_counter() - began)
 
@@ -146,6 +153,7 @@ def levers(planner_pass: Any) -> str:
             ("state in place", "state in place" in switched_on),
             ("slice no-ops", "slice no-ops" in switched_on),
             ("banks", planner_pass.algorithm.memory_map is not None),
+            ("tiling", getattr(planner_pass, "tiling", None) is not None),
         )
         if flag
     ]

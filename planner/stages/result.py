@@ -15,6 +15,7 @@ from memplan.planner.levers.slice_noop.decisions import SliceNoops
 from memplan.planner.levers.slice_noop.report import SliceReport
 from memplan.planner.levers.state_in_place.report import StateReport
 from memplan.planner.memory.devices import DeviceArenas
+from memplan.planner.tiling.report import TilingReport
 from memplan.problem import Problem
 
 _Report = TypeVar("_Report")
@@ -82,6 +83,11 @@ class MethodResult:
         """The slice no-ops' decisions and problem, when slice_noop is on."""
         report = self.slice_report
         return report.noops if report is not None else None
+
+    @property
+    def tiling(self) -> TilingReport | None:
+        """Set when tiling is on and `PlannerPass.tile` tiled the method (memplan.planner.tiling)."""
+        return self._report("tiling", TilingReport)
 
     def _report(self, name: str, kind: type[_Report]) -> _Report | None:
         report = self.reports.get(name)

@@ -3,9 +3,9 @@
 Row-band tiling needs, for every op in a region, the input rows an output row range reads. That is
 derived from what the op declares, not from a list of names expected to be safe:
 
-* a sliding window (convolution, pooling): the schema has `stride`, `padding` and `dilation`
-  arguments and a kernel (`kernel_size`, or the weight's trailing dims); the window's rows follow
-  from them. A transposed convolution, `ceil_mode`, padding given as a string, or an average pool
+* a sliding window (convolution, pooling): the schema has `stride` and `padding` arguments and a
+  kernel (`kernel_size`, or the weight's trailing dims); the window's rows follow from them and
+  `dilation`. A transposed convolution (`transposed`, or `output_padding` without it), `ceil_mode`, padding given as a string, or an average pool
   that leaves its padding out of the count cannot be cut at a row band's edge and are refused;
 * a pointwise op (torch's own `Tag.pointwise`): output row r reads row r of every input;
 * batch norm in inference (`training` false): a per-channel affine map, so pointwise in space.
@@ -150,8 +150,8 @@ def rule(node: Node) -> Rule | Refusal:
 
 
 def _sliding(node: Node, args: dict[str, Any]) -> Rule | Refusal:
-    if args.get("transposed"):
-        return Refusal.TRANSPOSED_CONV
+    if args.get("transposed") or ("output_padding" in args and "transposed" not in args):
+        return Refusal.TRANSPOSED_CONV  # conv_transpose* have output_padding and no `transposed` flag
     if args.get("ceil_mode"):
         return Refusal.CEIL_MODE
     if isinstance(args["padding"], str):

@@ -8,7 +8,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from memplan.experiments.zoo.models.common import ZooModel, randomize_batchnorm, seeded, single_method
+from memplan.experiments.zoo.models.common import (
+    ZooModel,
+    randomize_batchnorm,
+    seeded,
+    single_method,
+    zoo_recipe,
+)
 from memplan.experiments.zoo.models.concat import UNet
 
 
@@ -146,10 +152,17 @@ VISION = {
 
 
 def vision(name: str, partitioner: str | None = None) -> ZooModel:
-    """One of `VISION` as a ZooModel (seeded random weights, batch norm with non-trivial statistics)."""
+    """One of `VISION` as a ZooModel (seeded random weights, batch norm with non-trivial statistics),
+    lowered by the zoo's recipe (the classifier stays `aten.linear`, not a transposed weight copy in
+    the arena)."""
     description, build, size = VISION[name]
     with seeded():
         module = randomize_batchnorm(build().eval())
         return single_method(
-            name, description, module, lambda: (torch.randn(1, 3, size, size),), partitioner=partitioner
+            name,
+            description,
+            module,
+            lambda: (torch.randn(1, 3, size, size),),
+            partitioner=partitioner,
+            **zoo_recipe(),
         )
