@@ -42,6 +42,11 @@ ERROR_CASES = {
         "must end in one of: .png",
     ),
     "export unknown model": (["export-problem", "nope", "--out", "x"], "unknown model 'nope'"),
+    "budget without tiling": (["plan", "cat_seed", "--budget", "1000"], "--budget is an option of --tiling"),
+    "negative extra MACs": (
+        ["plan", "cat_seed", "--tiling", "--max-extra-macs", "-1"],
+        "max_extra_macs must be a fraction >= 0",
+    ),
     "two fusion values for one plan": (
         ["plan", "cat_seed", "--cat-fusion", "on,off"],
         "takes one value here",
@@ -215,3 +220,25 @@ def test_any_memplan_error_ends_in_one_line_and_exit_2(capsys, monkeypatch):
     code, out, err = _run(["models"], capsys)
     assert code == 2 and out == ""
     assert err == "memplan: error: the ray executor needs Ray: pip install 'memplan[ray]'\n"
+
+
+TILEABLE = """
+import torch
+from torch import nn
+
+
+def make():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 24, 3, 2, 1), nn.ReLU(), nn.Conv2d(24, 24, 3, 1, 1, groups=24), nn.ReLU(),
+                          nn.Conv2d(24, 4, 1))
+    return model.eval(), (torch.randn(1, 3, 32, 32),)
+"""
+
+
+def test_plan_with_tiling_prints_the_tiled_region(capsys, tmp_path):
+    path = tmp_path / "tileable.py"
+    path.write_text(TILEABLE)
+    code, out, _ = _run(["plan", f"{path}:make", "--solver", "bestfit", "--tiling", "--check"], capsys)
+    assert code == 0
+    assert "levers: cat fusion + state in place + tiling" in out
+    assert "forward: tiled " in out and "row bands" in out
