@@ -84,7 +84,9 @@ def _piece_steps(region: Region, pieces: Sequence[Piece], roots: dict[Node, Hash
         reads = [roots[region.start] if j == START else ("piece", j) for j in piece.inputs]
         if piece.kind == "op":  # its other activation args (broadcast along H) are read too
             reads += [
-                roots[a] for pos, a in enumerate(piece.origin.args) if pos not in piece.args and a in roots
+                roots[a]
+                for pos, a in enumerate(piece.origin.args)
+                if pos not in piece.args and isinstance(a, Node) and a in roots
             ]
         key = region.end if piece.kind == "cat" else ("piece", i)
         steps.append(Step(key, piece.bytes, tuple(dict.fromkeys(reads))))

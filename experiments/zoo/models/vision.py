@@ -5,6 +5,8 @@ whose every entry is lowered by the default test run."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -142,7 +144,7 @@ class ResNet18(nn.Module):
         return self.fc(self.features(x).mean((2, 3)))
 
 
-VISION = {
+VISION: dict[str, tuple[str, Callable[[], nn.Module], int]] = {
     "mobilenet_v2_035_144": ("MobileNetV2 width 0.35, 1x3x144x144", lambda: MobileNetV2(0.35), 144),
     "mobilenet_v2_100_224": ("MobileNetV2 width 1.0, 1x3x224x224", lambda: MobileNetV2(1.0), 224),
     "mnasnet_b1_224": ("MnasNet-B1 depth 1.0, 1x3x224x224", MnasNet, 224),
