@@ -27,7 +27,7 @@ from memplan.planner.tiling.cost import graph_macs, graph_steps, peak_bytes
 from memplan.planner.tiling.options import TilingOptions, tiling_options
 from memplan.planner.tiling.report import TilingReport
 from memplan.planner.tiling.rewrite import rewrite
-from memplan.planner.tiling.search import search
+from memplan.planner.tiling.search import extra, search
 from memplan.planner.tiling.semantics import Refusal
 
 __all__ = ["Refusal", "Tiled", "TilingOptions", "TilingReport", "tile", "tile_module", "tiling_options"]
@@ -53,6 +53,9 @@ def tile_module(module: GraphModule, options: TilingOptions) -> TilingReport:
         macs=found.base_macs,
         candidates=found.scored,
         regions_refused=found.regions_refused,
+        over_limit=None
+        if found.best_over_limit is None
+        else (found.best_over_limit.peak, extra(found.best_over_limit.macs, found.base_macs)),
     )
     chosen = found.chosen
     if chosen is None:

@@ -28,9 +28,6 @@ class Region:
     nodes: tuple[Node, ...]  # graph order, `end` last
     rules: dict[Node, Rule] = field(compare=False, hash=False)
 
-    def describe(self) -> str:
-        return f"{self.start.name} -> {self.end.name} ({len(self.nodes)} ops)"
-
 
 class GraphIndex:
     """The graph's nodes in order with ancestor/descendant bitmasks, so a region is two ANDs away."""

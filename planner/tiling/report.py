@@ -31,6 +31,8 @@ class TilingReport:
     macs: int = 0
     candidates: int = 0  # (region, band count) pairs scored
     regions_refused: Counter = field(default_factory=Counter)
+    # Refused for the MAC limit: the smallest peak seen over it, and its extra MACs (a fraction).
+    over_limit: tuple[int, float] | None = None
 
     @property
     def extra_macs(self) -> float:
@@ -43,7 +45,10 @@ class TilingReport:
     def summary(self) -> str:
         if not self.tiled:
             why = "the untiled peak fits the budget" if self.refusal is None else self.refusal.value
-            return f"not tiled ({why}); peak {self.base_peak:,} B"
+            nearest = ""
+            if self.over_limit is not None:
+                nearest = f" (it would reach {self.over_limit[0]:,} B at {100 * self.over_limit[1]:.1f} % extra MACs)"
+            return f"not tiled ({why}); peak {self.base_peak:,} B{nearest}"
         return (
             f"tiled {self.start} -> {self.end} ({len(self.ops)} ops) in {self.patches} row bands: "
             f"peak {self.base_peak:,} -> {self.peak:,} B ({self.reduction:.2f}x), "

@@ -207,6 +207,9 @@ def test_no_extra_macs_allowed_is_refused_as_mac_limit():
     found = search(exported(ConvConv(), torch.randn(1, 3, 32, 32)).module().graph, TilingOptions(0.0))
     assert found.chosen is None and found.refusal is Refusal.MAC_LIMIT
     assert found.best_over_limit is not None and found.best_over_limit.peak < found.base_peak
+    report = tile(exported(ConvConv(), torch.randn(1, 3, 32, 32)), TilingOptions(0.0)).report
+    assert not report.tiled and report.refusal is Refusal.MAC_LIMIT
+    assert f"it would reach {found.best_over_limit.peak:,} B" in report.summary()
 
 
 def test_a_budget_below_any_tiling_is_refused_and_one_above_the_peak_tiles_nothing():
