@@ -38,7 +38,7 @@ def _tiled_and_plain(seed: int, count: int, partitioner: str | None):
     "seed, count, partitioner",
     [
         (1, 3, None),
-        (2, 2, "xnnpack"),
+        pytest.param(2, 2, "xnnpack", marks=pytest.mark.slow),  # ~60 s on a loaded machine
         pytest.param(3, 5, None, marks=pytest.mark.slow),
         pytest.param(4, 4, "xnnpack", marks=pytest.mark.slow),
         pytest.param(6, 3, None, marks=pytest.mark.slow),
