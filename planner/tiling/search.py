@@ -49,6 +49,7 @@ class Search:
     refusal: Refusal | None
     scored: int = 0
     regions_refused: Counter = field(default_factory=Counter)  # Refusal -> pairs refused for it
+    legal_regions: int = 0  # legal (start, end) pairs, scored or not
     best_over_limit: Candidate | None = None  # the smallest peak among candidates over the MAC limit
 
 
@@ -126,7 +127,9 @@ def _regions(graph: Graph, base_steps: list[Step], base_peak: int, result: Searc
             region = index.region(start, end, below)
             if isinstance(region, Refusal):
                 result.regions_refused[region] += 1
-            elif at_peak & (set(region.nodes) - {end}):
+                continue
+            result.legal_regions += 1
+            if at_peak & (set(region.nodes) - {end}):
                 regions.append(region)
     return regions
 
@@ -174,7 +177,7 @@ def _pick(result: Search, candidates: list[Candidate], options: TilingOptions) -
     if result.chosen is None:
         if over:
             result.refusal = Refusal.MAC_LIMIT
-        elif candidates:
+        elif candidates or result.legal_regions:  # scored, or none holding what is live at the peak
             result.refusal = Refusal.NO_GAIN
         elif result.regions_refused:
             result.refusal = result.regions_refused.most_common(1)[0][0]

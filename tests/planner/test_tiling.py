@@ -252,6 +252,16 @@ def test_a_region_whose_bands_need_every_row_is_refused_as_no_gain():
     assert found.chosen is None and found.refusal is Refusal.NO_GAIN
 
 
+def test_legal_regions_that_cannot_hold_the_peak_are_no_gain_not_the_commonest_refusal():
+    """The U-Net's skips read its full-resolution stages at the end: no region around them is legal."""
+    from memplan.experiments.zoo.models.concat import UNet
+
+    torch.manual_seed(0)
+    found = search(exported(UNet(), torch.randn(1, 3, 32, 32)).module().graph, TilingOptions())
+    assert found.chosen is None and found.refusal is Refusal.NO_GAIN
+    assert found.legal_regions > 0 and found.regions_refused[Refusal.TRANSPOSED_CONV] > 0
+
+
 class Mlp(nn.Module):
     def __init__(self) -> None:
         super().__init__()
