@@ -116,7 +116,7 @@ def lower_planned(
 ) -> Lowered:
     """Lower `model` to ExecuTorch with PlannerPass(solver, settings), across `memory_map`'s banks if given
     (`slice_noop` None: the pass's default). With `tiling` (True or a TilingOptions) every method is
-    tiled before `to_edge` (zoo.tiling)."""
+    tiled before `to_edge` (zoo.tiled)."""
     from memplan import PlannerPass
     from memplan.experiments.zoo import runtime
     from memplan.planner.memory.bank_maps import parse_memory_map
@@ -135,7 +135,7 @@ def lower_planned(
     )
     began = time.perf_counter()
     if planner_pass.tiling is not None:
-        from memplan.experiments.zoo.tiling import tiled_model
+        from memplan.experiments.zoo.tiled import tiled_model
 
         model = tiled_model(model, planner_pass)
     program = runtime.lower(model, memory_planning_pass=planner_pass)

@@ -1,6 +1,6 @@
 """ImageNet-style CNNs written out here (torchvision is not a dependency), random weights: MobileNetV2
 at any width, MnasNet-B1 (torchvision's mnasnet1_0 layout), ResNet-18, and the zoo's U-Net at a chosen
-size. They are the tiling benchmark's models (experiments/bench/tiling.py); not in the zoo catalog,
+size. They are the tiling benchmark's models (experiments/bench/tiled_cnns.py); not in the zoo catalog,
 whose every entry is lowered by the default test run."""
 
 from __future__ import annotations

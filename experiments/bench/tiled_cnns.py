@@ -1,7 +1,7 @@
 """Spatial tiling on ImageNet-style CNNs: the arena before and after, the extra work, the run time.
 
-    python -m memplan.experiments.bench.tiling                      # every model of zoo.models.vision
-    python -m memplan.experiments.bench.tiling --models mobilenet_v2_035_144 --max-extra-macs 0.1
+    python -m memplan.experiments.bench.tiled_cnns                      # every model of zoo.models.vision
+    python -m memplan.experiments.bench.tiled_cnns --models mobilenet_v2_035_144 --max-extra-macs 0.1
 
 One row per model (float32, random weights, portable kernels): ExecuTorch's stock planner on the
 untiled program, memplan on the untiled program (and whether that plan is proven optimal), memplan on
@@ -24,12 +24,12 @@ from collections.abc import Sequence
 import pandas as pd
 import torch
 
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import markdown
+from memplan.experiments import flags
+from memplan.experiments.markdown import markdown
 from memplan.experiments.zoo import runtime
 from memplan.experiments.zoo.lowering import library_warnings_silenced, lower_planned, stock_arenas
 from memplan.experiments.zoo.models.vision import VISION, vision
-from memplan.experiments.zoo.tiling import tiled_model
+from memplan.experiments.zoo.tiled import tiled_model
 from memplan.planner.pass_ import PlannerPass
 from memplan.planner.tiling import TilingOptions
 from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S
@@ -106,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", default=",".join(VISION), help="comma list (default: %(default)s)")
     parser.add_argument("--solver", default=DEFAULT_SOLVER)
-    script_args.add_time_limit(parser)
+    flags.add_time_limit(parser)
     parser.add_argument("--max-extra-macs", type=float, default=0.15)
     parser.add_argument("--runs", type=int, default=5, help="timed runs per program (default: %(default)s)")
     parser.add_argument("--xnnpack", action="store_true", help="also check the tiled model under XNNPACK")
