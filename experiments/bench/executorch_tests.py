@@ -1,6 +1,6 @@
 """ExecuTorch 1.5.1's own memory-planning tests, run with the stock pass, with `PlannerPass`, and with memplan's algorithm.
 
-    python -m memplan.experiments.bench.executorch_tests [--files a.py,b.py] [--copies PlannerPass,algorithm]
+    python -m memplan.experiments.bench.executorch_tests [--files a.py,b.py] [--copies PlannerPass,slice_noop]
                                                          [--keep DIR [--reuse]] [--timeout 1800]
 
 The test files ship inside the installed `executorch` wheel (SUITE). Each is
@@ -15,6 +15,12 @@ copied into a temporary folder three times (COPIES):
   `memory_planning_pass` (a `MemoryPlanningPass()` built once at import; here
   a new `PlannerPass()` per config left at the default) get it through the
   copy's conftest;
+- `slice_noop`, `slice_noop_off`: the `PlannerPass` copy with that lever
+  given explicitly (`PlannerPass(slice_noop=True)` / `False` wherever the
+  caller does not say), so a run with and without slice no-ops stays
+  reproducible whatever the default is (PLANNER_VARIANTS); run only when
+  asked for with `--copies`. A failure of a variant that docs/executorch_tests.md
+  lists for `PlannerPass` is classified as listed there;
 - `algorithm`: the stock pass kept, and memplan's algorithm
   (`MemplanAlgorithm()`, memplan.planner.algorithms.memplan_algorithm) put in place of `greedy`
   in every `MemoryPlanningAlgorithmSuite` (the default suite included).
@@ -67,7 +73,13 @@ LIBRARY_CONSTRUCTIONS = (
 )
 DIFFERENCES = Path(__file__).resolve().parents[2] / "docs" / "executorch_tests.md"
 CLASSES = ("difference", "open")  # what docs/executorch_tests.md may call a failure; anything else is a bug
-COPIES = ("stock", "PlannerPass", "algorithm")
+COPIES = ("stock", "PlannerPass", "slice_noop", "slice_noop_off", "algorithm")
+DEFAULT_COPIES = ("PlannerPass", "algorithm")  # besides stock
+# Copies that are the PlannerPass copy with these keyword arguments wherever the caller gives none.
+PLANNER_VARIANTS: dict[str, dict[str, object]] = {
+    "slice_noop": {"slice_noop": True},
+    "slice_noop_off": {"slice_noop": False},
+}
 
 _CONSTRUCTION = re.compile(r"(?<![\w.])MemoryPlanningPass(?=\s*\()")
 _SUBCLASS = re.compile(r"(\bclass\s+\w+\s*\(\s*)MemoryPlanningPass(?=\s*[,)])")
@@ -101,6 +113,20 @@ def _with_planner_pass(self, *args, **kwargs):
 
 
 ExecutorchBackendConfig.__init__ = _with_planner_pass
+"""
+_VARIANT = """
+import memplan
+from memplan.planner.pass_ import PlannerPass as _PlannerPass
+
+
+class PlannerPass(_PlannerPass):
+    \"\"\"PlannerPass with {kwargs!r} unless the caller gives them.\"\"\"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **{{**{kwargs!r}, **kwargs}})
+
+
+memplan.PlannerPass = PlannerPass  # what the substituted imports and the patch below pick up
 """
 _ALGORITHM_PATCH = """
 from executorch.exir import memory_planning
@@ -179,14 +205,26 @@ def prepare(folder: Path, files: Sequence[str], copy: str) -> dict[str, int]:
     """Copy `files` from the wheel into `folder` as `copy` wants them; path -> substitutions."""
     folder.mkdir(parents=True, exist_ok=True)
     root = Path(next(iter(executorch.__path__)))  # a namespace package: no __file__
-    patch = {"PlannerPass": _PATCH.format(modules=LIBRARY_CONSTRUCTIONS), "algorithm": _ALGORITHM_PATCH}
-    (folder / "conftest.py").write_text(_SHIM + patch.get(copy, ""))
+    (folder / "conftest.py").write_text(_SHIM + conftest_patch(copy))
     counts = {}
     for path in files:
         source = (root / path).read_text()
-        text, counts[path] = substitute(source) if copy == "PlannerPass" else (source, 0)
+        text, counts[path] = substitute(source) if _planner_copy(copy) else (source, 0)
         (folder / copy_name(path)).write_text(text)
     return counts
+
+
+def _planner_copy(copy: str) -> bool:
+    """Whether `copy` substitutes PlannerPass (itself or one of its variants)."""
+    return copy == "PlannerPass" or copy in PLANNER_VARIANTS
+
+
+def conftest_patch(copy: str) -> str:
+    """What the copy's conftest does besides the shim."""
+    planner = _PATCH.format(modules=LIBRARY_CONSTRUCTIONS)
+    if copy in PLANNER_VARIANTS:
+        return _VARIANT.format(kwargs=PLANNER_VARIANTS[copy]) + planner
+    return {"PlannerPass": planner, "algorithm": _ALGORITHM_PATCH}.get(copy, "")
 
 
 def run_file(folder: Path, path: str, timeout_s: float, reuse: bool = False) -> tuple[dict[str, str], float]:
@@ -245,9 +283,17 @@ def documented(text: str) -> dict[tuple[str, str], Entry]:
     return entries
 
 
+def listed(copy: str, test: str, entries: Mapping[tuple[str, str], Entry]) -> Entry | None:
+    """The entry explaining `test`'s failure in `copy`; a PlannerPass variant falls back on PlannerPass's."""
+    entry = entries.get((copy, test))
+    if entry is None and copy in PLANNER_VARIANTS:
+        entry = entries.get(("PlannerPass", test))
+    return entry
+
+
 def classify(copy: str, test: str, entries: Mapping[tuple[str, str], Entry]) -> str:
     """`difference`, `open` or `bug`."""
-    entry = entries.get((copy, test))
+    entry = listed(copy, test, entries)
     return entry.kind if entry else "bug"
 
 
@@ -285,7 +331,7 @@ def failures(results: Sequence[FileResult], entries: Mapping[tuple[str, str], En
             "test": test,
             "copy": copy,
             "class": classify(copy, test, entries),
-            "reason": entries[(copy, test)].reason if (copy, test) in entries else "",
+            "reason": entry.reason if (entry := listed(copy, test, entries)) else "",
         }
         for r in results
         for copy in r.outcomes
@@ -311,7 +357,9 @@ def run(
     counts = {copy: prepare(folder / copy, files, copy) for copy in copies}
     results = []
     for path in files:
-        result = FileResult(path, counts.get("PlannerPass", {}).get(path, 0))
+        result = FileResult(
+            path, max((counts[c].get(path, 0) for c in copies if _planner_copy(c)), default=0)
+        )
         for copy in copies:
             result.outcomes[copy], result.seconds[copy] = run_file(folder / copy, path, timeout_s, reuse)
         results.append(result)
@@ -325,7 +373,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--files", help="comma-separated wheel paths (default: all of SUITE)")
-    parser.add_argument("--copies", default=",".join(COPIES[1:]), help="copies besides stock (default: all)")
+    parser.add_argument(
+        "--copies",
+        default=",".join(DEFAULT_COPIES),
+        help=f"copies besides stock, of {', '.join(COPIES[1:])} (default: {','.join(DEFAULT_COPIES)})",
+    )
     parser.add_argument("--keep", type=Path, help="run in this folder and keep it (default: a temporary one)")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per file and copy")
     parser.add_argument("--reuse", action="store_true", help="with --keep: keep the reports found there")
