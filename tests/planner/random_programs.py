@@ -19,6 +19,7 @@ runs a few by default and many under `-m slow`; run as a script, this file
 prints the table (programs, lever combinations, runs, mismatches):
 
     .venv/bin/python tests/planner/random_programs.py --seeds 0:100
+    .venv/bin/python tests/planner/random_programs.py --seeds 0:300 --slice-noop-only  # every lever on
 """
 
 from __future__ import annotations
@@ -380,9 +381,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="random stateful programs: every lever against eager")
     ap.add_argument("--seeds", default="0:20", help="FIRST:END (END excluded)")
     ap.add_argument("--show", action="store_true", help="print every mismatching program")
-    ap.add_argument("--banks-only", action="store_true", help="only the combinations with a memory map")
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--banks-only", action="store_true", help="only the combinations with a memory map")
+    only.add_argument(
+        "--slice-noop-only",
+        action="store_true",
+        help="only the combinations with slice no-ops (every lever on)",
+    )
     args = ap.parse_args(argv)
-    levers = [lv for lv in LEVERS if lv.memory_map] if args.banks_only else list(LEVERS)
+    levers = list(LEVERS)
+    if args.banks_only:
+        levers = [lv for lv in levers if lv.memory_map]
+    if args.slice_noop_only:
+        levers = [lv for lv in levers if lv.slice_noop]
     first, end = (int(v) for v in args.seeds.split(":"))
     start = time.perf_counter()
     results = []
