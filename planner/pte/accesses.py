@@ -138,6 +138,8 @@ class MethodScan:
         self.cannot: list[str] = []
         self.notes: list[str] = []
         self.foreign_reads: list[LiveOverlap] = []  # reads of bytes another tensor wrote last
+        # (instruction, output, w): a delegate wrote `output` over exactly the bytes `w` wrote last
+        self.same_bytes: list[tuple[int, int, int]] = []
         self.shared_arenas: set[int] = set()  # mem_ids another method of the program plans tensors in
         self.num_instructions = sum(len(c.instructions) for c in plan.chains)
         self.layout = MethodLayout(
@@ -235,6 +237,19 @@ class MethodScan:
                     writers.write(t.mem_id, t.offset, t.hi, value)
                     if not t.writer:
                         t.writer = self._name(instr)
+        self._join_renamed()
+
+    def _join_renamed(self) -> None:
+        """Join each delegate output with the tensor whose bytes it took when that tensor is read afterwards.
+
+        A later read of `w` sees the output's bytes: `w` is the output under another name. A `w` never
+        read again is a dead tensor (or what is left of one) whose bytes the file reuses: not joined, or
+        the block would span both lifetimes over bytes the file gives to others in between.
+        """
+        for k, output, w in self.same_bytes:
+            last = self.tensors[w].last
+            if last is not None and last > k:
+                self.union.join(output, w)
 
     def _note_foreign_reads(self, k: int, accesses: list[tuple[int, str]], writers: _LastWriters) -> None:
         """Record each read of bytes another tensor wrote last, earlier or by this very instruction.
@@ -282,10 +297,12 @@ class MethodScan:
                 self.union.join(named[0][1], named[1][1])
             return [(v, access[pos]) for pos, v in named]
         if isinstance(instr, schema.DelegateCall):
-            return self._delegate_accesses(instr, writers)
+            return self._delegate_accesses(k, instr, writers)
         return []  # FreeCall and friends touch no planned bytes
 
-    def _delegate_accesses(self, instr: schema.DelegateCall, writers: _LastWriters) -> list[tuple[int, str]]:
+    def _delegate_accesses(
+        self, k: int, instr: schema.DelegateCall, writers: _LastWriters
+    ) -> list[tuple[int, str]]:
         """Inputs, then outputs: the trailing arguments nobody named before are the outputs."""
         values = self.plan.values
         seen = set(self.plan.inputs) | {t.value for t in self.tensors.values() if t.first is not None}
@@ -301,11 +318,11 @@ class MethodScan:
                 continue
             if v in outputs:
                 t = self.tensors[v]
-                # The same bytes written just before may be the value itself under another name
-                # (an elided view): keep them together, which is never wrong.
+                # Bytes last written by another tensor `w` exactly where this output goes: `v` may be
+                # `w` under another name (an elided view), known only once the walk sees `w` read again.
                 for a, b, w in writers.of(t.mem_id, t.offset, t.hi):
                     if (a, b) == (t.offset, t.hi) and w != v:
-                        self.union.join(v, w)
+                        self.same_bytes.append((k, v, w))
                 found.append((v, WRITE))
             else:
                 found.append((v, READ))
@@ -362,6 +379,23 @@ class MethodScan:
     def arenas_used(self) -> set[int]:
         """The mem_ids this method plans tensors in."""
         return {t.mem_id for t in self.tensors.values()}
+
+    def adopt_state(self, other_state: list[tuple[int, int, int]]) -> None:
+        """Tensors written over bytes another method keeps as state are that state's new value.
+
+        Host methods share arenas, so a method that writes there (an encoder filling the caches a
+        decoder reads, with the new value written in place) updates the other method's state: the
+        tensor is state here too, live for the whole method and kept at its offset.
+        """
+        adopted = False
+        for t in self.tensors.values():
+            if not t.pinned and any(
+                m == t.mem_id and lo < t.hi and t.offset < hi for m, lo, hi in other_state
+            ):
+                t.pinned, adopted = True, True
+                t.writer = f"state of another method, written by {t.writer}"
+        if adopted:
+            self.layout.tensors = [self._public(t) for t in self.tensors.values()]  # their role is now state
 
     def fixed(self, t: ScannedTensor) -> bool:
         """Stays at its offset: unused (nothing says when), or state in an arena another method uses."""

@@ -48,6 +48,7 @@ def method_layout(scan: MethodScan, other_state: list[tuple[int, int, int]], ali
             " they were live; memplan cannot tell what the program relies on"
         )
         return layout
+    scan.adopt_state(other_state)
     layout.state_placement = _state_placement(scan)
     for t in scan.tensors.values():
         if scan.role(t) == "unused":
