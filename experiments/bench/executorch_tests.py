@@ -345,7 +345,7 @@ def run(
     files: Sequence[str],
     folder: Path,
     timeout_s: float,
-    copies: Sequence[str] = COPIES,
+    copies: Sequence[str] = DEFAULT_COPIES,
     *,
     reuse: bool = False,
 ) -> list[FileResult]:

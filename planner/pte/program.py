@@ -8,13 +8,16 @@ delegate calls alike. What each instruction reads and writes decides what must s
 * a kernel call's arguments follow its operator's schema (the arguments, then the results); `out`
   arguments are written, other `(a!)` arguments are read and written, the rest read;
 * a delegate call's arguments are its inputs followed by its outputs (the emitter's layout), so the
-  trailing arguments no earlier instruction named are its outputs;
+  trailing arguments no earlier instruction named are its outputs; an output written exactly over the
+  bytes another tensor wrote last is that tensor under another name only if it is read afterwards (else
+  the file merely reuses a dead tensor's bytes);
 * a tensor read before it is written reads bytes some other value wrote (an elided view, a fused cat):
   it is tied to the last writers of those bytes, as one block with their combined lifetime. Nothing
   wrote them: it is state carried between calls, live for the whole method. It may move when no other
   method plans tensors in its arena (the runtime copies initial values to wherever the file puts the
   state, at load); otherwise it stays where it is and every other method keeps off those bytes, since
-  host methods share arenas;
+  host methods share arenas. A tensor written over those bytes by another method is that state's new
+  value (state in place: an encoder filling the caches a decoder reads): state there too;
 * tensors whose bytes and lifetimes overlap in the file are aliases and stay together;
 * a planned tensor no instruction names (and that is no input or output) stays where it is, for the
   whole method: nothing says when it is used. Zero-byte tensors are not in the problem.

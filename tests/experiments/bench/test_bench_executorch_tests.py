@@ -83,6 +83,28 @@ def test_the_repository_list_is_well_formed_and_names_suite_files():
     assert all(entry.reason for entry in entries.values())
 
 
+def test_a_planner_pass_variant_is_the_planner_pass_copy_with_its_lever_given(tmp_path):
+    """`slice_noop`: every construction substituted as in `PlannerPass`, the lever on unless the caller
+    says otherwise; a failure listed for `PlannerPass` is classified as listed, any other is a bug."""
+    counts = harness.prepare(tmp_path, ["exir/tests/test_remove_view_copy.py"], "slice_noop")
+    assert counts == harness.prepare(
+        tmp_path / "plain", ["exir/tests/test_remove_view_copy.py"], "PlannerPass"
+    )
+    assert counts["exir/tests/test_remove_view_copy.py"] > 0
+    conftest = (tmp_path / "conftest.py").read_text()
+    assert "{'slice_noop': True}" in conftest and "memplan.PlannerPass = PlannerPass" in conftest
+    assert conftest.index("memplan.PlannerPass = PlannerPass") < conftest.index(
+        "ExecutorchBackendConfig.__init__ ="
+    )
+    assert "{'slice_noop': False}" in harness.conftest_patch("slice_noop_off")
+    entries = harness.documented(
+        "| t | c | k | r |\n|---|---|---|---|\n| `a.py::T::t` | PlannerPass | difference | why |\n"
+    )
+    assert harness.classify("slice_noop", "a.py::T::t", entries) == "difference"
+    assert harness.classify("slice_noop", "a.py::T::other", entries) == "bug"
+    assert harness.classify("algorithm", "a.py::T::t", entries) == "bug"  # not a PlannerPass variant
+
+
 @pytest.mark.slow
 def test_executorch_tests_fail_with_planner_pass_only_as_documented(tmp_path):
     """Every ExecuTorch test passing with the stock pass passes in the other copies, or is listed (~1.5 h on 2 cores)."""
@@ -92,7 +114,8 @@ def test_executorch_tests_fail_with_planner_pass_only_as_documented(tmp_path):
     bugs = [
         (copy, test)
         for r in results
-        for copy in harness.COPIES[1:]
+        for copy in r.outcomes
+        if copy != "stock"
         for test in r.regressions(copy)
         if harness.classify(copy, test, entries) == "bug"
     ]
