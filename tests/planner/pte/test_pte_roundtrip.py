@@ -31,12 +31,12 @@ FAST_ZOO = ("cat_seed",)
 class Block(nn.Module):
     """A pre-norm attention block as Hugging Face's ViT writes it: q/k/v linears, matmuls, GELU MLP."""
 
-    def __init__(self, dim: int = 16, heads: int = 2) -> None:
+    def __init__(self, dim: int = 32, heads: int = 4) -> None:
         super().__init__()
         self.heads, self.head_dim = heads, dim // heads
         self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
         self.q, self.k, self.v, self.o = (nn.Linear(dim, dim) for _ in range(4))
-        self.fc1, self.fc2 = nn.Linear(dim, 2 * dim), nn.Linear(2 * dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
 
     def _heads(self, t: torch.Tensor) -> torch.Tensor:
         b, n, _ = t.shape
@@ -52,19 +52,24 @@ class Block(nn.Module):
 
 
 class TinyViT(nn.Module):
-    """Patch-embedding conv, a class token, two attention blocks, a pooled head."""
+    """Patch-embedding conv, a class token, three attention blocks, a final norm and a pooled head.
 
-    def __init__(self, dim: int = 16, patches: int = 16) -> None:
+    At this size XNNPACK's delegate outputs take bytes PlannerPass gave a tensor that is dead by then,
+    which the reader used to take for an alias (and refused the file).
+    """
+
+    def __init__(self, dim: int = 32, patches: int = 16) -> None:
         super().__init__()
         self.embed = nn.Conv2d(3, dim, 8, 8)
         self.cls = nn.Parameter(torch.randn(1, 1, dim))
         self.pos = nn.Parameter(torch.randn(1, patches + 1, dim))
-        self.blocks = nn.Sequential(Block(dim), Block(dim))
+        self.blocks = nn.Sequential(Block(dim), Block(dim), Block(dim))
+        self.norm = nn.LayerNorm(dim)
         self.pool = nn.Linear(dim, dim)
 
     def forward(self, x):
         p = self.embed(x).flatten(2).transpose(1, 2)
-        h = self.blocks(torch.cat([self.cls.expand(x.shape[0], -1, -1), p], 1) + self.pos)
+        h = self.norm(self.blocks(torch.cat([self.cls.expand(x.shape[0], -1, -1), p], 1) + self.pos))
         return h, torch.tanh(self.pool(h[:, 0]))
 
 
