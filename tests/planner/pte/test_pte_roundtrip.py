@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from et_helpers import ReadState, StateStore, WriteState
+from helpers.executorch_programs import ReadState, StateStore, WriteState
 from torch import nn
 
 from memplan import PlannerPass
