@@ -4,7 +4,8 @@ The front door: the problem types, `solve`, `PlannerPass` (the drop-in
 `MemoryPlanningPass`), `MemplanAlgorithm` (memplan's solvers as an ExecuTorch
 memory-planning algorithm, for the stock pass), and for notebooks and scripts `plan_model` (any model:
 export, plan, compare with the stock planner, run), `load_program` (a zoo name,
-`.pt2` or `file.py:factory`), `read_program` (a built `.pte`) and
+`.pt2` or `file.py:factory`), `read_program` (a built `.pte`), `substituted` (memplan in place of every
+`MemoryPlanningPass` a block of code builds; `memplan run` on the command line) and
 `sweep` and `load_results` (a sweep folder as a typed DataFrame). Those are loaded on first
 use, so that `import memplan` and the solvers never import torch.
 """
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
     from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
     from memplan.planner.pass_ import PlannerPass
     from memplan.planner.pte.program import read_program
+    from memplan.planner.substitute import substituted
     from memplan.solvers import available, solve
 
 try:
@@ -55,6 +57,7 @@ __all__ = [
     "read_program",
     "sweep",
     "solve",
+    "substituted",
     "validate",
 ]
 
@@ -67,6 +70,7 @@ _LAZY = {  # upper floors, imported on first use: the ground floor imports none 
     "plan_model": ("memplan.experiments.planning", "plan_model"),
     "load_program": ("memplan.experiments.zoo.programs", "load"),
     "read_program": ("memplan.planner.pte.program", "read_program"),
+    "substituted": ("memplan.planner.substitute", "substituted"),
     "load_results": ("memplan.experiments.sweep.results", "load_results"),
     "sweep": ("memplan.experiments.sweep.run", "sweep"),
 }

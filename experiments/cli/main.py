@@ -45,6 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_sweep(sub)
     _add_plan_and_plot(sub)
     _add_file_commands(sub)
+    _add_run(sub)
     sub.add_parser("models", help="list zoo models")
     sub.add_parser("solvers", help="list solvers")
     return parser
@@ -209,6 +210,27 @@ def _add_file_commands(sub) -> None:
     p.add_argument("--quiet", action="store_true", help="no progress bar")
 
 
+def _add_run(sub) -> None:
+    from memplan.experiments import flags
+    from memplan.solvers import DEFAULT_SOLVER
+
+    p = sub.add_parser(
+        "run",
+        help="run an export script (-- script.py ARGS, or -m module ARGS) with memplan planning every program",
+        usage="memplan run [OPTIONS] -- script.py [ARGS...] | memplan run [OPTIONS] -m module [ARGS...]",
+    )
+    p.add_argument("--solver", default=DEFAULT_SOLVER, help="memplan solver (default: %(default)s)")
+    flags.add_time_limit(p)
+    p.add_argument(
+        "--memory-map", default="", help="plan across banks, fastest first, e.g. sram:64KiB,dram:16MiB"
+    )
+    p.add_argument("--no-cat-fusion", action="store_true", help="leave every torch.cat as a copy")
+    p.add_argument("--no-state-in-place", action="store_true", help="keep ExecuTorch's state write-backs")
+    p.add_argument(
+        "--report", metavar="DIR", help="also write the tables to DIR/report.md and DIR/report.json"
+    )
+
+
 def _add_levers(p: argparse.ArgumentParser) -> None:
     """memplan's levers besides cat fusion, each on or off (default: PlannerPass's)."""
     p.add_argument(
@@ -306,7 +328,18 @@ def _lowering(args: argparse.Namespace) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["run"]:  # the script's own arguments are not memplan's: split them off first
+        from memplan.experiments.cli import run
+
+        try:
+            own, target = run.split(argv[1:])
+        except MemplanError as exc:
+            _fail(str(exc), USAGE_EXIT)
+        args = parser.parse_args(["run", *own])
+        args.target = target
+    else:
+        args = parser.parse_args(argv)
     if args.command is None:
         parser.error("choose a command: " + ", ".join(_COMMANDS))
     from memplan.experiments.cli.noise import filtered_stderr
@@ -613,7 +646,26 @@ def _solvers(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    from memplan.experiments.cli import run
+    from memplan.planner.banks import parse_memory_map
+
+    options = {
+        "solver": args.solver,
+        "time_limit_s": args.time_limit,
+        "cat_fusion": not args.no_cat_fusion,
+        "state_in_place": not args.no_state_in_place,
+    }
+    if args.memory_map:
+        try:
+            options["memory_map"] = parse_memory_map(args.memory_map)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+    return run.execute(args.target, options, args.report)
+
+
 _COMMANDS = {
+    "run": _run,
     "sweep": _sweep,
     "plan": _plan,
     "plot": _plot,

@@ -1,0 +1,136 @@
+"""`memplan run`: run someone's export script with memplan planning every program it builds.
+
+    memplan run [--solver cpsat --time-limit 5 --no-cat-fusion ...] -- export.py ARGS...
+    memplan run [...] -m package.module ARGS...
+
+As `coverage run` does, the script runs in this process (runpy), as `__main__`, with its own
+`sys.argv`; inside it every `to_executorch` plans memory with memplan (memplan.planner.substitute), so
+its `.pte` files are memplan's and it writes them where it always does. Its exit code is kept. Then one
+table per program built goes to stderr: per method, ExecuTorch's own bytes for the same graph,
+memplan's, the saving, proven or not, the levers applied, the planning seconds, and who planned a
+method the stock pass had to plan, and why.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import runpy
+import sys
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from memplan.errors import UsageError
+from memplan.experiments.markdown import markdown
+
+USAGE = "memplan run [OPTIONS] -- script.py [ARGS...]  or  memplan run [OPTIONS] -m package.module [ARGS...]"
+
+
+@dataclass(frozen=True)
+class Target:
+    """What to run: a script path or a module name, and its arguments."""
+
+    name: str
+    args: list[str]
+    module: bool
+
+
+def split(argv: Sequence[str]) -> tuple[list[str], Target]:
+    """memplan's own options, and the target after `--` or `-m` (or the first `.py` argument)."""
+    argv = list(argv)
+    for i, arg in enumerate(argv):
+        if arg in ("--", "-m"):
+            rest = argv[i + 1 :]
+            if not rest:
+                raise UsageError(f"nothing to run after {arg!r}; usage: {USAGE}")
+            return argv[:i], Target(rest[0], rest[1:], arg == "-m")
+        if arg.endswith(".py") and not arg.startswith("-"):
+            return argv[:i], Target(arg, argv[i + 1 :], False)
+    raise UsageError(f"no script or module to run; usage: {USAGE}")
+
+
+def execute(target: Target, options: dict[str, Any], report: str | None = None) -> int:
+    """Run `target` under `memplan.substituted(**options)`; print the tables; its exit code."""
+    from memplan.planner.substitute import substituted
+
+    if not target.module and not os.path.isfile(target.name):
+        raise UsageError(f"no such script: {target.name!r}")
+    with substituted(**options) as run:
+        code = _run(target)
+    text = tables(run.programs)
+    print(text, file=sys.stderr)
+    if report:
+        write_report(report, text, run.programs)
+    return code
+
+
+def _run(target: Target) -> int:
+    """The target as `python script.py` / `python -m module` would run it; its exit code."""
+    saved_argv, saved_path = list(sys.argv), list(sys.path)
+    try:
+        if target.module:
+            sys.argv = [target.name, *target.args]
+            sys.path.insert(0, os.getcwd())
+            runpy.run_module(target.name, run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = [target.name, *target.args]
+            sys.path.insert(0, os.path.dirname(os.path.abspath(target.name)))
+            runpy.run_path(target.name, run_name="__main__")
+        return 0
+    except SystemExit as e:
+        return _exit_code(e.code)
+    except Exception:  # the script's own error: shown as Python shows it, after which the tables follow
+        traceback.print_exc()
+        return 1
+    finally:
+        sys.argv, sys.path[:] = saved_argv, saved_path
+
+
+def _exit_code(code: object) -> int:
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)  # sys.exit("message") prints it and exits 1
+    return 1
+
+
+COLUMNS = (
+    "method",
+    "stock_bytes",
+    "memplan_bytes",
+    "saving",
+    "proven",
+    "levers",
+    "planning_seconds",
+    "planned_by",
+)
+
+
+def tables(programs: Sequence[Any]) -> str:
+    """One Markdown table per program, headed by its name."""
+    if not programs:
+        return "memplan run: the script built no ExecuTorch program (no to_executorch call)"
+    parts = []
+    for program in programs:
+        frame = pd.DataFrame(program.rows(), columns=list(COLUMNS))
+        parts.append(f"memplan: {program.name}\n\n{markdown(frame)}\n")
+    return "\n".join(parts)
+
+
+def write_report(folder: str, text: str, programs: Sequence[Any]) -> None:
+    """`report.md` (the tables) and `report.json` (their rows) in `folder`."""
+    out = Path(folder)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text(text + "\n")
+        rows = [{"program": p.name, "rows": p.rows()} for p in programs]
+        (out / "report.json").write_text(json.dumps(rows, indent=1) + "\n")
+    except OSError as e:
+        raise UsageError(f"cannot write the report to {folder!r}: {e.strerror}") from None
+    print(f"memplan: report written to {out}/", file=sys.stderr)
