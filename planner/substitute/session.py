@@ -48,11 +48,15 @@ class Substitution:
         """`original(manager, config)` with memplan planning each method; the stock pass where it must."""
         config = config if config else ExecutorchBackendConfig()
         methods = list(manager._edge_programs)
-        snapshot = programs_copy(manager._edge_programs)
         stock_methods: dict[str, str] = {}
+        try:
+            snapshot = programs_copy(manager._edge_programs)
+        except Exception as e:  # without a copy there is no way back: the stock pass plans it all
+            reason = f"memplan could not copy the edge programs to fall back on ({type(e).__name__}: {e})"
+            stock_methods, snapshot = dict.fromkeys(methods, reason), None
         start = time.perf_counter()
         for attempt in range(1, len(methods) + 3):
-            if attempt > 1:
+            if attempt > 1 and snapshot is not None:
                 manager._edge_programs = programs_copy(snapshot)
             guards = _guards(config, methods, self.options, stock_methods)
             try:
@@ -70,7 +74,7 @@ class Substitution:
         result = ProgramResult(
             len(self.programs) + 1, [], time.perf_counter() - start, program, None, attempt
         )
-        if self.build_stock:
+        if self.build_stock and snapshot is not None:
             twin = manager_copy(manager)
             twin._edge_programs = snapshot
             result.stock_program = original(twin, _stock_config(config))

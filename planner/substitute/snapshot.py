@@ -14,7 +14,10 @@ from typing import Any
 import torch
 import torch.utils._pytree as pytree
 from executorch.exir.lowered_backend_module import LoweredBackendModule
+from executorch.exir.tensor import TensorSpec
 from torch.export import ExportedProgram
+
+from memplan.planner.compat import ViewSpec
 
 
 def programs_copy(programs: dict[str, ExportedProgram]) -> dict[str, ExportedProgram]:
@@ -38,8 +41,22 @@ def _program_copy(program: ExportedProgram) -> ExportedProgram:
         if isinstance(module, torch.fx.GraphModule):
             for node in module.graph.nodes:  # fx copies node.meta shallowly; specs are written in place
                 if "spec" in node.meta:
-                    node.meta = {**node.meta, "spec": copy.deepcopy(node.meta["spec"], memo)}
+                    spec = pytree.tree_map(lambda leaf: _spec_copy(leaf, memo), node.meta["spec"])
+                    node.meta = {**node.meta, "spec": spec}
     return twin
+
+
+def _spec_copy(spec: Any, memo: dict[int, Any]) -> Any:
+    """A copy of one spec; a view's (`_ViewSpec`, whose attribute access runs through its base) field
+    by field, its base copied once for all its views."""
+    if not isinstance(spec, ViewSpec):
+        return copy.deepcopy(spec, memo)
+    if id(spec) not in memo:
+        twin = object.__new__(type(spec))
+        for name, value in object.__getattribute__(spec, "__dict__").items():
+            object.__setattr__(twin, name, _spec_copy(value, memo) if isinstance(value, TensorSpec) else value)
+        memo[id(spec)] = twin
+    return memo[id(spec)]
 
 
 def _tensors(program: ExportedProgram) -> list[torch.Tensor]:
