@@ -39,7 +39,12 @@ class Flow:
 
 
 def llama_flow(name: str, out_args: Sequence[str]) -> Flow:
-    return Flow(name, LLAMA, ("-p", "{out}/params.json", "-kv", "--output_name", "{out}/llama.pte", *out_args), "llama")
+    return Flow(
+        name,
+        LLAMA,
+        ("-p", "{out}/params.json", "-kv", "--output_name", "{out}/llama.pte", *out_args),
+        "llama",
+    )
 
 
 FLOWS: dict[str, Flow] = {
@@ -48,9 +53,27 @@ FLOWS: dict[str, Flow] = {
         llama_flow("export_llama portable", ()),
         llama_flow("export_llama xnnpack", ("-X",)),
         llama_flow("export_llama xnnpack, no dynamic shape", ("-X", "--disable_dynamic_shape")),
-        Flow("aot_compiler linear xnnpack", XNNPACK_AOT, ("--model_name", "linear", "--delegate", "-o", "{out}"), "example", "linear"),
-        Flow("aot_compiler lstm portable", XNNPACK_AOT, ("--model_name", "lstm", "-o", "{out}"), "example", "lstm"),
-        Flow("aot_compiler add_mul portable", XNNPACK_AOT, ("--model_name", "add_mul", "-o", "{out}"), "example", "add_mul"),
+        Flow(
+            "aot_compiler linear xnnpack",
+            XNNPACK_AOT,
+            ("--model_name", "linear", "--delegate", "-o", "{out}"),
+            "example",
+            "linear",
+        ),
+        Flow(
+            "aot_compiler lstm portable",
+            XNNPACK_AOT,
+            ("--model_name", "lstm", "-o", "{out}"),
+            "example",
+            "lstm",
+        ),
+        Flow(
+            "aot_compiler add_mul portable",
+            XNNPACK_AOT,
+            ("--model_name", "add_mul", "-o", "{out}"),
+            "example",
+            "add_mul",
+        ),
         Flow(
             "quantization example linear",
             XNNPACK_QUANTIZATION,
@@ -89,7 +112,9 @@ def inputs_of(flow: Flow, calls: int) -> list[list[torch.Tensor]]:
     """The inputs of each call: a token at each next position (llama), or the example's inputs."""
     if flow.inputs == "llama":
         torch.manual_seed(0)
-        return [[torch.randint(0, SMALL_LLAMA["vocab_size"], (1, 1)), torch.tensor([i])] for i in range(calls)]
+        return [
+            [torch.randint(0, SMALL_LLAMA["vocab_size"], (1, 1)), torch.tensor([i])] for i in range(calls)
+        ]
     from executorch.examples.models import MODEL_NAME_TO_MODEL
     from executorch.examples.models.model_factory import EagerModelFactory
 

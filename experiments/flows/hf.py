@@ -29,7 +29,13 @@ DECODER = {
     "num_key_value_heads": 1,
     "head_dim": 8,
 }
-ENCODER = {**TEXT, "hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}
+ENCODER = {
+    **TEXT,
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+}
 SEQ2SEQ = {
     **TEXT,
     "d_model": 16,
@@ -141,8 +147,16 @@ ARCHITECTURES: dict[str, Architecture] = {
         _decoder("gpt2", n_embd=16, n_layer=1, n_head=2, n_positions=32),
         _decoder("opt", ffn_dim=32, word_embed_proj_dim=16),
         Architecture("bert", "bert", "encoder", "AutoModel", ENCODER),
-        Architecture("roberta", "roberta", "encoder", "AutoModel", {**ENCODER, "max_position_embeddings": 40}),
-        Architecture("distilbert", "distilbert", "encoder", "AutoModel", {**TEXT, "dim": 16, "hidden_dim": 32, "n_layers": 1, "n_heads": 2}),
+        Architecture(
+            "roberta", "roberta", "encoder", "AutoModel", {**ENCODER, "max_position_embeddings": 40}
+        ),
+        Architecture(
+            "distilbert",
+            "distilbert",
+            "encoder",
+            "AutoModel",
+            {**TEXT, "dim": 16, "hidden_dim": 32, "n_layers": 1, "n_heads": 2},
+        ),
         Architecture("albert", "albert", "encoder", "AutoModel", {**ENCODER, "embedding_size": 16}),
         Architecture("electra", "electra", "encoder", "AutoModel", {**ENCODER, "embedding_size": 16}),
         Architecture("bart", "bart", "encoder-decoder", "AutoModelForSeq2SeqLM", SEQ2SEQ, seq2seq),
@@ -151,7 +165,15 @@ ARCHITECTURES: dict[str, Architecture] = {
             "t5",
             "encoder-decoder",
             "AutoModelForSeq2SeqLM",
-            {**TEXT, "d_model": 16, "d_ff": 32, "d_kv": 8, "num_layers": 1, "num_decoder_layers": 1, "num_heads": 2},
+            {
+                **TEXT,
+                "d_model": 16,
+                "d_ff": 32,
+                "d_kv": 8,
+                "num_layers": 1,
+                "num_decoder_layers": 1,
+                "num_heads": 2,
+            },
             seq2seq,
         ),
         Architecture("vit", "vit", "vision", "AutoModel", VISION, pixels),
@@ -220,7 +242,9 @@ def export(architecture: Architecture, backend: str, solver: str = "cpsat", **op
         (outcome.program,) = exporter.programs
         outcome.metadata = exported.components["model"].metadata
     except Exception as e:  # the architecture does not export through transformers' exporter
-        outcome.error = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}"
+        outcome.error = (
+            f"{type(e).__name__}: {str(e).strip().splitlines()[0][:160] if str(e).strip() else ''}"
+        )
     outcome.seconds = time.perf_counter() - start
     return outcome
 

@@ -54,7 +54,9 @@ def _spec_copy(spec: Any, memo: dict[int, Any]) -> Any:
     if id(spec) not in memo:
         twin = object.__new__(type(spec))
         for name, value in object.__getattribute__(spec, "__dict__").items():
-            object.__setattr__(twin, name, _spec_copy(value, memo) if isinstance(value, TensorSpec) else value)
+            object.__setattr__(
+                twin, name, _spec_copy(value, memo) if isinstance(value, TensorSpec) else value
+            )
         memo[id(spec)] = twin
     return memo[id(spec)]
 
