@@ -289,3 +289,32 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
         return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
     return a == b
+
+
+def export_for_generation(
+    architecture: Architecture, backend: str, solver: str = "cpsat", **options: Any
+) -> list[Outcome]:
+    """The generate path: transformers decomposes `generate` into prefill and decode (a static cache the
+    caller holds between them) and exports each as its own program; one Outcome per component, its
+    inputs those transformers captured for it."""
+    from transformers import GenerationConfig
+    from transformers.exporters.configs import ExecutorchConfig
+    from transformers.exporters.utils import decompose_for_generation
+
+    from memplan.planner.substitute import hf
+
+    hf.register_portable_backend()
+    model, _ = architecture.build()
+    prompt = {"input_ids": torch.randint(0, 64, (1, 6)), "attention_mask": torch.ones(1, 6, dtype=torch.long)}
+    generation = GenerationConfig(cache_implementation="static", max_cache_len=16, max_new_tokens=2, do_sample=False)
+    stages = decompose_for_generation(model, _copied(prompt), generation_config=generation)
+    exporter = hf.exporter_class()(solver, build_stock=True, **options)
+    start = time.perf_counter()
+    exported = exporter.export_for_generation(
+        model, prompt, ExecutorchConfig(backend=backend, alloc_graph_input=False), generation_config=generation
+    )
+    seconds = time.perf_counter() - start
+    return [
+        Outcome(architecture, backend, program, exported.components[name].metadata, stages[name][1], "", seconds)
+        for name, program in zip(exported.components, exporter.programs)
+    ]
