@@ -23,9 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from executorch.exir.capture._config import ExecutorchBackendConfig
+from executorch.exir import EdgeProgramManager, ExecutorchBackendConfig
 from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass
-from executorch.exir.program._program import EdgeProgramManager
 
 from memplan import solvers
 from memplan.errors import UsageError
