@@ -86,8 +86,17 @@ FLOWS: dict[str, Flow] = {
 
 
 def write_params(out: Path) -> Path:
+    """params.json and a random checkpoint of its weights (llama.pth): without a checkpoint, export_llama
+    leaves the weights no `reset_parameters` covers (the norms) as uninitialized memory, and every
+    output is NaN."""
+    from executorch.examples.models.llama.llama_transformer import construct_transformer
+    from executorch.examples.models.llama.model_args import ModelArgs
+
     path = out / "params.json"
     path.write_text(json.dumps(SMALL_LLAMA))
+    torch.manual_seed(0)
+    model = construct_transformer(ModelArgs(**SMALL_LLAMA))
+    torch.save({name: p.detach() for name, p in model.named_parameters()}, out / "llama.pth")
     return path
 
 

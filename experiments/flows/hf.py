@@ -19,7 +19,13 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # random weights only: nothing may be downloaded
 
-TEXT = {"vocab_size": 64, "max_position_embeddings": 32}
+TEXT = {
+    "vocab_size": 64,
+    "max_position_embeddings": 32,
+    "pad_token_id": 0,
+    "bos_token_id": 1,
+    "eos_token_id": 2,
+}
 DECODER = {
     **TEXT,
     "hidden_size": 16,
@@ -200,7 +206,13 @@ ARCHITECTURES: dict[str, Architecture] = {
             "whisper",
             "audio",
             "AutoModelForSpeechSeq2Seq",
-            {**SEQ2SEQ, "num_mel_bins": 8, "max_source_positions": 16, "max_target_positions": 16},
+            {
+                **SEQ2SEQ,
+                "num_mel_bins": 8,
+                "max_source_positions": 16,
+                "max_target_positions": 16,
+                "decoder_start_token_id": 1,
+            },
             mel,
         ),
         Architecture("clip", "clip", "multimodal", "AutoModel", VISION_TEXT, text_and_pixels),
@@ -306,15 +318,22 @@ def export_for_generation(
     hf.register_portable_backend()
     model, _ = architecture.build()
     prompt = {"input_ids": torch.randint(0, 64, (1, 6)), "attention_mask": torch.ones(1, 6, dtype=torch.long)}
-    generation = GenerationConfig(cache_implementation="static", max_cache_len=16, max_new_tokens=2, do_sample=False)
+    generation = GenerationConfig(
+        cache_implementation="static", max_cache_len=16, max_new_tokens=2, do_sample=False
+    )
     stages = decompose_for_generation(model, _copied(prompt), generation_config=generation)
     exporter = hf.exporter_class()(solver, build_stock=True, **options)
     start = time.perf_counter()
     exported = exporter.export_for_generation(
-        model, prompt, ExecutorchConfig(backend=backend, alloc_graph_input=False), generation_config=generation
+        model,
+        prompt,
+        ExecutorchConfig(backend=backend, alloc_graph_input=False),
+        generation_config=generation,
     )
     seconds = time.perf_counter() - start
     return [
-        Outcome(architecture, backend, program, exported.components[name].metadata, stages[name][1], "", seconds)
+        Outcome(
+            architecture, backend, program, exported.components[name].metadata, stages[name][1], "", seconds
+        )
         for name, program in zip(exported.components, exporter.programs)
     ]

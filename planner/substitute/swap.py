@@ -8,7 +8,6 @@ an overridden `run` that calls `super().run(...)` runs memplan's.
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite, greedy

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from cli_helpers import run_cli
 
-SCRIPT = '''
+SCRIPT = """
 import sys, torch
 from executorch.exir import to_edge, ExecutorchBackendConfig
 from executorch.exir.passes import MemoryPlanningPass
@@ -26,7 +26,7 @@ with open(sys.argv[1], "wb") as f:
 print("wrote", sys.argv[1])
 if len(sys.argv) > 2:
     sys.exit(int(sys.argv[2]))
-'''
+"""
 
 
 @pytest.fixture
@@ -41,7 +41,8 @@ def test_script_keeps_its_arguments_output_and_exit_code(
 ) -> None:
     out = tmp_path / "three.pte"
     code, stdout, stderr = run_cli(
-        ["run", "--solver", "bestfit", "--report", str(tmp_path / "rep"), "--", str(script), str(out), "3"], capsys
+        ["run", "--solver", "bestfit", "--report", str(tmp_path / "rep"), "--", str(script), str(out), "3"],
+        capsys,
     )
     assert code == 3
     assert f"wrote {out}" in stdout

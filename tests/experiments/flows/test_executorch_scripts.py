@@ -27,4 +27,6 @@ def test_script_planned_by_memplan_runs_as_stock(name: str, tmp_path: Path) -> N
         assert flows.same_outputs(program.program, program.stock_program, flows.inputs_of(flow, 3))
     written = sorted(tmp_path.glob("*.pte"))
     assert written, "the script wrote no .pte"
-    assert written[-1].read_bytes() == run.programs[-1].program.buffer  # the file the script wrote is memplan's
+    assert (
+        written[-1].read_bytes() == run.programs[-1].program.buffer
+    )  # the file the script wrote is memplan's

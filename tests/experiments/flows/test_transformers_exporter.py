@@ -9,7 +9,12 @@ import transformers  # noqa: F401 - the [hf] extra; a missing install fails here
 
 from memplan.experiments.flows import hf
 
-DEFAULT = [("llama_static_cache", "xnnpack"), ("bert", "portable"), ("vit", "xnnpack"), ("whisper", "portable")]
+DEFAULT = [
+    ("llama_static_cache", "xnnpack"),
+    ("bert", "portable"),
+    ("vit", "xnnpack"),
+    ("whisper", "portable"),
+]
 SWEEP = [
     pytest.param(name, backend, marks=pytest.mark.slow)
     for name in hf.ARCHITECTURES
@@ -24,8 +29,12 @@ def check(outcome: hf.Outcome) -> None:
     for row in program.methods:
         assert row.planner == "memplan", row.note
         assert row.memplan_bytes <= row.stock_bytes, row.method
-    emitted = {p.name: sum(p.non_const_buffer_sizes) for p in program.program.executorch_program.execution_plan}
-    stock = {p.name: sum(p.non_const_buffer_sizes) for p in program.stock_program.executorch_program.execution_plan}
+    emitted = {
+        p.name: sum(p.non_const_buffer_sizes) for p in program.program.executorch_program.execution_plan
+    }
+    stock = {
+        p.name: sum(p.non_const_buffer_sizes) for p in program.stock_program.executorch_program.execution_plan
+    }
     assert {r.method: r.memplan_bytes for r in program.methods} == emitted  # the table is the program's
     assert {r.method: r.stock_bytes for r in program.methods} == stock
     assert hf.compare(outcome, calls=3)

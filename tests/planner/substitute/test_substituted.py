@@ -52,7 +52,9 @@ def outputs(program, method: str = "forward") -> list[torch.Tensor]:
 def assert_runs_as_stock(result) -> None:
     """Each method of memplan's program gives the stock program's outputs, bit for bit, call after call."""
     for row in result.methods:
-        for mine, theirs in zip(outputs(result.program, row.method), outputs(result.stock_program, row.method)):
+        for mine, theirs in zip(
+            outputs(result.program, row.method), outputs(result.stock_program, row.method)
+        ):
             assert torch.equal(mine, theirs), row.method
 
 
@@ -91,8 +93,12 @@ def test_every_binding_site_is_planned_by_memplan(site: str) -> None:
     (row,) = result.methods
     assert row.planner == "memplan", row.note
     assert row.memplan_bytes <= row.stock_bytes
-    assert row.memplan_bytes == sum(result.program.executorch_program.execution_plan[0].non_const_buffer_sizes)
-    assert row.stock_bytes == sum(result.stock_program.executorch_program.execution_plan[0].non_const_buffer_sizes)
+    assert row.memplan_bytes == sum(
+        result.program.executorch_program.execution_plan[0].non_const_buffer_sizes
+    )
+    assert row.stock_bytes == sum(
+        result.stock_program.executorch_program.execution_plan[0].non_const_buffer_sizes
+    )
     assert row.stock_sizes == row.result.stock_sizes  # memplan's replica of the stock figure is exact
     assert_runs_as_stock(result)
 
@@ -104,7 +110,9 @@ def test_the_stock_pass_arguments_keep_their_meaning() -> None:
         BINDING_SITES["no config"](edge())
         BINDING_SITES["subclass"](edge())
     kinds = [{b.kind for b in p.methods[0].result.problem.buffers} for p in run.programs]
-    assert BufferKind.GRAPH_INPUT not in kinds[0] and BufferKind.GRAPH_INPUT in kinds[1]  # alloc_graph_input=False kept
+    assert (
+        BufferKind.GRAPH_INPUT not in kinds[0] and BufferKind.GRAPH_INPUT in kinds[1]
+    )  # alloc_graph_input=False kept
     assert BufferKind.GRAPH_INPUT not in kinds[2]  # the subclass's super().__init__ arguments
     assert CountingPass.runs == ["counting"]  # its own run ran, around memplan's
     assert ExecutorchBackendConfig().memory_planning_pass.__class__ is MemoryPlanningPass  # restored
@@ -113,7 +121,9 @@ def test_the_stock_pass_arguments_keep_their_meaning() -> None:
 def test_per_method_dict_and_a_method_left_out() -> None:
     with memplan.substituted(solver="bestfit", build_stock=True) as run:
         edge(("forward", "other")).to_executorch(
-            ExecutorchBackendConfig(memory_planning_pass={"forward": MemoryPlanningPass(alloc_graph_input=False)})
+            ExecutorchBackendConfig(
+                memory_planning_pass={"forward": MemoryPlanningPass(alloc_graph_input=False)}
+            )
         )
     (result,) = run.programs
     assert [m.planner for m in result.methods] == ["memplan", "memplan"]
