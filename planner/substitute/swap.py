@@ -57,9 +57,12 @@ def as_planner(stock: object, options: dict[str, Any]) -> PlannerPass | str:
     return planner
 
 
-@functools.cache
+_REBASED: dict[type, type[PlannerPass]] = {}
+
+
 def _rebased(cls: type[MemoryPlanningPass]) -> type[PlannerPass]:
     """`cls` with `PlannerPass` between it and `MemoryPlanningPass`: its overrides first, then memplan's."""
-    return type(
-        cls.__name__, (cls, PlannerPass), {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
-    )
+    if cls not in _REBASED:
+        namespace = {"__module__": cls.__module__, "__qualname__": cls.__qualname__}
+        _REBASED[cls] = type(cls.__name__, (cls, PlannerPass), namespace)
+    return _REBASED[cls]
