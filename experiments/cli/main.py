@@ -648,7 +648,7 @@ def _solvers(args: argparse.Namespace) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import run
-    from memplan.planner.banks import parse_memory_map
+    from memplan.planner.memory.bank_maps import parse_memory_map
 
     options = {
         "solver": args.solver,
