@@ -184,7 +184,6 @@ ARCHITECTURES: dict[str, Architecture] = {
         ),
         Architecture("vit", "vit", "vision", "AutoModel", VISION, pixels),
         Architecture("deit", "deit", "vision", "AutoModel", VISION, pixels),
-        Architecture("convnext", "convnext", "vision", "AutoModel", STAGES, pixels),
         Architecture("resnet", "resnet", "vision", "AutoModel", STAGES, pixels),
         Architecture(
             "wav2vec2",
