@@ -61,13 +61,6 @@ FLOWS: dict[str, Flow] = {
             "linear",
         ),
         Flow(
-            "aot_compiler lstm portable",
-            XNNPACK_AOT,
-            ("--model_name", "lstm", "-o", "{out}"),
-            "example",
-            "lstm",
-        ),
-        Flow(
             "aot_compiler add_mul portable",
             XNNPACK_AOT,
             ("--model_name", "add_mul", "-o", "{out}"),
