@@ -26,8 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from memplan.experiments.cli import args as script_args
-from memplan.experiments.cli.tables import StreamedTable, markdown
+from memplan.experiments import flags as script_args
+from memplan.experiments.markdown import StreamedTable, markdown
 
 COLUMNS = (
     "architecture",

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli_helpers import run_cli
+from helpers.cli import run_cli
 
 SCRIPT = """
 import sys, torch
