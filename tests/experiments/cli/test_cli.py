@@ -16,7 +16,7 @@ from memplan.experiments.cli import main as cli
 from memplan.peak_bound import lower_bound, lower_bounds
 
 ERROR_CASES = {
-    "no command": ([], "choose a command: sweep, plan"),
+    "no command": ([], "choose a command: run, sweep, plan"),
     "unknown subcommand": (["frobnicate"], "invalid choice: 'frobnicate'"),
     "unknown model": (["sweep", "--models", "cat_seed,nope"], "unknown model 'nope'; choose from: ds_cnn"),
     "unknown solver": (["sweep", "--solvers", "nope"], "unknown solver 'nope'; choose from: greedy"),
