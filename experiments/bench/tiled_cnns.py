@@ -104,7 +104,7 @@ def row(
 
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    flags.add_models(parser, default=VISION)
+    flags.add_models(parser, default=list(VISION))
     parser.add_argument("--solver", default=DEFAULT_SOLVER)
     flags.add_time_limit(parser)
     parser.add_argument("--max-extra-macs", type=float, default=0.15)
