@@ -66,6 +66,7 @@ def execute(target: Target, options: dict[str, Any], report: str | None = None) 
     print(text, file=sys.stderr)
     if report:
         write_report(report, text, run.programs)
+        write_html_reports(report, run.programs, options)
     return code
 
 
@@ -134,3 +135,27 @@ def write_report(folder: str, text: str, programs: Sequence[Any]) -> None:
     except OSError as e:
         raise UsageError(f"cannot write the report to {folder!r}: {e.strerror}") from None
     print(f"memplan: report written to {out}/", file=sys.stderr)
+
+
+def write_html_reports(folder: str, programs: Sequence[Any], options: dict[str, Any]) -> None:
+    """`program_N.html` per program built: the interactive report of the program the script got.
+
+    The page is `memplan report` of the built program's bytes (its own layout next to memplan's
+    re-plan of it), so it shows exactly what the script wrote. The user's export has already
+    succeeded here: a program whose report cannot be made is named with the reason, never raised.
+    """
+    from memplan import solvers
+    from memplan.planner.pte.program import read_program
+    from memplan.viz.report import from_pte, write
+
+    solver = options.get("solver") or solvers.DEFAULT_SOLVER
+    time_limit_s = options.get("time_limit_s") or solvers.DEFAULT_TIME_LIMIT_S
+    for program in programs:
+        path = Path(folder) / f"program_{program.index}.html"
+        try:
+            layout = read_program(bytes(program.program.buffer))
+            write(from_pte(layout, solver, time_limit_s), path)
+        except Exception as e:  # the export is done; a report is an extra
+            print(f"memplan: no report for {program.name}: {type(e).__name__}: {e}", file=sys.stderr)
+        else:
+            print(f"memplan: interactive report of {program.name}: {path}", file=sys.stderr)

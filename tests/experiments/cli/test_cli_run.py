@@ -54,6 +54,8 @@ def test_script_keeps_its_arguments_output_and_exit_code(
 
     plan = deserialize_pte_binary(out.read_bytes()).program.execution_plan[0]
     assert sum(plan.non_const_buffer_sizes) == row["memplan_bytes"]  # the file the script wrote is memplan's
+    page = (tmp_path / "rep" / "program_1.html").read_text()
+    assert "plotly" in page and "forward" in page  # the interactive report of the program built
 
 
 def test_module_form_and_a_script_that_raises(
