@@ -81,12 +81,39 @@ def gantt(
     if ax is None:
         _, ax = plt.subplots(figsize=(10, 5))
     bases = pool_bases(problem, plan)
-    by_id = {b.id: b for b in problem.buffers}
 
     def box(buf: Buffer) -> list[tuple[float, float]]:
         low = bases[buf.pool] + plan.offsets[buf.id]
         return [(buf.start, low), (buf.end, low), (buf.end, low + buf.size), (buf.start, low + buf.size)]
 
+    parents, shared = _draw_boxes(ax, problem, box)
+    x_low = min((b.start for b in problem.buffers), default=0)
+    x_high = max((b.end for b in problem.buffers), default=1)
+    _bound_lines(ax, problem, plan, bases, x_low, x_high)
+    _label_largest(ax, problem.buffers, box, label_top)
+    _label_pools(ax, problem, bases, x_low)
+    ax.set_xlim(x_low, x_high)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
+    ax.set_ylim(0, max(plan.arena_size, 1))
+    bytes_axis(ax.yaxis)
+    ax.set_xlabel("execution step")
+    ax.set_ylabel("byte offset")
+    if op_names is not None:
+        _name_steps(ax, op_names, x_high)
+    ax.set_title(title if title is not None else _default_title(problem, plan))
+    handles = _legend_handles(ax, problem, parents, shared)
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
+    return ax
+
+
+def _draw_boxes(
+    ax: Axes, problem: Problem, box: Callable[[Buffer], list[tuple[float, float]]]
+) -> tuple[set[str], list[str]]:
+    """Every buffer's box, group parents outlined, shared buffers hatched; (parents, shared) ids.
+
+    One collection per kind of mark (not one artist per box) keeps 100k-buffer plots drawable.
+    """
+    by_id = {b.id: b for b in problem.buffers}
     parents = {g.parent for g in problem.groups}
     order = [by_id[i] for i in draw_order(problem)]
     edge = 0.0 if len(order) > _MANY else 0.4
@@ -123,12 +150,12 @@ def gantt(
                 zorder=2,
             )
         )
+    return parents, shared
 
-    x_low = min((b.start for b in problem.buffers), default=0)
-    x_high = max((b.end for b in problem.buffers), default=1)
-    _bound_lines(ax, problem, plan, bases, x_low, x_high)
-    _label_largest(ax, problem.buffers, box, label_top)
-    if len(bases) > 1 or set(bases) & set(problem.pool_names):  # one unnamed pool needs no label
+
+def _label_pools(ax: Axes, problem: Problem, bases: dict[int, int], x_low: float) -> None:
+    """Each pool's label at its base, unless the plot is one unnamed pool (nothing to tell apart)."""
+    if len(bases) > 1 or set(bases) & set(problem.pool_names):
         for pool, base in bases.items():
             ax.text(
                 x_low,
@@ -140,19 +167,6 @@ def gantt(
                 color="0.2",
                 gid=POOL_LABEL,
             )
-
-    ax.set_xlim(x_low, x_high)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole numbers
-    ax.set_ylim(0, max(plan.arena_size, 1))
-    bytes_axis(ax.yaxis)
-    ax.set_xlabel("execution step")
-    ax.set_ylabel("byte offset")
-    if op_names is not None:
-        _name_steps(ax, op_names, x_high)
-    ax.set_title(title if title is not None else _default_title(problem, plan))
-    handles = _legend_handles(ax, problem, parents, shared)
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8)
-    return ax
 
 
 def _bound_lines(
