@@ -1,7 +1,8 @@
 """memplan: memory planning for ExecuTorch programs.
 
 The front door: the problem types, `solve`, `PlannerPass` (the drop-in
-`MemoryPlanningPass`), `MemplanAlgorithm` (memplan's solvers as an ExecuTorch
+`MemoryPlanningPass`) with its levers' option objects (`CatFusionOptions`, `StateInPlaceOptions`,
+`SliceNoopOptions`, `TilingOptions`), `MemplanAlgorithm` (memplan's solvers as an ExecuTorch
 memory-planning algorithm, for the stock pass), and for notebooks and scripts `plan_model` (any model:
 export, plan, compare with the stock planner, run), `load_program` (a zoo name,
 `.pt2` or `file.py:factory`), `read_program` (a built `.pte`), `substituted` (memplan in place of every
@@ -27,9 +28,13 @@ if TYPE_CHECKING:
     from memplan.experiments.sweep.run import sweep
     from memplan.experiments.zoo.programs import load as load_program
     from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
+    from memplan.planner.levers.cat.lever import CatFusionOptions
+    from memplan.planner.levers.slice_noop.lever import SliceNoopOptions
+    from memplan.planner.levers.state_in_place.lever import StateInPlaceOptions
     from memplan.planner.pass_ import PlannerPass
     from memplan.planner.pte.program import read_program
     from memplan.planner.substitute import substituted
+    from memplan.planner.tiling.options import TilingOptions
     from memplan.solvers import available, solve
 
 try:
@@ -40,6 +45,7 @@ except PackageNotFoundError:  # pragma: no cover - running from a source tree wi
 __all__ = [
     "Buffer",
     "BufferKind",
+    "CatFusionOptions",
     "ContiguousGroup",
     "InfeasibleError",
     "MemplanAlgorithm",
@@ -48,6 +54,9 @@ __all__ = [
     "Problem",
     "ProblemError",
     "SameOffset",
+    "SliceNoopOptions",
+    "StateInPlaceOptions",
+    "TilingOptions",
     "__version__",
     "available",
     "load_program",
@@ -67,6 +76,10 @@ _LAZY = {  # upper floors, imported on first use: the ground floor imports none 
     "solve": ("memplan.solvers", "solve"),
     "PlannerPass": ("memplan.planner.pass_", "PlannerPass"),
     "MemplanAlgorithm": ("memplan.planner.algorithms.memplan_algorithm", "MemplanAlgorithm"),
+    "CatFusionOptions": ("memplan.planner.levers.cat.lever", "CatFusionOptions"),
+    "StateInPlaceOptions": ("memplan.planner.levers.state_in_place.lever", "StateInPlaceOptions"),
+    "SliceNoopOptions": ("memplan.planner.levers.slice_noop.lever", "SliceNoopOptions"),
+    "TilingOptions": ("memplan.planner.tiling.options", "TilingOptions"),
     "plan_model": ("memplan.experiments.planning", "plan_model"),
     "load_program": ("memplan.experiments.zoo.programs", "load"),
     "read_program": ("memplan.planner.pte.program", "read_program"),

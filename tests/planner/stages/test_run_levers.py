@@ -43,3 +43,22 @@ def test_a_flat_keyword_overrides_the_field_of_an_options_object_and_false_switc
 def test_a_lever_given_something_else_is_refused_naming_the_keyword():
     with pytest.raises(PlanningError, match="cat_fusion must be a bool or a CatFusionOptions"):
         PlannerPass(cat_fusion="yes")  # type: ignore[arg-type]
+
+
+def test_the_front_door_names_every_levers_options_object():
+    import memplan
+
+    grouped = memplan.PlannerPass(
+        solver="bestfit",
+        cat_fusion=memplan.CatFusionOptions(partial=True),
+        state_in_place=memplan.StateInPlaceOptions(enabled=False),
+        slice_noop=memplan.SliceNoopOptions(enabled=True),
+    )
+    assert memplan.CatFusionOptions is CatFusionOptions and memplan.SliceNoopOptions is SliceNoopOptions
+    assert grouped.levers == configured(
+        {"cat_fusion_partial": True, "state_in_place": False, "slice_noop": True}
+    )
+    assert memplan.TilingOptions().max_extra_macs == 0.15  # the default limit on extra work
+    assert {"CatFusionOptions", "StateInPlaceOptions", "SliceNoopOptions", "TilingOptions"} <= set(
+        dir(memplan)
+    )
