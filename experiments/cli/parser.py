@@ -96,18 +96,8 @@ def _add_sweep(sub) -> None:
 
 
 def _add_plan_and_plot(sub) -> None:
-    from memplan.experiments import flags
-    from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
-
     p = sub.add_parser("plan", help="plan one model (zoo name, .pt2, file.py:factory) and print a summary")
-    p.add_argument("model")
-    p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
-    p.add_argument("--method", help="only this method (default: all)")
-    flags.add_time_limit(p)
-    p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
-    p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
-    _add_levers(p)
-    _add_lowering(p)
+    _add_model_planning(p, "only this method (default: all)")
     p.add_argument("--plot", metavar="FILE", help="also write the Gantt chart (.png, .svg or .pdf)")
     p.add_argument("--out", metavar="FILE.pte", help="also write the planned program")
     p.add_argument(
@@ -122,15 +112,23 @@ def _add_plan_and_plot(sub) -> None:
     _add_tiling(p)
 
     p = sub.add_parser("plot", help="write a Gantt chart of a model's plan (zoo name, .pt2, file.py:factory)")
+    _add_model_planning(p, "only this method (default: all, stacked)")
+    p.add_argument("--out", required=True, metavar="FILE", help=".png, .svg or .pdf")
+
+
+def _add_model_planning(p: argparse.ArgumentParser, method_help: str) -> None:
+    """The flags `plan` and `plot` share: which model and method, the solver, and how it is lowered."""
+    from memplan.experiments import flags
+    from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
+
     p.add_argument("model")
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="(default: %(default)s)")
-    p.add_argument("--method", help="only this method (default: all, stacked)")
+    p.add_argument("--method", help=method_help)
     flags.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
     _add_levers(p)
     _add_lowering(p)
-    p.add_argument("--out", required=True, metavar="FILE", help=".png, .svg or .pdf")
 
 
 def _add_file_commands(sub) -> None:
