@@ -23,6 +23,7 @@ class Refusal(str, Enum):
     NOT_CONTIGUOUS = "not_contiguous"  # a tensor not in the default dim order
     DIM_ORDER_MISMATCH = "dim_order_mismatch"  # state: copy_ changes the memory layout
     DYNAMIC_SHAPE = "dynamic_shape"  # the real size is only known at run time
+    DYNAMIC_OFFSET = "dynamic_offset"  # slice: where the output starts is only known at run time
     # Who writes the bytes.
     GRAPH_INPUT = "graph_input"  # filled by the caller, not by an op of this method
     CONSTANT = "constant"  # parameter, buffer read here, lifted constant: lives in the program

@@ -173,9 +173,13 @@ def _inspect(
     for spec, start in zip(out_specs, starts):
         reasons = list(common)
         bid = facts.bid_of.get(id(spec), "")
-        offset = start * inner
         nbytes = num_bytes_from_shape_and_dtype(torch.Size(spec.shape), spec.dtype)
-        reasons += _output_reasons(facts, graph_outputs, spec, bid, in_spec, offset, input_bid)
+        if start is None:
+            offset = 0
+            reasons.append((Refusal.DYNAMIC_OFFSET, f"{node.name} starts at a value computed at run time"))
+        else:
+            offset = start * inner
+            reasons += _output_reasons(facts, graph_outputs, spec, bid, in_spec, offset, input_bid)
         decisions.append(
             SliceDecision(
                 node.name,
@@ -207,7 +211,8 @@ def _input_reasons(
     reasons: list[tuple[Refusal, str]] = []
     if any(s != 1 for s in in_spec.shape[:dim]):
         reasons.append((Refusal.INNER_DIM, f"dim {dim} of shape {list(in_spec.shape)}"))
-    if kind == "slice" and int(_arg(node, 4, "step", 1)) != 1:
+    step = _constant(_arg(node, 4, "step", 1)) if kind == "slice" else 1
+    if step != 1:
         reasons.append((Refusal.STEP, f"step {_arg(node, 4, 'step', 1)}"))
     if (
         in_spec.shape_dynamism != TensorShapeDynamism.STATIC
@@ -273,22 +278,30 @@ def _output_reasons(
 
 def _starts(
     node: torch.fx.Node, kind: str, in_spec: TensorSpec, dim: int, out_specs: Sequence[TensorSpec]
-) -> list[int]:
-    """Index along `dim` where each output begins."""
+) -> list[int | None]:
+    """Index along `dim` where each output begins (None: computed at run time, e.g. from `.item()`)."""
     size = int(in_spec.shape[dim]) if in_spec.shape else 0
     if kind == "select":
-        index = int(_arg(node, 2, "index", 0))
-        return [index + size if index < 0 else index]
+        index = _constant(_arg(node, 2, "index", 0))
+        return [None if index is None else index + size if index < 0 else index]
     if kind == "slice":
         start = _arg(node, 2, "start", None)
-        begin = 0 if start is None else int(start)
+        begin = 0 if start is None else _constant(start)
+        if begin is None:
+            return [None]
         begin = begin + size if begin < 0 else begin
         return [min(max(begin, 0), size)]
-    starts, at = [], 0
+    starts: list[int | None] = []
+    at = 0
     for spec in out_specs:
         starts.append(at)
         at += int(spec.shape[dim])
     return starts
+
+
+def _constant(value: object) -> int | None:
+    """`value` as an int, or None when the graph computes it at run time (a node, e.g. of `.item()`)."""
+    return None if isinstance(value, torch.fx.Node) else int(cast(int, value))
 
 
 def _arg(node: torch.fx.Node, index: int, name: str, default: object) -> Any:

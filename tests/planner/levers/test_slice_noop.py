@@ -97,6 +97,18 @@ class SliceOfCopiedCatInput(nn.Module):
         return c, s + 1
 
 
+class DataDependentStart(nn.Module):
+    """A slice whose start is read from a tensor (`.item()`), as in ExecuTorch's own
+    test_constraint_present_after_dce: where it starts is only known at run time."""
+
+    def forward(self, x, y):
+        a = torch.sin(x) * 2  # (10, 4): an activation, so only the start can refuse the no-op
+        z = y.item()
+        torch._check(z >= 0)
+        torch._check(z <= 8)
+        return torch.cos(a[z : z + 2]) + 1
+
+
 MODELS = {
     "rows": lambda: _model("rows", Rows(), lambda: (torch.randn(6, 8),), n_calls=3),
     "pieces": lambda: _model("pieces", Pieces(), lambda: (torch.randn(1, 8, 4),), n_calls=3),
@@ -110,10 +122,19 @@ MODELS = {
     ),
     "state_slice": lambda: _model("state_slice", StateSlice(), lambda: (torch.randn(4, 8),), n_calls=4),
     "inner_first": lambda: _model("inner_first", InnerFirst(), lambda: (torch.randn(8, 4),), n_calls=3),
+    "data_dependent_start": lambda: _data_dependent_start(),
     "copied_cat_input": lambda: _model(
         "copied_cat_input", SliceOfCopiedCatInput(), lambda: (torch.randn(4, 4),), n_calls=3
     ),
 }
+
+
+def _data_dependent_start():
+    model = _model(
+        "data_dependent_start", DataDependentStart(), lambda: (torch.randn(10, 4), torch.tensor([3]))
+    )
+    model.calls = [("forward", (torch.randn(10, 4), torch.tensor([start]))) for start in (3, 0, 8)]
+    return model
 
 
 def planned(name: str, **options):
@@ -160,6 +181,15 @@ def test_slice_of_a_tensor_written_while_read_is_refused():
     (decision,) = [d for d in noops.decisions if d.op == "slice"]
     assert not decision.removed and Refusal.INPUT_WRITTEN_IN_PLACE in decision.reasons
     assert remaining_slices(program) >= 1
+
+
+def test_slice_starting_at_a_run_time_value_is_refused():
+    """Regression: the lever read the start as a constant and raised a TypeError inside
+    `to_executorch` (ExecuTorch's test_constraint_present_after_dce with slice no-ops on)."""
+    program, noops = planned("data_dependent_start")
+    (decision,) = noops.decisions
+    assert not decision.removed and decision.reasons == (Refusal.DYNAMIC_OFFSET,)
+    assert remaining_slices(program) == 1
 
 
 def test_slices_of_state_are_refused_and_state_stays_correct():
