@@ -130,7 +130,7 @@ class PlannerPass(MemoryPlanningPass):
     `slice_noop` places a slice/select/split output that is a contiguous run of
     its input inside the input and removes the copy where the graph shows the
     input's bytes stay put while the output is read (memplan.planner.levers.slice_noop);
-    off by default (docs/slice_noop.md).
+    on by default since ExecuTorch's own tests pass with it (docs/slice_noop.md).
     `tiling` (True or a `TilingOptions`) computes a high-resolution CNN region one row band at a
     time (memplan.planner.tiling). It adds ops, so it is a transform of the exported program, not of
     the graph this pass sees (by then out-variant, and under XNNPACK the convolutions are inside
@@ -159,7 +159,7 @@ class PlannerPass(MemoryPlanningPass):
         cat_fusion_allow_growth: bool | None = None,
         memory_map: TargetMemoryMap | None = None,
         state_in_place: bool | StateInPlaceOptions = True,
-        slice_noop: bool | SliceNoopOptions = False,
+        slice_noop: bool | SliceNoopOptions = True,
         tiling: bool | TilingOptions | None = None,
     ) -> None:
         if share_mutable_buffers and not alloc_mutable_buffers:

@@ -230,7 +230,7 @@ def _add_levers(p: argparse.ArgumentParser) -> None:
         "--state-in-place", help="on or off: write new state values where the state lives (default: on)"
     )
     p.add_argument(
-        "--slice-noop", help="on or off: place contiguous slices inside their source (default: off)"
+        "--slice-noop", help="on or off: place contiguous slices inside their source (default: on)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 

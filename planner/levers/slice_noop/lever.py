@@ -18,9 +18,9 @@ from memplan.planner.levers.slice_noop.rewrite import remove_noop_slices
 @dataclass(frozen=True)
 class SliceNoopOptions:
     """`enabled`: place a slice/select/split output that is a contiguous run of its input inside it
-    (off by default, docs/slice_noop.md)."""
+    (on by default, docs/slice_noop.md)."""
 
-    enabled: bool = False
+    enabled: bool = True
 
 
 @dataclass(frozen=True)

@@ -231,7 +231,7 @@ def test_slice_of_a_cat_input_cloned_by_partial_fusion_keeps_the_input_alive():
 @pytest.mark.parametrize("name", ["rows", "pieces"])
 def test_slice_noop_off_keeps_every_copy(name):
     model = MODELS[name]()
-    pass_ = PlannerPass(solver="bestfit")
+    pass_ = PlannerPass(solver="bestfit", slice_noop=False)
     program = runtime.lower(model, memory_planning_pass=pass_)
     runtime.check_outputs(model, program.buffer)
     assert pass_.results["forward"].slice_noops is None and remaining_slices(program) > 0
@@ -253,3 +253,13 @@ def test_forcing_the_refused_no_op_gives_wrong_outputs(monkeypatch):
     assert pass_.results["forward"].slice_noops.nodes_removed  # type: ignore[union-attr]
     with pytest.raises(AssertionError, match="mismatch"):
         runtime.check_outputs(model, program.buffer)
+
+
+def test_slice_noops_are_on_by_default():
+    """`PlannerPass()` removes the no-op slices (issue 31, item 9: on once ExecuTorch's tests pass)."""
+    model = MODELS["rows"]()
+    pass_ = PlannerPass()
+    program = runtime.lower(model, memory_planning_pass=pass_)
+    runtime.check_outputs(model, program.buffer)
+    noops = pass_.results["forward"].slice_noops
+    assert noops is not None and len(noops.nodes_removed) == 3 and remaining_slices(program) == 0
