@@ -115,7 +115,9 @@ def findings(row: dict[str, Any]) -> list[str]:
         found.append(f"replan finds {row['memplan_bytes'] - row['replan_bytes']:,} B less")
     tensors = row["memplan_bytes"] - row.get("padding", 0)
     if row.get("proven") and row.get("emitted_bound") != tensors:
-        found.append(f"proven at {tensors:,} B of tensors, but the emitted bound is {row.get('emitted_bound')}")
+        found.append(
+            f"proven at {tensors:,} B of tensors, but the emitted bound is {row.get('emitted_bound')}"
+        )
     if row["memplan_bytes"] > row["stock_bytes"]:
         found.append("memplan above stock")
     if row["runtime"].startswith("DIFFERS"):

@@ -134,7 +134,9 @@ def hf_llama(n_layers: int, context: int = 128, n_calls: int = 3) -> ZooModel:
     with seeded():
         model = transformers.AutoModelForCausalLM.from_config(config).eval()
         model.generation_config = transformers.GenerationConfig(
-            use_cache=True, cache_implementation="static", cache_config={"batch_size": 1, "max_cache_len": context}
+            use_cache=True,
+            cache_implementation="static",
+            cache_config={"batch_size": 1, "max_cache_len": context},
         )
         step = _DecodeStep(TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=context))
         calls = [("forward", (torch.randint(0, 128, (1, 1)), torch.tensor([i]))) for i in range(n_calls)]
@@ -321,7 +323,7 @@ def dynamic_sequence() -> ZooModel:
 class SplitMerge(nn.Module):
     """Channels cut with `chunk`, `split` and `narrow`, worked on, and glued back with `cat`."""
 
-    def __init__(self, channels: int = 24, width: int = 16) -> None:
+    def __init__(self, width: int = 16) -> None:
         super().__init__()
         self.proj = nn.Linear(width, width)
         self.mix = nn.Linear(width, width)
@@ -338,7 +340,10 @@ class SplitMerge(nn.Module):
 def split_merge() -> ZooModel:
     with seeded():
         return single_method(
-            "chunk_split_narrow_cat", "chunk, split, narrow and cat", SplitMerge(), lambda: (torch.randn(1, 24, 16),)
+            "chunk_split_narrow_cat",
+            "chunk, split, narrow and cat",
+            SplitMerge(),
+            lambda: (torch.randn(1, 24, 16),),
         )
 
 
@@ -441,7 +446,9 @@ class ZeroSized(nn.Module):
 
 def zero_size() -> ZooModel:
     with seeded():
-        return single_method("zero_size", "zero-size tensors among ordinary ones", ZeroSized(), lambda: (torch.randn(8, 16),))
+        return single_method(
+            "zero_size", "zero-size tensors among ordinary ones", ZeroSized(), lambda: (torch.randn(8, 16),)
+        )
 
 
 # The issue's order; names are the `--models` of experiments/bench/outside_models.py.
