@@ -6,4 +6,5 @@ llama     ExecuTorch's Llama transformer with random weights
 concat    small hand-written models built around `torch.cat` (U-Net, DenseNet)
 stateful  multi-method programs sharing mutable buffers
 hybrid    decode programs with state: Llama KV cache, Qwen3.5-style and LFM2-style hybrids
+outside   programs of the kinds a new user brings (issue 31), for experiments/bench/outside_models.py
 """
