@@ -56,7 +56,8 @@ class MethodResult:
     # (planner.memory.instruction_traffic): what a memory map's fast banks serve.
     traffic: dict[int, int] = field(default_factory=dict)
     # The emitted program's lower bound for this method, when a proof was re-checked on it
-    # (planner.stages.proof_check); a proof it does not bear out is withdrawn from `plan`.
+    # (planner.stages.proof_check); a proof it does not bear out is withdrawn from `plan`. Like the
+    # plan's arena it counts tensors only: `buffer_sizes` adds `padding` (XNNPACK's 64 B, stock too).
     emitted_lower_bound: int | None = None
 
     @cached_property
