@@ -143,7 +143,7 @@ def lower_planned(
 
 
 def levers(planner_pass: Any) -> str:
-    """Which of memplan's levers the pass had on, e.g. "cat fusion + state in place" ("none": the
+    """Which of memplan's levers the pass had on, e.g. "cat fusion + state in place + slice no-ops" ("none": the
     solver alone, so `greedy` is ExecuTorch's algorithm on the program it was given)."""
     switched_on = {lever.name for lever in planner_pass.levers}
     on = [

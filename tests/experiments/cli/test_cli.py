@@ -132,7 +132,7 @@ def test_plan_prints_one_line_per_method_and_writes_the_gantt(capsys, tmp_path):
     lines = out.splitlines()
     assert lines[0] == (
         "multi_method_cache: solver bestfit; lowered with to_edge + ConvertToLinearPass;"
-        " levers: cat fusion + state in place"
+        " levers: cat fusion + state in place + slice no-ops"
     )
     cells = [[c.strip() for c in line.strip("|").split("|")] for line in lines[1:]]
     assert cells[0] == [
@@ -240,5 +240,5 @@ def test_plan_with_tiling_prints_the_tiled_region(capsys, tmp_path):
     path.write_text(TILEABLE)
     code, out, _ = _run(["plan", f"{path}:make", "--solver", "bestfit", "--tiling", "--check"], capsys)
     assert code == 0
-    assert "levers: cat fusion + state in place + tiling" in out
+    assert "levers: cat fusion + state in place + slice no-ops + tiling" in out
     assert "forward: tiled " in out and "row bands" in out

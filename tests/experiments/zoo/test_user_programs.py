@@ -114,7 +114,10 @@ def _own_build(module, example, planning_pass) -> list[int]:
 def test_an_lstm_like_executorchs_example_plans_and_runs(factories, capsys):
     code, out, err = _run(["plan", f"{factories}:lstm", "--solver", "bestfit", "--check"], capsys)
     assert code == 0, err
-    assert "mymodels:lstm: solver bestfit; lowered with to_edge; levers: cat fusion + state in place\n" in out
+    assert (
+        "mymodels:lstm: solver bestfit; lowered with to_edge; levers: cat fusion + state in place + slice no-ops\n"
+        in out
+    )
     assert "outputs identical to the stock program's" in err  # --check compares with the stock program
 
 
@@ -140,7 +143,7 @@ def test_a_sweep_of_the_lstm_checks_it_and_says_how_it_was_lowered(factories, tm
     assert df["error"].isna().all(), df["error"].tolist()
     assert df["matches_eager"].all()
     assert set(df["lowering"]) == {"to_edge"}
-    assert set(df["levers"]) == {"cat fusion + state in place"}
+    assert set(df["levers"]) == {"cat fusion + state in place + slice no-ops"}
     summary = (tmp_path / "runs" / "summary.md").read_text()
     assert f"| {factories}:lstm | to_edge |" in summary and "Levers on in every solver's run" in summary
     err = capsys.readouterr().err  # not a terminal here: a line per run instead of a bar

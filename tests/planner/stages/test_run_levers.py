@@ -11,10 +11,10 @@ from memplan.planner.pass_ import PlannerPass
 from memplan.planner.stages.run_levers import LEVERS, configured, switched_off
 
 
-def test_defaults_switch_on_state_in_place_and_cat_fusion_in_the_order_they_run():
+def test_defaults_switch_on_every_lever_in_the_order_they_run():
     levers = configured({})
-    assert [type(lever) for lever in levers] == [StateInPlaceLever, CatFusionLever]
-    assert [lever.phase for lever in levers] == [Phase.GRAPH, Phase.PROBLEM]
+    assert [type(lever) for lever in levers] == [StateInPlaceLever, SliceNoopLever, CatFusionLever]
+    assert [lever.phase for lever in levers] == [Phase.GRAPH, Phase.PROBLEM, Phase.PROBLEM]
     assert [keyword for keyword, _, _ in LEVERS] == ["state_in_place", "slice_noop", "cat_fusion"]
 
 
