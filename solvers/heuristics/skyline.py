@@ -23,13 +23,16 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import memplan.timeline as timeline
+import numpy as np
+
 from memplan.arith import align_up
 from memplan.errors import InfeasibleError
+from memplan.peak_bound import lower_bounds
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
 from memplan.solvers.deadline import CHECK_EVERY, Deadline
-from memplan.solvers.heuristics.bestfit import BestfitParams, solve_bestfit
+from memplan.solvers.heuristics.bestfit import ORDERINGS, bestfit_plan
+from memplan.solvers.heuristics.live_pairs import pairs_living_together
 from memplan.solvers.heuristics.orderings import (
     Placement,
     best_of_orderings,
@@ -37,7 +40,8 @@ from memplan.solvers.heuristics.orderings import (
     in_order,
     with_arena,
 )
-from memplan.solvers.units import Unit, units_of
+from memplan.solvers.stages import stage
+from memplan.solvers.units import Rect, Unit, units_of
 
 ORDERS = ("lifetime", "area", "size", "start")
 """The tie-break orders skyline tries (keys in `orderings.SORT_KEYS`)."""
@@ -63,10 +67,15 @@ def solve_skyline(
     seconds at a million buffers), marked as cut by the time limit.
     """
     deadline = Deadline(time_limit_s)
-    plan = skyline_plan(problem, params.orders, deadline)
+    with stage("units"):
+        units = units_of(problem)
+    with stage("bounds"):
+        bounds = lower_bounds(problem)
+    plan = skyline_plan(problem, params.orders, deadline, units, bounds)
     if plan is not None:
         return plan
-    fallback = solve_bestfit(problem, BestfitParams(orderings=BestfitParams().orderings[:1]))
+    with stage("fallback plan (best-fit)", whole=True):
+        fallback = bestfit_plan(problem, units, ORDERINGS[:1], Deadline(None), bounds)
     return dataclasses.replace(
         fallback,
         solver="skyline",
@@ -77,18 +86,35 @@ def solve_skyline(
     )
 
 
-def skyline_plan(problem: Problem, orders: Sequence[str], deadline: Deadline) -> Plan | None:
-    """The best skyline plan over `orders` placed before `deadline`; None if it passed inside the first."""
-    units = units_of(problem)
-    graph = Skyline(units)
+def skyline_plan(
+    problem: Problem,
+    orders: Sequence[str],
+    deadline: Deadline,
+    units: list[Unit] | None = None,
+    bounds: dict[int, int] | None = None,
+) -> Plan | None:
+    """The best skyline plan over `orders` placed before `deadline`; None if it passed inside the first.
+    `units` and `bounds` are `problem`'s (`units_of`, `lower_bounds`) when the caller has them."""
+    if units is None:
+        with stage("units"):
+            units = units_of(problem)
+    if deadline.passed():  # not even the neighbours: the first order could not start
+        return None
+    with stage("neighbour graph"):
+        graph = Skyline(units)
+
+    def place(name: str, _give_up_at: int | None) -> Placement | None:
+        return _with_arena(units, graph.place(in_order(units, name), deadline))
+
     return best_of_orderings(
         problem,
         units,
         orders,
-        lambda name, _give_up_at: _with_arena(units, graph.place(in_order(units, name), deadline)),
+        place,
         solver="skyline",
         status="heuristic (skyline, {} order)",
         deadline=deadline,
+        bounds=bounds,
     )
 
 
@@ -117,33 +143,44 @@ class Skyline:
             and (u.rects[0].start, u.rects[0].end) == horizon[u.rects[0].pool]
             for u in units
         ]
-        # neighbours[i]: (j, bytes of i that j must clear); obstacles[i]: (low, high, bytes of i) of fixed units.
-        self.neighbours: list[list[tuple[int, int]]] = [[] for _ in units]
+        # Unit i's neighbours are neighbour_unit[k] for k in range(neighbour_at[i], neighbour_at[i + 1]),
+        # each with the bytes of i it must clear (neighbour_bytes[k]); obstacles[i]: (low, high, bytes
+        # of i) of the fixed units i lives with.
         self.obstacles: list[list[tuple[int, int, int]]] = [[] for _ in units]
-        by_pool: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
-        for u in units:
-            if not self.spanning[u.index]:
-                for r in u.rects:
-                    by_pool[r.pool].append((r.start, r.end, r.size, u.index))
-        for rects in by_pool.values():
-            live: set[int] = set()
-            for _, is_start, k in timeline.events((s, e) for s, e, _, _ in rects):
-                if not is_start:
-                    live.discard(k)
-                    continue
-                for other in live:
-                    self._pair(rects[k], rects[other])
-                live.add(k)
+        self._link([(r, u) for u in units if not self.spanning[u.index] for r in u.rects if r.size])
         for obstacles in self.obstacles:
             obstacles.sort()
 
-    def _pair(self, a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> None:
-        (_, _, size_a, i), (_, _, size_b, j) = a, b
-        if i == j:
-            return
-        ui, uj = self.units[i], self.units[j]
-        if not size_a or not size_b:  # one holds no bytes: nothing to keep apart
-            return
+    def _link(self, rects: list[tuple[Rect, Unit]]) -> None:
+        """Neighbours and obstacles from every pair of `rects` (all holding bytes) that live together
+        in one pool: found with numpy (`pairs_living_together`), not pair by pair."""
+        n = len(self.units)
+        fixed = np.array([u.fixed is not None for u in self.units], dtype=bool)
+        later, earlier = pairs_living_together(
+            [r.pool for r, _ in rects], [r.start for r, _ in rects], [r.end for r, _ in rects]
+        )
+        unit = np.array([u.index for _, u in rects], dtype=np.int64)
+        size = np.array([r.size for r, _ in rects], dtype=np.int64)
+        i, j = unit[later], unit[earlier]
+        apart = i != j
+        free = apart & ~fixed[i] & ~fixed[j]
+        src = np.concatenate((i[free], j[free]))
+        dst = np.concatenate((j[free], i[free]))
+        clear = np.concatenate((size[later][free], size[earlier][free]))
+        by_unit = np.argsort(src, kind="stable")
+        at = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=n), out=at[1:])
+        self.neighbour_at: list[int] = at.tolist()
+        self.neighbour_unit: list[int] = dst[by_unit].tolist()
+        self.neighbour_bytes: list[int] = clear[by_unit].tolist()
+        for k in np.flatnonzero(apart & ~free).tolist():  # a fixed unit: rare, in the sweep's order
+            self._pair_fixed(rects[later[k]], rects[earlier[k]])
+
+    def _pair_fixed(self, a: tuple[Rect, Unit], b: tuple[Rect, Unit]) -> None:
+        """Two units living together, one of them fixed: an obstacle for the other, or (both fixed)
+        `InfeasibleError` if they share bytes."""
+        (ra, ui), (rb, uj) = a, b
+        size_a, size_b, i, j = ra.size, rb.size, ui.index, uj.index
         if ui.fixed is not None and uj.fixed is not None:
             if ui.fixed < uj.fixed + size_b and uj.fixed < ui.fixed + size_a:
                 raise InfeasibleError(
@@ -155,16 +192,19 @@ class Skyline:
             return  # both pinned and apart: nothing to decide
         if uj.fixed is not None:
             self.obstacles[i].append((uj.fixed, uj.fixed + size_b, size_a))
-        elif ui.fixed is not None:
-            self.obstacles[j].append((ui.fixed, ui.fixed + size_a, size_b))
         else:
-            self.neighbours[i].append((j, size_a))
-            self.neighbours[j].append((i, size_b))
+            assert ui.fixed is not None, "one of the two is fixed"
+            self.obstacles[j].append((ui.fixed, ui.fixed + size_a, size_b))
 
     def place(self, order: Sequence[Unit], deadline: Deadline | None = None) -> list[int] | None:
         """Unit offsets: fixed units where pinned, free ones lowest first, ties in `order`; None when
         `deadline` passes before every unit is placed."""
-        units, neighbours, spanning = self.units, self.neighbours, self.spanning
+        units, spanning = self.units, self.spanning
+        neighbour_at, neighbour_unit, neighbour_bytes = (
+            self.neighbour_at,
+            self.neighbour_unit,
+            self.neighbour_bytes,
+        )
         offsets = [u.fixed if u.fixed is not None else 0 for u in units]
         lowest = [0] * len(units)
         placed = [u.fixed is not None for u in units]
@@ -192,8 +232,10 @@ class Skyline:
                 pool_top[rect.pool] = max(pool_top[rect.pool], at + rect.size)
                 if spanning[i]:
                     pool_floor[rect.pool] = max(pool_floor[rect.pool], at + rect.size)
-            for j, size in neighbours[i]:
+            for k in range(neighbour_at[i], neighbour_at[i + 1]):
+                j = neighbour_unit[k]
                 if not placed[j]:
+                    size = neighbour_bytes[k]
                     step = units[j].alignment
                     top = align_up(at + size, step)
                     if top > lowest[j]:
