@@ -39,7 +39,7 @@ from memplan.solvers.registry import (
     reproducible_solvers,
 )
 from memplan.solvers.stages import StageLog, in_words, opened, stage
-from memplan.solvers.units import unit_proof_caveat, without_unit_proof
+from memplan.solvers.units import shared_units, unit_proof_caveat, without_unit_proof
 from memplan.validate import check_plan
 
 __all__ = [
@@ -100,7 +100,7 @@ def solve(
     log = StageLog(time_limit_s)
     if capacity is not None:
         problem = dataclasses.replace(problem, capacity=capacity)
-    with opened(log):
+    with opened(log), shared_units():
         with stage("loading the solver"):
             if params is None:
                 params = spec.make_params(options)
