@@ -16,7 +16,7 @@ from memplan.errors import SolverOptionError
 from memplan.peak_bound import lower_bounds
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
-from memplan.solvers.deadline import Deadline
+from memplan.solvers.deadline import FINISH_SECONDS_PER_UNIT, Deadline
 from memplan.solvers.stages import stage
 from memplan.solvers.units import Unit, arena_of, make_plan
 
@@ -130,7 +130,9 @@ def best_of_orderings(
     a tie goes to the earlier ordering. Placers that cannot stop early ignore
     it; a placer may also return None when `deadline` passed mid-placement.
     Stops early when an ordering reaches the lower bound; no new ordering starts
-    once the deadline has passed. None when no ordering was placed.
+    when the time left is less than the last one took plus `FINISH_SECONDS_PER_UNIT`
+    per unit (the plan must still be built and validated inside the limit). None
+    when no ordering was placed.
     `status` is formatted with the winning ordering's name; `bounds` are the
     problem's `lower_bounds` when the caller has them already.
     """
@@ -139,11 +141,15 @@ def best_of_orderings(
             bounds = lower_bounds(problem)
     bound = sum(bounds.values())
     best: tuple[int, str, Sequence[int], dict[int, int]] | None = None
+    finish = FINISH_SECONDS_PER_UNIT * len(units)
+    took = 0.0  # how long the last ordering took: one started with less time left ends past the limit
     for name in names:
-        if best is not None and deadline.passed():
+        if best is not None and deadline.passed(took + finish):
             break
+        began = deadline.spent()
         with stage("orderings"):
             placed = place(name, None if best is None else best[0])
+        took = deadline.spent() - began
         if placed is None:
             if deadline.passed():
                 break

@@ -30,7 +30,7 @@ from memplan.errors import InfeasibleError
 from memplan.peak_bound import lower_bounds
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
-from memplan.solvers.deadline import CHECK_EVERY, Deadline
+from memplan.solvers.deadline import CHECK_EVERY, FALLBACK_SECONDS_PER_UNIT, FINISH_SECONDS_PER_UNIT, Deadline
 from memplan.solvers.heuristics.bestfit import ORDERINGS, bestfit_plan
 from memplan.solvers.heuristics.live_pairs import pairs_living_together
 from memplan.solvers.heuristics.orderings import (
@@ -81,7 +81,7 @@ def solve_skyline(
         solver="skyline",
         seconds=deadline.spent(),
         outcome=Outcome.TIME_LIMIT,
-        status=f"time limit: the skyline's first order was cut at {time_limit_s:g} s; best-fit's plan"
+        status=f"time limit: the skyline's first order was cut at {time_limit_s:.3g} s; best-fit's plan"
         f" ({fallback.status})",
     )
 
@@ -98,13 +98,17 @@ def skyline_plan(
     if units is None:
         with stage("units"):
             units = units_of(problem)
-    if deadline.passed():  # not even the neighbours: the first order could not start
+    finish = FINISH_SECONDS_PER_UNIT * len(units)
+    fallback = FALLBACK_SECONDS_PER_UNIT * len(units)
+    if deadline.passed(fallback + finish):  # no time for the first order: best-fit's plan, now
         return None
     with stage("neighbour graph"):
         graph = Skyline(units)
 
-    def place(name: str, _give_up_at: int | None) -> Placement | None:
-        return _with_arena(units, graph.place(in_order(units, name), deadline))
+    def place(name: str, give_up_at: int | None) -> Placement | None:
+        first = give_up_at is None  # cut, it leaves best-fit's plan to make: keep time for that
+        reserve = finish + (fallback if first else 0.0)
+        return _with_arena(units, graph.place(in_order(units, name), deadline, reserve))
 
     return best_of_orderings(
         problem,
@@ -196,9 +200,11 @@ class Skyline:
             assert ui.fixed is not None, "one of the two is fixed"
             self.obstacles[j].append((ui.fixed, ui.fixed + size_a, size_b))
 
-    def place(self, order: Sequence[Unit], deadline: Deadline | None = None) -> list[int] | None:
+    def place(
+        self, order: Sequence[Unit], deadline: Deadline | None = None, reserve: float = 0.0
+    ) -> list[int] | None:
         """Unit offsets: fixed units where pinned, free ones lowest first, ties in `order`; None when
-        `deadline` passes before every unit is placed."""
+        less than `reserve` seconds are left before `deadline` and some unit is not placed."""
         units, spanning = self.units, self.spanning
         neighbour_at, neighbour_unit, neighbour_bytes = (
             self.neighbour_at,
@@ -216,7 +222,7 @@ class Skyline:
         popped = 0
         while heap:
             popped += 1
-            if deadline is not None and popped % CHECK_EVERY == 0 and deadline.passed():
+            if deadline is not None and popped % CHECK_EVERY == 0 and deadline.passed(reserve):
                 return None
             at, r, i = heapq.heappop(heap)
             if placed[i] or at != lowest[i]:
