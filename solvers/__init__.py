@@ -94,6 +94,10 @@ def solve(
     `reproducible` asks for the same plan on every run of the same input and
     options, whatever the machine's load (`SolverEntry.reproducible` says how
     each solver gets there; milp, with only wall-clock limits, refuses).
+    The time limit counts from this call to the validated plan: a plan that
+    ran past it says by how much and in which stages (`Plan.seconds_over_limit`,
+    `Plan.over_limit_stages`, and its status; `solvers.stages`), except in
+    reproducible runs, whose limit is a budget of work, not of seconds.
     """
     spec = entry(solver)
     time_limit_s = checked_time_limit(solver, time_limit_s)
@@ -110,6 +114,7 @@ def solve(
                 )
             spec.load()
         if reproducible:
+            log.limit_s = None  # the same plan, status included, whatever the machine's load
             if not spec.reproducible:
                 raise SolverOptionError(
                     f"{solver}: no reproducible mode (its time limit is wall-clock time, so what it finds"
