@@ -20,6 +20,7 @@ from memplan.errors import ProblemError
 from memplan.peak_bound import lower_bound
 from memplan.plan import Outcome, Plan, arena_sizes_of
 from memplan.problem import Buffer, Problem
+from memplan.solvers.heuristics.gc_pause import gc_paused
 
 
 class Rect(NamedTuple):
@@ -104,8 +105,9 @@ def units_of(problem: Problem) -> list[Unit]:
     return list(known[1])
 
 
+@gc_paused()
 def _built_units(problem: Problem) -> list[Unit]:
-    """`units_of`, built."""
+    """`units_of`, built (tuples by the 100,000: with the collector paused, `gc_pause`)."""
     if not problem.groups and not problem.same_offsets:
         return _single_buffer_units(problem)
     alignment: dict[str, int] = {}

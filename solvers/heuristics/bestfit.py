@@ -75,6 +75,7 @@ def solve_bestfit(
     return bestfit_plan(problem, units, params.orderings, deadline)
 
 
+@gc_paused()
 def bestfit_plan(
     problem: Problem,
     units: list[Unit],

@@ -32,6 +32,7 @@ from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
 from memplan.solvers.deadline import CHECK_EVERY, FALLBACK_SECONDS_PER_UNIT, FINISH_SECONDS_PER_UNIT, Deadline
 from memplan.solvers.heuristics.bestfit import ORDERINGS, bestfit_plan
+from memplan.solvers.heuristics.gc_pause import gc_paused
 from memplan.solvers.heuristics.live_pairs import pairs_living_together
 from memplan.solvers.heuristics.orderings import (
     Placement,
@@ -60,6 +61,7 @@ class SkylineParams:
         check_names("skyline", self.orders, ORDERS)
 
 
+@gc_paused()
 def solve_skyline(
     problem: Problem, params: SkylineParams = SkylineParams(), *, time_limit_s: float | None = None
 ) -> Plan:
@@ -249,7 +251,10 @@ class Skyline:
                 heapq.heappush(heap, (need, r, i))
                 raised += 1
                 if raised >= max(CHECK_EVERY, len(heap) // RAISE_IN_BULK):
-                    heap, raised = self._raised_to_floors(heap, placed, lowest, pool_floor), 0
+                    bulk = self._raised_to_floors(heap, placed, lowest, pool_floor, deadline, reserve)
+                    if bulk is None:
+                        return None
+                    heap, raised = bulk, 0
                 continue
             placed[i] = True
             offsets[i] = at
@@ -274,15 +279,21 @@ class Skyline:
         placed: list[bool],
         lowest: list[int],
         pool_floor: dict[int, int],
-    ) -> list[tuple[int, int, int]]:
+        deadline: Deadline | None = None,
+        reserve: float = 0.0,
+    ) -> list[tuple[int, int, int]] | None:
         """The heap without stale entries, each plain unit (`plain_pool`) below its pool's floor
         raised to it (aligned), as popping it would: the top of a unit spanning the horizon raises
         every other unit of its pool, and raising them one pop at a time costs a heap operation
-        each (at 100,000 buffers with 32 spanning ones, 3 million of them in one order)."""
+        each (at 100,000 buffers with 32 spanning ones, 3 million of them in one order). None when
+        less than `reserve` seconds are left before `deadline` (a pass over a million entries
+        takes seconds)."""
         kept = []
         plain_pool, alignment = self.plain_pool, self.alignment
         floors = {pool: pool_floor[pool] for pool in set(plain_pool) if pool is not None}
-        for entry in heap:
+        for count, entry in enumerate(heap):
+            if deadline is not None and count % (CHECK_EVERY * 64) == 0 and deadline.passed(reserve):
+                return None
             at, r, i = entry
             if placed[i] or at != lowest[i]:
                 continue
