@@ -52,9 +52,10 @@ class Violation:
 def validate(problem: Problem, plan: Plan) -> list[Violation]:
     """Every way `plan` breaks `problem`; empty when the plan is valid.
 
-    Independent of every solver. Overlaps are found by a sweep over time that
-    keeps the live rectangles ordered by offset, so only neighbours are
-    compared: O(n log n), not all pairs.
+    Independent of every solver. A pool whose rectangles a numpy pass clears
+    (`_surely_apart`) has no overlap; in any other, they are found by a sweep
+    over time that keeps the live rectangles ordered by offset, so only
+    neighbours are compared: O(n log n), not all pairs.
     """
     found: list[Violation] = []
 
