@@ -150,8 +150,8 @@ def best_of_orderings(
         with stage("orderings"):
             placed = place(name, None if best is None else best[0])
         took = deadline.spent() - began
-        if placed is None:
-            if deadline.passed():
+        if placed is None:  # gave up above the best (then the next may still win), or was cut
+            if best is None or deadline.passed():  # the first is never given up: it was cut
                 break
             continue
         offsets, arena = placed

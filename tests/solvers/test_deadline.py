@@ -109,3 +109,21 @@ def test_a_pass_raising_units_to_a_floor_stops_when_the_deadline_passes() -> Non
     raised = graph._raised_to_floors(*args, Deadline(1.0, Clock()))
     assert raised is not None and len(raised) == len(units)
     assert {at for at, _, i in raised if graph.plain_pool[i] is not None} == {64}
+
+
+def test_once_the_first_ordering_is_cut_no_other_starts() -> None:
+    """A cut first ordering means the time kept back for what follows has come: trying the next
+    orderings (each cut in turn) would spend it."""
+    problem = random_problem(30, seed=3)
+    units = units_of(problem)
+    tried: list[str] = []
+
+    def cut(name: str, _give_up_at: int | None):
+        tried.append(name)
+        return None
+
+    deadline = Deadline(10.0, Clock())  # never passes: only the cut says the time is up
+    plan = best_of_orderings(
+        problem, units, ["start", "lifetime", "size"], cut, solver="x", status="{}", deadline=deadline
+    )
+    assert plan is None and tried == ["start"]
