@@ -33,9 +33,8 @@ def lower_bounds(problem: Placeable) -> dict[int, int]:
     for buf in problem.roots():
         if not buf.gaps:  # one segment, every byte: the common case, read without building it
             spans[buf.pool].append((buf.start, buf.end, buf.size))
-            continue
-        for seg in buf.segments():
-            spans[buf.pool].append((seg.start, seg.end, seg.high - seg.low))
+        else:
+            spans[buf.pool].extend((seg.start, seg.end, seg.high - seg.low) for seg in buf.segments())
         if buf.offset is not None:
             bounds[buf.pool] = max(bounds[buf.pool], buf.offset + buf.size)
     for pool, pool_spans in spans.items():
