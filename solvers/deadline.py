@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 CHECK_EVERY = 1024
 """Units placed between two looks at the clock inside a placement (a look costs about 0.1 us)."""
 
-FINISH_SECONDS_PER_UNIT = 5e-6
+FINISH_SECONDS_PER_UNIT = 8e-6
 """Time a heuristic keeps back per unit for what follows its last placement, building the plan and
-validating it (100,000 buffers: about 0.1 s and 0.3 s), so that these land inside the limit."""
+validating it, so that these land inside the limit (measured, on a shared machine: 100,000 buffers
+about 0.1 s and 0.25-0.3 s; 1,000,000 about 1 s and 4 s; a margin for load on top)."""
 
 FALLBACK_SECONDS_PER_UNIT = 5e-6
 """Time the skyline keeps back per unit for best-fit's plan, its fallback when the first order is cut
