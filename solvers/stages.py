@@ -6,8 +6,9 @@ validated. What such work costs past the limit is the overrun a caller sees,
 so it is reported, not hidden. The stages a solver goes through run inside
 `stage(name)`; `solvers.solve` opens one `StageLog` per call and reads from it,
 once the plan is validated, the seconds each stage ran after the limit had
-passed (time inside a nested stage counts for the innermost one; time in no
-stage is "other"). Without an open log `stage` does nothing but look it up.
+passed (time inside a nested stage counts for the innermost one, unless an
+outer one is timed `whole`, as another solver's plan used as a fallback is;
+time in no stage is "other"). Without an open log `stage` does nothing but look it up.
 The log reads the deadline module's clock, so a test drives both with one
 fake clock.
 """
