@@ -91,9 +91,6 @@ it is not a measured crossover."""
 CANONICAL_DESCENT_SHARE = 0.5
 """Most of the time limit the canonical bisection may take (it normally ends well before)."""
 
-MIN_HEURISTIC_SECONDS = 1e-3
-"""Best-fit's time limit when none is left: its first ordering still runs (the plan to return)."""
-
 FINISH_SECONDS_PER_UNIT = 1e-5
 """Time kept back per unit for building and validating the plan after the search (1 s at 100,000)."""
 
@@ -507,11 +504,12 @@ def _heuristic_offsets(
     """Unit offsets of the better of best-fit (no new ordering after `left` seconds) and, with
     `skyline`, the skyline placement (within `skyline_seconds` of what is then left; cut off
     otherwise), planned without the capacity so they always exist."""
-    deadline = Deadline(left)
-    free = dataclasses.replace(problem, capacity=None)
+    deadline = Deadline(left)  # one for both, made first: what comes before them counts too
+    # A new problem is checked buffer by buffer (seconds at a million): made only when there is a capacity.
+    free = problem if problem.capacity is None else dataclasses.replace(problem, capacity=None)
     units = list(units)  # `units_of(free)`: the capacity plays no part in them
     bounds = lower_bounds(free)
-    plans = [bestfit_plan(free, units, ORDERINGS, Deadline(max(left, MIN_HEURISTIC_SECONDS)), bounds)]
+    plans = [bestfit_plan(free, units, ORDERINGS, deadline, bounds)]  # its first ordering always runs
     if skyline and not deadline.passed():
         found = skyline_plan(
             free, SkylineParams().orders, Deadline(min(skyline_seconds, deadline.left())), units, bounds
