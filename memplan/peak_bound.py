@@ -25,14 +25,16 @@ __all__ = ["lower_bound", "lower_bounds"]
 def lower_bounds(problem: Placeable) -> dict[int, int]:
     """Per pool: the most bytes live at one moment (a group counted once).
 
-    Also at least the end of every fixed buffer. A sweep over start/end events:
-    O(n log n).
+    Also at least the end of every fixed buffer. A sweep over start/end events
+    (`timeline.peak`): O(n log n).
     """
     spans: dict[int, list[tuple[int, int, int]]] = defaultdict(list)
     bounds: dict[int, int] = {pool: 0 for pool in problem.pools}
     for buf in problem.roots():
-        for seg in buf.segments():
-            spans[buf.pool].append((seg.start, seg.end, seg.high - seg.low))
+        if not buf.gaps:  # one segment, every byte: the common case, read without building it
+            spans[buf.pool].append((buf.start, buf.end, buf.size))
+        else:
+            spans[buf.pool].extend((seg.start, seg.end, seg.high - seg.low) for seg in buf.segments())
         if buf.offset is not None:
             bounds[buf.pool] = max(bounds[buf.pool], buf.offset + buf.size)
     for pool, pool_spans in spans.items():

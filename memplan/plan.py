@@ -34,7 +34,10 @@ class Plan:
     `proven_optimal` is read off it: True only for `Outcome.OPTIMAL`, when the
     solver proved no smaller arena exists (for a capacity/decision run: that the
     plan is feasible and minimal is not claimed). `lower_bound` is the bound it
-    was compared against.
+    was compared against. `seconds_over_limit` is how long the call ran past its
+    time limit (0.0: it finished inside it, or had none) and `over_limit_stages`
+    which stages that time went to, largest first (`status` says it in words):
+    the work a valid, validated plan needed after the limit had passed.
     """
 
     offsets: Mapping[str, int]
@@ -46,11 +49,18 @@ class Plan:
     status: str = ""
     # The bank chosen for each buffer that had a choice (problem with banks); others stay in their pool.
     pools: Mapping[str, int] = field(default_factory=dict)
+    seconds_over_limit: float = 0.0
+    over_limit_stages: Mapping[str, float] = field(default_factory=dict)
 
     @property
     def proven_optimal(self) -> bool:
         """True when the solver proved that no smaller arena exists (`Outcome.OPTIMAL`)."""
         return self.outcome is Outcome.OPTIMAL
+
+    @property
+    def overran_in(self) -> str:
+        """The stage that took the most time past the limit ("" when the call kept to it)."""
+        return next(iter(self.over_limit_stages), "")
 
     @property
     def arena_size(self) -> int:

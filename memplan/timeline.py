@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 
 def events(spans: Iterable[tuple[int, int]]) -> list[tuple[int, bool, int]]:
     """`(time, is_start, index)` for every `(start, end)` span, in sweep order.
@@ -27,8 +29,32 @@ def events(spans: Iterable[tuple[int, int]]) -> list[tuple[int, bool, int]]:
 def peak(spans: Sequence[tuple[int, int, int]]) -> tuple[int, int]:
     """`(most weight live at once, first time it is reached)` over `(start, end, weight)` spans.
 
-    `(0, 0)` without spans.
+    `(0, 0)` without spans. Summed with numpy over the sorted events when the
+    weights are non-negative and their total fits int64 (a million spans in a
+    fraction of a second), else event by event; the two agree.
     """
+    if not spans:
+        return 0, 0
+    try:
+        columns = np.array(spans, dtype=np.int64).reshape(-1, 3)
+    except OverflowError:
+        return _peak_one_by_one(spans)
+    weights = columns[:, 2]
+    if weights.min() < 0 or float(weights.sum(dtype=np.float64)) >= _INT64_ROOM:
+        return _peak_one_by_one(spans)
+    times = np.concatenate((columns[:, 0], columns[:, 1]))
+    is_start = np.concatenate((np.ones(len(spans), dtype=np.int8), np.zeros(len(spans), dtype=np.int8)))
+    order = np.lexsort((is_start, times))  # stable: by time, ends first, then by span
+    live = np.cumsum(np.concatenate((weights, -weights))[order])
+    at = int(np.argmax(live))
+    best = int(live[at])
+    return (best, int(times[order[at]])) if best > 0 else (0, 0)
+
+
+_INT64_ROOM = float(1 << 62)
+
+
+def _peak_one_by_one(spans: Sequence[tuple[int, int, int]]) -> tuple[int, int]:
     live = best = when = 0
     for time, is_start, index in events((start, end) for start, end, _ in spans):
         weight = spans[index][2]

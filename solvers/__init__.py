@@ -20,7 +20,7 @@ from memplan.bank_placement import place_in_banks
 from memplan.errors import InfeasibleError, SolverOptionError, UnknownSolverError, UnsupportedProblemError
 from memplan.plan import Plan
 from memplan.problem import Problem
-from memplan.solvers.contract import Form
+from memplan.solvers.contract import Form, SolverEntry
 from memplan.solvers.defaults import (
     DEFAULT_ALIGNMENT,
     DEFAULT_SOLVER,
@@ -38,7 +38,8 @@ from memplan.solvers.registry import (
     prepared,
     reproducible_solvers,
 )
-from memplan.solvers.units import unit_proof_caveat, without_unit_proof
+from memplan.solvers.stages import StageLog, in_words, opened, stage
+from memplan.solvers.units import shared_units, unit_proof_caveat, without_unit_proof
 from memplan.validate import check_plan
 
 __all__ = [
@@ -93,25 +94,50 @@ def solve(
     `reproducible` asks for the same plan on every run of the same input and
     options, whatever the machine's load (`SolverEntry.reproducible` says how
     each solver gets there; milp, with only wall-clock limits, refuses).
+    The time limit counts from this call to the validated plan: a plan that
+    ran past it says by how much and in which stages (`Plan.seconds_over_limit`,
+    `Plan.over_limit_stages`, and its status; `solvers.stages`), except in
+    reproducible runs, whose limit is a budget of work, not of seconds.
     """
     spec = entry(solver)
     time_limit_s = checked_time_limit(solver, time_limit_s)
+    log = StageLog(time_limit_s)
     if capacity is not None:
         problem = dataclasses.replace(problem, capacity=capacity)
-    if params is None:
-        params = spec.make_params(options)
-    elif options:
-        raise SolverOptionError(f"{solver}: give either params or options {sorted(options)}, not both")
-    if reproducible:
-        if not spec.reproducible:
-            raise SolverOptionError(
-                f"{solver}: no reproducible mode (its time limit is wall-clock time, so what it finds"
-                f" depends on the machine's load); reproducible solvers: {', '.join(reproducible_solvers())}"
-            )
-        if spec.reproducible == "untimed":
-            time_limit_s = None
-        elif spec.reproducible == "option":
-            params = dataclasses.replace(params, reproducible=True)
+    with opened(log), shared_units():
+        with stage("loading the solver"):
+            if params is None:
+                params = spec.make_params(options)
+            elif options:
+                raise SolverOptionError(
+                    f"{solver}: give either params or options {sorted(options)}, not both"
+                )
+            spec.load()
+        if reproducible:
+            log.limit_s = None  # the same plan, status included, whatever the machine's load
+            if not spec.reproducible:
+                raise SolverOptionError(
+                    f"{solver}: no reproducible mode (its time limit is wall-clock time, so what it finds"
+                    f" depends on the machine's load); reproducible solvers: {', '.join(reproducible_solvers())}"
+                )
+            if spec.reproducible == "untimed":
+                time_limit_s = None
+            elif spec.reproducible == "option":
+                params = dataclasses.replace(params, reproducible=True)
+        elif time_limit_s is not None:  # what loading took is gone (not under reproducible: a budget there)
+            time_limit_s = max(log.left(), MIN_SOLVER_SECONDS)
+        plan = _planned(problem, spec, params, time_limit_s, fallback)
+    return _with_overrun(plan, log)
+
+
+MIN_SOLVER_SECONDS = 1e-3
+"""The time limit a solver is given when loading it used up the caller's (its first plan still comes)."""
+
+
+def _planned(
+    problem: Problem, spec: SolverEntry, params: Any, time_limit_s: float | None, fallback: bool
+) -> Plan:
+    """The solver's plan (with its fallbacks if asked), in its banks, checked and validated."""
     try:
         if fallback:
             from memplan.solvers.fallback import WithFallback
@@ -126,12 +152,27 @@ def solve(
         if caveat is not None:
             err.withdraw(caveat)
         raise
-    placed = place_in_banks(problem, plan.pools)
-    check_banks_fit(solver, placed, plan)
-    plan = without_unit_proof(problem, plan, placed)
-    check_capacity(placed, plan, solver)
-    check_plan(problem, plan)
+    with stage("validation"):
+        placed = place_in_banks(problem, plan.pools)
+        check_banks_fit(spec.name, placed, plan)
+        plan = without_unit_proof(problem, plan, placed)
+        check_capacity(placed, plan, spec.name)
+        check_plan(problem, plan)
     return plan
+
+
+def _with_overrun(plan: Plan, log: StageLog) -> Plan:
+    """`plan` with the time the call ran past its limit, per stage and in its status (unchanged inside it)."""
+    total, by_stage = log.overrun()
+    if log.limit_s is None or total <= 0:
+        return plan
+    words = in_words(log.limit_s, total, by_stage)
+    return dataclasses.replace(
+        plan,
+        seconds_over_limit=total,
+        over_limit_stages=by_stage,
+        status=f"{plan.status}; {words}" if plan.status else words,
+    )
 
 
 if __name__ != "memplan.solvers":  # pragma: no cover - only a wrong sys.path gets here

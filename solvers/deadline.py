@@ -18,6 +18,15 @@ from dataclasses import dataclass, field
 CHECK_EVERY = 1024
 """Units placed between two looks at the clock inside a placement (a look costs about 0.1 us)."""
 
+FINISH_SECONDS_PER_UNIT = 8e-6
+"""Time a heuristic keeps back per unit for what follows its last placement, building the plan and
+validating it, so that these land inside the limit (measured, on a shared machine: 100,000 buffers
+about 0.1 s and 0.25-0.3 s; 1,000,000 about 1 s and 4 s; a margin for load on top)."""
+
+FALLBACK_SECONDS_PER_UNIT = 5e-6
+"""Time the skyline keeps back per unit for best-fit's plan, its fallback when the first order is cut
+(100,000 buffers: about 0.4 s)."""
+
 
 def now() -> float:
     """The clock a deadline reads unless given one (a test replaces it to drive a whole solver)."""
@@ -43,5 +52,6 @@ class Deadline:
         """Seconds until the deadline (negative once passed; infinite without a limit)."""
         return math.inf if self.limit_s is None else self.limit_s - self.spent()
 
-    def passed(self) -> bool:
-        return self.left() <= 0
+    def passed(self, reserve: float = 0.0) -> bool:
+        """True once less than `reserve` seconds are left (the time the work after this needs)."""
+        return self.left() <= reserve

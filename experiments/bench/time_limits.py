@@ -6,7 +6,9 @@
 Each row solves one layered problem through `solvers.solve` (what `memplan
 bench-csv` runs): `wall s` is the whole call, units, bounds, heuristics, model,
 search and validation of the plan included, so `over` (wall less the limit) is
-the overrun a caller sees. Issue 31, item 14: at 1,000,000 buffers with a 30 s
+the overrun a caller sees; `overran in` is the stage `solve` reports took the
+most of it (`Plan.over_limit_stages`: work a valid, validated plan needed after
+the limit, e.g. validation or best-fit's fallback plan). Issue 31, item 14: at 1,000,000 buffers with a 30 s
 limit cpsat took 99.8 s and skyline 100.6 s. Timings are wall clock on whatever
 machine runs this; on a shared machine read them as rough.
 """
@@ -20,9 +22,10 @@ from collections.abc import Sequence
 from memplan.experiments import flags
 from memplan.experiments.markdown import StreamedTable, shorten
 from memplan.generate import layered_problem
+from memplan.plan import Plan
 from memplan.solvers import solve
 
-COLUMNS = ("buffers", "solver", "limit s", "wall s", "over s", "arena", "outcome", "status")
+COLUMNS = ("buffers", "solver", "limit s", "wall s", "over s", "arena", "outcome", "overran in", "status")
 
 
 def bench(sizes: Sequence[int], solvers: Sequence[str], time_limit_s: float, seed: int) -> None:
@@ -43,9 +46,17 @@ def bench(sizes: Sequence[int], solvers: Sequence[str], time_limit_s: float, see
                     f"{wall - time_limit_s:+.1f}",
                     plan.arena_size,
                     plan.outcome.value,
+                    overran_in(plan),
                     shorten(plan.status, 60),
                 ]
             )
+
+
+def overran_in(plan: Plan) -> str:
+    """The stage that ran longest past the limit, with its seconds ("-" when the call kept to it)."""
+    if not plan.overran_in:
+        return "-"
+    return f"{plan.overran_in} {plan.over_limit_stages[plan.overran_in]:.2f} s"
 
 
 def main(argv: Sequence[str] | None = None) -> None:

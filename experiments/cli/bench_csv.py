@@ -6,6 +6,8 @@ With `capacity_from_name` each file's capacity comes from its name
 (`A.1048576.csv`) and a run is a decision problem: it succeeds when its plan
 fits, as in MiniMalloc's benchmarks. A file that cannot be read or solved
 becomes a row with its error, so one bad file does not stop the bench.
+`seconds_over_limit` is how long a solve ran past the time limit and
+`overran_in` the stage that took most of that time (empty when it kept to it).
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ COLUMNS = (
     "fits",
     "proven_optimal",
     "solve_seconds",
+    "seconds_over_limit",
+    "overran_in",
     "error",
 )
 
@@ -143,6 +147,8 @@ def _bench_file(
                 "fits": None if problem.capacity is None else plan.arena_size <= problem.capacity,
                 "proven_optimal": plan.proven_optimal,
                 "solve_seconds": plan.seconds,
+                "seconds_over_limit": plan.seconds_over_limit,
+                "overran_in": plan.overran_in,
             }
         )
     return rows

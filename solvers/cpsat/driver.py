@@ -61,6 +61,7 @@ from ortools.sat.python import cp_model
 
 from memplan.arith import align_up
 from memplan.errors import InfeasibleError, SolverFailure
+from memplan.peak_bound import lower_bounds
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
 from memplan.solvers.cpsat.params import CpsatParams
@@ -70,8 +71,9 @@ from memplan.solvers.deadline import Deadline
 from memplan.solvers.defaults import CPSAT_BUDGET_S, checked_time_limit
 from memplan.solvers.exact import canonical
 from memplan.solvers.exact.arena_bounds import check_capacity_reachable, pool_bounds
-from memplan.solvers.heuristics.bestfit import solve_bestfit
+from memplan.solvers.heuristics.bestfit import ORDERINGS, bestfit_plan, solve_bestfit
 from memplan.solvers.heuristics.skyline import SkylineParams, skyline_plan
+from memplan.solvers.stages import stage
 from memplan.solvers.units import Unit, arena_of, make_plan, planned_exactly, rank, units_of, within_capacity
 
 BUILD_SECONDS_PER_UNIT = 1e-4
@@ -88,9 +90,6 @@ it is not a measured crossover."""
 
 CANONICAL_DESCENT_SHARE = 0.5
 """Most of the time limit the canonical bisection may take (it normally ends well before)."""
-
-MIN_HEURISTIC_SECONDS = 1e-3
-"""Best-fit's time limit when none is left: its first ordering still runs (the plan to return)."""
 
 FINISH_SECONDS_PER_UNIT = 1e-5
 """Time kept back per unit for building and validating the plan after the search (1 s at 100,000)."""
@@ -211,12 +210,14 @@ class _Run:
             params.canonical if params.canonical_in_portfolio else (),
         )
         clock = Deadline(limit)
-        units = units_of(problem)
+        with stage("units"):
+            units = units_of(problem)
         if skyline.presolve is None:
             skyline = dataclasses.replace(skyline, presolve=len(units) >= PRESOLVE_FROM_UNITS)
-        bounds = {
-            pool: max(lb, proven_bounds.get(pool, 0)) for pool, lb in pool_bounds(problem, units).items()
-        }
+        with stage("bounds"):
+            bounds = {
+                pool: max(lb, proven_bounds.get(pool, 0)) for pool, lb in pool_bounds(problem, units).items()
+            }
         check_capacity_reachable("cpsat", problem.capacity, bounds)
         return cls(problem, params, units, bounds, sum(bounds.values()), skyline, limit, clock)
 
@@ -258,7 +259,8 @@ class _Run:
             else max(self.lb_total, proved)
         )
         seconds = self.clock.spent()
-        return make_plan(self.problem, self.units, offsets, "cpsat", seconds, outcome, status, bound)
+        with stage("plan"):
+            return make_plan(self.problem, self.units, offsets, "cpsat", seconds, outcome, status, bound)
 
     def proven_infeasible(self, bounds: dict[int, int]) -> InfeasibleError:
         return InfeasibleError(
@@ -302,9 +304,10 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
             return run.finish(
                 offsets, verdict, f"feasible within capacity {capacity} (canonical search, {code} preorder)"
             )
-    heuristic = _heuristic_offsets(
-        problem, units, run.deadline - time.perf_counter(), limit * HEURISTIC_SHARE, params.skyline_heuristic
-    )
+    with stage("heuristics", whole=True):
+        heuristic = _heuristic_offsets(
+            problem, units, run.clock.left(), limit * HEURISTIC_SHARE, params.skyline_heuristic
+        )
     fits = within_capacity(units, heuristic, capacity)
     if params.warm_start and fits:
         if run.arena(heuristic) == run.lb_total:
@@ -332,10 +335,10 @@ def _decide(run: _Run, heuristic: list[int], fits: bool) -> Plan:
     if it fits; `InfeasibleError` when none is found (proven when the search proves it)."""
     params, capacity = run.params, run.capacity
     known = heuristic if (params.warm_start and fits) else None
-    limits = arena_limits(run.units, run.bounds, heuristic, capacity, False)
-    found = decide(
-        run.model(limits, False), params.search, run.skyline, run.deadline, params.num_workers, known
-    )
+    with stage("model"):
+        model = run.model(arena_limits(run.units, run.bounds, heuristic, capacity, False), False)
+    with stage("search"):
+        found = decide(model, params.search, run.skyline, run.deadline, params.num_workers, known)
     if found.infeasible:
         raise run.proven_infeasible(run.bounds)
     if found.offsets is None:
@@ -354,20 +357,24 @@ def _minimise(run: _Run, heuristic: list[int], fits: bool) -> Plan:
     probes narrow it (`_narrow_one_pool`), then CP-SAT's own search minimises from the best plan."""
     best = heuristic if fits else None
     built = time.perf_counter()
-    model = run.model(arena_limits(run.units, run.bounds, heuristic, run.capacity, best is not None), True)
+    with stage("model"):
+        model = run.model(
+            arena_limits(run.units, run.bounds, heuristic, run.capacity, best is not None), True
+        )
     overhead = time.perf_counter() - built  # a probe clones and loads a model as big: about as long
     # CP-SAT starts its clock after loading the model (about half the build time), and the
     # plan must still be built and validated: searches are told to stop by `stop`.
     stop = run.deadline - FINISH_SECONDS_PER_UNIT * len(run.units) - overhead / 2
     state = _Best(best, "heuristic plan", align_up(run.lb_total, model.divisor))  # nothing fits below
     bounds = run.bounds
-    if run.params.search != "default" and len(bounds) == 1:
-        settled = _narrow_one_pool(run, model, state, heuristic, stop, overhead)
-        if settled is not None:
-            return settled
-    if state.floor_proven and len(bounds) == 1:  # the probes proved nothing fits below the floor
-        bounds = {pool: max(lb, state.floor) for pool, lb in bounds.items()}
-    return _minimise_with_cpsat(run, model, bounds, state, heuristic, stop)
+    with stage("search"):
+        if run.params.search != "default" and len(bounds) == 1:
+            settled = _narrow_one_pool(run, model, state, heuristic, stop, overhead)
+            if settled is not None:
+                return settled
+        if state.floor_proven and len(bounds) == 1:  # the probes proved nothing fits below the floor
+            bounds = {pool: max(lb, state.floor) for pool, lb in bounds.items()}
+        return _minimise_with_cpsat(run, model, bounds, state, heuristic, stop)
 
 
 def _narrow_one_pool(
@@ -497,11 +504,16 @@ def _heuristic_offsets(
     """Unit offsets of the better of best-fit (no new ordering after `left` seconds) and, with
     `skyline`, the skyline placement (within `skyline_seconds` of what is then left; cut off
     otherwise), planned without the capacity so they always exist."""
-    deadline = Deadline(left)
-    free = dataclasses.replace(problem, capacity=None)
-    plans = [solve_bestfit(free, time_limit_s=max(left, MIN_HEURISTIC_SECONDS))]
+    deadline = Deadline(left)  # one for both, made first: what comes before them counts too
+    # A new problem is checked buffer by buffer (seconds at a million): made only when there is a capacity.
+    free = problem if problem.capacity is None else dataclasses.replace(problem, capacity=None)
+    units = list(units)  # `units_of(free)`: the capacity plays no part in them
+    bounds = lower_bounds(free)
+    plans = [bestfit_plan(free, units, ORDERINGS, deadline, bounds)]  # its first ordering always runs
     if skyline and not deadline.passed():
-        found = skyline_plan(free, SkylineParams().orders, Deadline(min(skyline_seconds, deadline.left())))
+        found = skyline_plan(
+            free, SkylineParams().orders, Deadline(min(skyline_seconds, deadline.left())), units, bounds
+        )
         plans += [found] if found is not None else []
     best = min(plans, key=lambda plan: (plan.arena_size, plan.solver != "bestfit"))
     return [best.offsets[u.roots[0]] for u in units]

@@ -33,7 +33,8 @@ from memplan.errors import InfeasibleError, SolverOptionError
 from memplan.peak_bound import lower_bound, lower_bounds
 from memplan.plan import Outcome, Plan, arena_sizes_of
 from memplan.problem import ContiguousGroup, Problem, SameOffset
-from memplan.solvers.units import Unit, units_of
+from memplan.solvers.stages import stage
+from memplan.solvers.units import Unit, share_units, units_of
 
 MIN_PART_SECONDS = 0.5
 """A part gets at least this much (if left): a tiny share could leave a part that
@@ -200,21 +201,22 @@ def solve_in_parts(
     optimal (and the split was exact).
     """
     began = time.perf_counter()
-    units = units_of(problem)
     minimising = problem.capacity is None
-    if (
-        problem.capacity is not None
-        and lower_bound(problem)
-        and max(lower_bounds(problem).values()) > problem.capacity
-    ):
-        worst = max(lower_bounds(problem).items(), key=lambda kv: kv[1])
-        raise InfeasibleError(
-            f"{solver}: pool {worst[0]} has {worst[1]} bytes live at once, over the capacity {problem.capacity}",
-            proven=True,
-        )
-    cut = split(
-        problem, units, peel=peel if minimising else bool(peel)
-    )  # padding spoils infeasibility proofs
+    with stage("split into parts"):
+        units = units_of(problem)
+        if (
+            problem.capacity is not None
+            and lower_bound(problem)
+            and max(lower_bounds(problem).values()) > problem.capacity
+        ):
+            worst = max(lower_bounds(problem).items(), key=lambda kv: kv[1])
+            raise InfeasibleError(
+                f"{solver}: pool {worst[0]} has {worst[1]} bytes live at once, over the capacity {problem.capacity}",
+                proven=True,
+            )
+        cut = split(
+            problem, units, peel=peel if minimising else bool(peel)
+        )  # padding spoils infeasibility proofs
     if not cut.peeled and len(cut.parts) <= 1:  # nothing to split: the time spent looking is gone
         spent = 0.0 if fixed_shares else time.perf_counter() - began
         return solve_part(problem, max(time_limit_s - spent, 0.01))
@@ -233,7 +235,11 @@ def solve_in_parts(
                     f"{solver}: buffers living over the whole program already fill the capacity"
                     f" {problem.capacity} of pool(s) {sorted(pools)}"
                 )
-        part = subproblem(problem, part_units, capacity, f"{problem.name}[part {number}]")
+        with stage("split into parts"):
+            part = subproblem(problem, part_units, capacity, f"{problem.name}[part {number}]")
+            if not problem.groups and not problem.same_offsets:  # a unit per buffer, in buffer order
+                ordered = sorted(part_units, key=lambda u: u.index)
+                share_units(part, [u._replace(index=k) for k, u in enumerate(ordered)])
         left = time_limit_s - (time.perf_counter() - began)
         if fixed_shares:
             left = time_limit_s * remaining_units / total_units if minimising else time_limit_s
@@ -247,7 +253,8 @@ def solve_in_parts(
         for buffer_id, offset in plan.offsets.items():
             offsets[buffer_id] = offset + base.get(problem.buffer(buffer_id).pool, 0)
         plans.append((plan, pools))
-    joined = _joined(problem, offsets, plans, cut, solver, time.perf_counter() - began)
+    with stage("plan"):
+        joined = _joined(problem, offsets, plans, cut, solver, time.perf_counter() - began)
     return joined if cut.exact else _unless_bestfit_beats(problem, joined, began)
 
 

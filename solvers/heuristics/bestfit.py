@@ -17,6 +17,7 @@ with it, not the number placed.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +38,7 @@ from memplan.solvers.heuristics.orderings import (
     order_of,
 )
 from memplan.solvers.heuristics.wave_placer import WavePlacer
+from memplan.solvers.stages import stage
 from memplan.solvers.units import Unit, units_of
 
 ORDERINGS = ("size", "lifetime", "area", "conflicts", "start")
@@ -68,19 +70,35 @@ def solve_bestfit(
     the plan every other solver falls back to).
     """
     deadline = Deadline(time_limit_s)
-    orderings = params.orderings
-    units = units_of(problem)
-    waves = WavePlacer.build(units) if len(units) >= WAVES_FROM else None
+    with stage("units"):
+        units = units_of(problem)
+    return bestfit_plan(problem, units, params.orderings, deadline)
+
+
+@gc_paused()
+def bestfit_plan(
+    problem: Problem,
+    units: list[Unit],
+    orderings: Sequence[str],
+    deadline: Deadline,
+    bounds: dict[int, int] | None = None,
+) -> Plan:
+    """`solve_bestfit` on `problem`'s units (`units_of`) and, if known, its `lower_bounds`: for the
+    solvers that have them already and fall back to best-fit's plan."""
+    with stage("best-fit's placer"):
+        waves = WavePlacer.build(units) if len(units) >= WAVES_FROM else None
+        if waves is not None:
+            stats = waves.stats()
+        else:
+            placer = _Placer(units)
+            degrees = placer.conflict_degrees() if "conflicts" in orderings else [0] * len(units)
+            unit_stats = [UnitStats.of(u, degrees[u.index]) for u in units if u.fixed is None]
     if waves is not None:
-        stats = waves.stats()
 
         def place(name: str, give_up_at: int | None) -> Placement | None:
             return waves.run(order_of(name, stats), give_up_at)
 
     else:
-        placer = _Placer(units)
-        degrees = placer.conflict_degrees() if "conflicts" in orderings else [0] * len(units)
-        unit_stats = [UnitStats.of(u, degrees[u.index]) for u in units if u.fixed is None]
 
         def place(name: str, give_up_at: int | None) -> Placement | None:
             unit_stats.sort(key=SORT_KEYS[name])
@@ -94,6 +112,7 @@ def solve_bestfit(
         solver="bestfit",
         status="heuristic (ordering: {})",
         deadline=deadline,
+        bounds=bounds,
     )
     assert plan is not None, "best-fit's placers are never cut, so its first ordering always runs"
     return plan

@@ -16,7 +16,8 @@ from memplan.errors import SolverOptionError
 from memplan.peak_bound import lower_bounds
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
-from memplan.solvers.deadline import Deadline
+from memplan.solvers.deadline import FINISH_SECONDS_PER_UNIT, Deadline
+from memplan.solvers.stages import stage
 from memplan.solvers.units import Unit, arena_of, make_plan
 
 
@@ -67,9 +68,31 @@ def order_of(name: str, stats: Mapping[str, np.ndarray]) -> np.ndarray:
 
 
 def in_order(units: Iterable[Unit], name: str) -> list[Unit]:
-    """`units` sorted by the named order of `SORT_KEYS`."""
-    key = SORT_KEYS[name]
-    return sorted(units, key=lambda u: key(UnitStats.of(u)))
+    """`units` sorted by the named order of `SORT_KEYS` (with numpy, `order_of`, when their stats fit int64)."""
+    units = list(units)
+    stats = _stat_columns(units)
+    if stats is None:
+        key = SORT_KEYS[name]
+        return sorted(units, key=lambda u: key(UnitStats.of(u)))
+    return [units[k] for k in order_of(name, stats).tolist()]
+
+
+def _stat_columns(units: Sequence[Unit]) -> dict[str, np.ndarray] | None:
+    """The `UnitStats` of `units` as int64 columns (conflicts 0), or None if one is past int64."""
+    if not units:
+        return None
+    columns = {
+        "size": [u.size for u in units],
+        "lifetime": [u.lifetime for u in units],
+        "area": [u.area for u in units],
+        "start": [u.rects[0].start if len(u.rects) == 1 else min(r.start for r in u.rects) for u in units],
+        "unit_index": [u.index for u in units],
+    }
+    if any(max(columns[field]) >= 1 << 62 for field in ("size", "lifetime", "area")):
+        return None
+    stats = {field: np.array(values, dtype=np.int64) for field, values in columns.items()}
+    stats["conflicts"] = np.zeros(len(units), dtype=np.int64)
+    return stats
 
 
 def check_names(solver: str, names: Sequence[str], known: Collection[str]) -> None:
@@ -97,6 +120,7 @@ def best_of_orderings(
     solver: str,
     status: str,
     deadline: Deadline,
+    bounds: dict[int, int] | None = None,
 ) -> Plan | None:
     """The plan of the ordering whose placement (`place(name, give_up_at)`) has the smallest arena.
 
@@ -106,18 +130,28 @@ def best_of_orderings(
     a tie goes to the earlier ordering. Placers that cannot stop early ignore
     it; a placer may also return None when `deadline` passed mid-placement.
     Stops early when an ordering reaches the lower bound; no new ordering starts
-    once the deadline has passed. None when no ordering was placed.
-    `status` is formatted with the winning ordering's name.
+    when the time left is less than the last one took plus `FINISH_SECONDS_PER_UNIT`
+    per unit (the plan must still be built and validated inside the limit). None
+    when no ordering was placed.
+    `status` is formatted with the winning ordering's name; `bounds` are the
+    problem's `lower_bounds` when the caller has them already.
     """
-    bounds = lower_bounds(problem)
+    if bounds is None:
+        with stage("bounds"):
+            bounds = lower_bounds(problem)
     bound = sum(bounds.values())
     best: tuple[int, str, Sequence[int], dict[int, int]] | None = None
+    finish = FINISH_SECONDS_PER_UNIT * len(units)
+    took = 0.0  # how long the last ordering took: one started with less time left ends past the limit
     for name in names:
-        if best is not None and deadline.passed():
+        if best is not None and deadline.passed(took + finish):
             break
-        placed = place(name, None if best is None else best[0])
-        if placed is None:
-            if deadline.passed():
+        began = deadline.spent()
+        with stage("orderings"):
+            placed = place(name, None if best is None else best[0])
+        took = deadline.spent() - began
+        if placed is None:  # gave up above the best (then the next may still win), or was cut
+            if best is None or deadline.passed():  # the first is never given up: it was cut
                 break
             continue
         offsets, arena = placed
@@ -129,15 +163,16 @@ def best_of_orderings(
     if best is None:
         return None
     _, name, offsets, arena = best
-    return make_plan(
-        problem,
-        units,
-        offsets,
-        solver,
-        deadline.spent(),
-        outcome=Outcome.OPTIMAL
-        if all(arena.get(pool, 0) == need for pool, need in bounds.items())
-        else Outcome.HEURISTIC,
-        status=status.format(name),
-        bound=bound,
-    )
+    with stage("plan"):
+        return make_plan(
+            problem,
+            units,
+            offsets,
+            solver,
+            deadline.spent(),
+            outcome=Outcome.OPTIMAL
+            if all(arena.get(pool, 0) == need for pool, need in bounds.items())
+            else Outcome.HEURISTIC,
+            status=status.format(name),
+            bound=bound,
+        )

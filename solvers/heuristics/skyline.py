@@ -23,13 +23,17 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import memplan.timeline as timeline
+import numpy as np
+
 from memplan.arith import align_up
 from memplan.errors import InfeasibleError
+from memplan.peak_bound import lower_bounds
 from memplan.plan import Outcome, Plan
 from memplan.problem import Problem
-from memplan.solvers.deadline import CHECK_EVERY, Deadline
-from memplan.solvers.heuristics.bestfit import BestfitParams, solve_bestfit
+from memplan.solvers.deadline import CHECK_EVERY, FALLBACK_SECONDS_PER_UNIT, FINISH_SECONDS_PER_UNIT, Deadline
+from memplan.solvers.heuristics.bestfit import ORDERINGS, bestfit_plan
+from memplan.solvers.heuristics.gc_pause import gc_paused
+from memplan.solvers.heuristics.live_pairs import pairs_living_together
 from memplan.solvers.heuristics.orderings import (
     Placement,
     best_of_orderings,
@@ -37,7 +41,12 @@ from memplan.solvers.heuristics.orderings import (
     in_order,
     with_arena,
 )
-from memplan.solvers.units import Unit, units_of
+from memplan.solvers.stages import stage
+from memplan.solvers.units import Rect, Unit, units_of
+
+RAISE_IN_BULK = 16
+"""Once units raised one pop at a time reach 1/RAISE_IN_BULK of the heap, the rest are raised in one
+pass over it (`Skyline._raised_to_floors`): the pass costs at most that factor over the pops it saves."""
 
 ORDERS = ("lifetime", "area", "size", "start")
 """The tie-break orders skyline tries (keys in `orderings.SORT_KEYS`)."""
@@ -52,6 +61,7 @@ class SkylineParams:
         check_names("skyline", self.orders, ORDERS)
 
 
+@gc_paused()
 def solve_skyline(
     problem: Problem, params: SkylineParams = SkylineParams(), *, time_limit_s: float | None = None
 ) -> Plan:
@@ -63,32 +73,58 @@ def solve_skyline(
     seconds at a million buffers), marked as cut by the time limit.
     """
     deadline = Deadline(time_limit_s)
-    plan = skyline_plan(problem, params.orders, deadline)
+    with stage("units"):
+        units = units_of(problem)
+    with stage("bounds"):
+        bounds = lower_bounds(problem)
+    plan = skyline_plan(problem, params.orders, deadline, units, bounds)
     if plan is not None:
         return plan
-    fallback = solve_bestfit(problem, BestfitParams(orderings=BestfitParams().orderings[:1]))
+    with stage("fallback plan (best-fit)", whole=True):
+        fallback = bestfit_plan(problem, units, ORDERINGS[:1], Deadline(None), bounds)
     return dataclasses.replace(
         fallback,
         solver="skyline",
         seconds=deadline.spent(),
         outcome=Outcome.TIME_LIMIT,
-        status=f"time limit: the skyline's first order was cut at {time_limit_s:g} s; best-fit's plan"
+        status=f"time limit: the skyline's first order was cut at {time_limit_s:.3g} s; best-fit's plan"
         f" ({fallback.status})",
     )
 
 
-def skyline_plan(problem: Problem, orders: Sequence[str], deadline: Deadline) -> Plan | None:
-    """The best skyline plan over `orders` placed before `deadline`; None if it passed inside the first."""
-    units = units_of(problem)
-    graph = Skyline(units)
+def skyline_plan(
+    problem: Problem,
+    orders: Sequence[str],
+    deadline: Deadline,
+    units: list[Unit] | None = None,
+    bounds: dict[int, int] | None = None,
+) -> Plan | None:
+    """The best skyline plan over `orders` placed before `deadline`; None if it passed inside the first.
+    `units` and `bounds` are `problem`'s (`units_of`, `lower_bounds`) when the caller has them."""
+    if units is None:
+        with stage("units"):
+            units = units_of(problem)
+    finish = FINISH_SECONDS_PER_UNIT * len(units)
+    fallback = FALLBACK_SECONDS_PER_UNIT * len(units)
+    if deadline.passed(fallback + finish):  # no time for the first order: best-fit's plan, now
+        return None
+    with stage("neighbour graph"):
+        graph = Skyline(units)
+
+    def place(name: str, give_up_at: int | None) -> Placement | None:
+        first = give_up_at is None  # cut, it leaves best-fit's plan to make: keep time for that
+        reserve = finish + (fallback if first else 0.0)
+        return _with_arena(units, graph.place(in_order(units, name), deadline, reserve))
+
     return best_of_orderings(
         problem,
         units,
         orders,
-        lambda name, _give_up_at: _with_arena(units, graph.place(in_order(units, name), deadline)),
+        place,
         solver="skyline",
         status="heuristic (skyline, {} order)",
         deadline=deadline,
+        bounds=bounds,
     )
 
 
@@ -117,33 +153,56 @@ class Skyline:
             and (u.rects[0].start, u.rects[0].end) == horizon[u.rects[0].pool]
             for u in units
         ]
-        # neighbours[i]: (j, bytes of i that j must clear); obstacles[i]: (low, high, bytes of i) of fixed units.
-        self.neighbours: list[list[tuple[int, int]]] = [[] for _ in units]
+        # Unit i's neighbours are neighbour_unit[k] for k in range(neighbour_at[i], neighbour_at[i + 1]),
+        # each with the bytes of i it must clear (neighbour_bytes[k]); obstacles[i]: (low, high, bytes
+        # of i) of the fixed units i lives with.
         self.obstacles: list[list[tuple[int, int, int]]] = [[] for _ in units]
-        by_pool: dict[int, list[tuple[int, int, int, int]]] = defaultdict(list)
-        for u in units:
-            if not self.spanning[u.index]:
-                for r in u.rects:
-                    by_pool[r.pool].append((r.start, r.end, r.size, u.index))
-        for rects in by_pool.values():
-            live: set[int] = set()
-            for _, is_start, k in timeline.events((s, e) for s, e, _, _ in rects):
-                if not is_start:
-                    live.discard(k)
-                    continue
-                for other in live:
-                    self._pair(rects[k], rects[other])
-                live.add(k)
+        self._link([(r, u) for u in units if not self.spanning[u.index] for r in u.rects if r.size])
         for obstacles in self.obstacles:
             obstacles.sort()
+        # Per unit, its pool if its lowest offset is its neighbours' top raised to the pool's floor and
+        # aligned, nothing more (one rectangle, free, not spanning, no fixed unit in its way); else None.
+        self.alignment = [u.alignment for u in units]
+        self.plain_pool: list[int | None] = [
+            u.rects[0].pool
+            if len(u.rects) == 1
+            and u.fixed is None
+            and not self.spanning[u.index]
+            and not self.obstacles[u.index]
+            else None
+            for u in units
+        ]
 
-    def _pair(self, a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> None:
-        (_, _, size_a, i), (_, _, size_b, j) = a, b
-        if i == j:
-            return
-        ui, uj = self.units[i], self.units[j]
-        if not size_a or not size_b:  # one holds no bytes: nothing to keep apart
-            return
+    def _link(self, rects: list[tuple[Rect, Unit]]) -> None:
+        """Neighbours and obstacles from every pair of `rects` (all holding bytes) that live together
+        in one pool: found with numpy (`pairs_living_together`), not pair by pair."""
+        n = len(self.units)
+        fixed = np.array([u.fixed is not None for u in self.units], dtype=bool)
+        later, earlier = pairs_living_together(
+            [r.pool for r, _ in rects], [r.start for r, _ in rects], [r.end for r, _ in rects]
+        )
+        unit = np.array([u.index for _, u in rects], dtype=np.int64)
+        size = np.array([r.size for r, _ in rects], dtype=np.int64)
+        i, j = unit[later], unit[earlier]
+        apart = i != j
+        free = apart & ~fixed[i] & ~fixed[j]
+        src = np.concatenate((i[free], j[free]))
+        dst = np.concatenate((j[free], i[free]))
+        clear = np.concatenate((size[later][free], size[earlier][free]))
+        by_unit = np.argsort(src, kind="stable")
+        at = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(np.bincount(src, minlength=n), out=at[1:])
+        self.neighbour_at: list[int] = at.tolist()
+        self.neighbour_unit: list[int] = dst[by_unit].tolist()
+        self.neighbour_bytes: list[int] = clear[by_unit].tolist()
+        for k in np.flatnonzero(apart & ~free).tolist():  # a fixed unit: rare, in the sweep's order
+            self._pair_fixed(rects[later[k]], rects[earlier[k]])
+
+    def _pair_fixed(self, a: tuple[Rect, Unit], b: tuple[Rect, Unit]) -> None:
+        """Two units living together, one of them fixed: an obstacle for the other, or (both fixed)
+        `InfeasibleError` if they share bytes."""
+        (ra, ui), (rb, uj) = a, b
+        size_a, size_b, i, j = ra.size, rb.size, ui.index, uj.index
         if ui.fixed is not None and uj.fixed is not None:
             if ui.fixed < uj.fixed + size_b and uj.fixed < ui.fixed + size_a:
                 raise InfeasibleError(
@@ -155,16 +214,21 @@ class Skyline:
             return  # both pinned and apart: nothing to decide
         if uj.fixed is not None:
             self.obstacles[i].append((uj.fixed, uj.fixed + size_b, size_a))
-        elif ui.fixed is not None:
-            self.obstacles[j].append((ui.fixed, ui.fixed + size_a, size_b))
         else:
-            self.neighbours[i].append((j, size_a))
-            self.neighbours[j].append((i, size_b))
+            assert ui.fixed is not None, "one of the two is fixed"
+            self.obstacles[j].append((ui.fixed, ui.fixed + size_a, size_b))
 
-    def place(self, order: Sequence[Unit], deadline: Deadline | None = None) -> list[int] | None:
+    def place(
+        self, order: Sequence[Unit], deadline: Deadline | None = None, reserve: float = 0.0
+    ) -> list[int] | None:
         """Unit offsets: fixed units where pinned, free ones lowest first, ties in `order`; None when
-        `deadline` passes before every unit is placed."""
-        units, neighbours, spanning = self.units, self.neighbours, self.spanning
+        less than `reserve` seconds are left before `deadline` and some unit is not placed."""
+        units, spanning = self.units, self.spanning
+        neighbour_at, neighbour_unit, neighbour_bytes = (
+            self.neighbour_at,
+            self.neighbour_unit,
+            self.neighbour_bytes,
+        )
         offsets = [u.fixed if u.fixed is not None else 0 for u in units]
         lowest = [0] * len(units)
         placed = [u.fixed is not None for u in units]
@@ -173,10 +237,10 @@ class Skyline:
         rank = {u.index: r for r, u in enumerate(order)}
         heap = [(0, rank[u.index], u.index) for u in units if u.fixed is None]
         heapq.heapify(heap)
-        popped = 0
+        popped = raised = 0
         while heap:
             popped += 1
-            if deadline is not None and popped % CHECK_EVERY == 0 and deadline.passed():
+            if deadline is not None and popped % CHECK_EVERY == 0 and deadline.passed(reserve):
                 return None
             at, r, i = heapq.heappop(heap)
             if placed[i] or at != lowest[i]:
@@ -185,6 +249,12 @@ class Skyline:
             if need != at:
                 lowest[i] = need
                 heapq.heappush(heap, (need, r, i))
+                raised += 1
+                if raised >= max(CHECK_EVERY, len(heap) // RAISE_IN_BULK):
+                    bulk = self._raised_to_floors(heap, placed, lowest, pool_floor, deadline, reserve)
+                    if bulk is None:
+                        return None
+                    heap, raised = bulk, 0
                 continue
             placed[i] = True
             offsets[i] = at
@@ -192,14 +262,49 @@ class Skyline:
                 pool_top[rect.pool] = max(pool_top[rect.pool], at + rect.size)
                 if spanning[i]:
                     pool_floor[rect.pool] = max(pool_floor[rect.pool], at + rect.size)
-            for j, size in neighbours[i]:
+            for k in range(neighbour_at[i], neighbour_at[i + 1]):
+                j = neighbour_unit[k]
                 if not placed[j]:
+                    size = neighbour_bytes[k]
                     step = units[j].alignment
                     top = align_up(at + size, step)
                     if top > lowest[j]:
                         lowest[j] = top
                         heapq.heappush(heap, (top, rank[j], j))
         return offsets
+
+    def _raised_to_floors(
+        self,
+        heap: list[tuple[int, int, int]],
+        placed: list[bool],
+        lowest: list[int],
+        pool_floor: dict[int, int],
+        deadline: Deadline | None = None,
+        reserve: float = 0.0,
+    ) -> list[tuple[int, int, int]] | None:
+        """The heap without stale entries, each plain unit (`plain_pool`) below its pool's floor
+        raised to it (aligned), as popping it would: the top of a unit spanning the horizon raises
+        every other unit of its pool, and raising them one pop at a time costs a heap operation
+        each (at 100,000 buffers with 32 spanning ones, 3 million of them in one order). None when
+        less than `reserve` seconds are left before `deadline` (a pass over a million entries
+        takes seconds)."""
+        kept = []
+        plain_pool, alignment = self.plain_pool, self.alignment
+        floors = {pool: pool_floor[pool] for pool in set(plain_pool) if pool is not None}
+        for count, entry in enumerate(heap):
+            if deadline is not None and count % (CHECK_EVERY * 64) == 0 and deadline.passed(reserve):
+                return None
+            at, r, i = entry
+            if placed[i] or at != lowest[i]:
+                continue
+            pool = plain_pool[i]
+            if pool is not None and at < floors[pool]:
+                need = -(-floors[pool] // alignment[i]) * alignment[i]  # the floor, aligned up
+                lowest[i] = need
+                entry = (need, r, i)
+            kept.append(entry)
+        heapq.heapify(kept)
+        return kept
 
     def _lowest(self, i: int, at: int, pool_top: dict[int, int], pool_floor: dict[int, int]) -> int:
         """The lowest aligned offset >= `at` clear of spanning units and fixed units."""

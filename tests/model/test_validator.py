@@ -128,3 +128,47 @@ def test_100k_buffers_bestfit_plan_is_valid_and_a_planted_overlap_is_found() -> 
     planted = dict(plan.offsets) | {small.id: plan.offsets[big.id]}  # inside big, both always live
     found = validate(problem, dataclasses.replace(plan, offsets=planted))
     assert [(v.kind, set(v.buffers)) for v in found] == [(ViolationKind.OVERLAP, {big.id, small.id})]
+
+
+@pytest.mark.parametrize("small_batches", [False, True])
+def test_the_numpy_pass_and_the_sweep_agree_on_whether_a_plan_overlaps(
+    small_batches: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A valid plan is cleared without the sweep; in a broken one the sweep names the overlaps. Both
+    must agree with a brute-force check over all pairs (with tiny batches and runs, every path of
+    the numpy pass is taken)."""
+    import importlib
+    import random
+
+    from memplan.generate import random_problem
+
+    validate_module = importlib.import_module("memplan.validate")  # `memplan.validate` is also a function
+
+    if small_batches:
+        monkeypatch.setattr(validate_module, "PAIRS_PER_BATCH", 3)
+        monkeypatch.setattr(validate_module, "PAIRS_PER_RECTANGLE", 2)
+    disagreements = overlapping = 0
+    for seed in range(60):
+        problem = random_problem(random.Random(seed).randint(2, 40), seed=seed)
+        offsets = dict(solve(problem, "bestfit").offsets)
+        rng = random.Random(seed)
+        if seed % 2:
+            for moved in rng.sample(sorted(offsets), min(3, len(offsets))):
+                offsets[moved] = max(0, offsets[moved] + rng.choice([-64, -16, 16, 32]))
+        roots = problem.roots()
+        brute = any(
+            a.pool == b.pool
+            and sa.start < sb.end
+            and sb.start < sa.end
+            and offsets[a.id] + sa.low < offsets[b.id] + sb.high
+            and offsets[b.id] + sb.low < offsets[a.id] + sa.high
+            for i, a in enumerate(roots)
+            for b in roots[i + 1 :]
+            for sa in a.segments()
+            for sb in b.segments()
+            if sa.high > sa.low and sb.high > sb.low
+        )
+        overlapping += brute
+        found = any(v.kind is ViolationKind.OVERLAP for v in validate_module._overlaps(problem, offsets))
+        disagreements += found != brute
+    assert disagreements == 0 and overlapping > 5

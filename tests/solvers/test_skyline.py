@@ -84,3 +84,30 @@ def test_free_units_move_past_fixed_ones_and_keep_alignment() -> None:
 def test_unknown_order_is_a_clear_error() -> None:
     with pytest.raises(SolverOptionError, match=r"skyline: unknown orderings \['sideways'\]"):
         solve(Problem((Buffer("a", 0, 1, 1),)), "skyline", orders=("sideways",))
+
+
+def test_raising_units_to_a_floor_in_bulk_places_them_where_one_pop_at_a_time_does(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Units spanning the horizon raise every other unit of their pool; `_raised_to_floors` raises
+    them in one pass over the heap. The offsets must be those of raising them pop by pop."""
+    from memplan.solvers.heuristics import skyline as skyline_module
+    from memplan.solvers.heuristics.orderings import in_order
+    from memplan.solvers.units import units_of
+
+    units = units_of(layered_problem(3000, seed=1))  # 6 buffers live from first op to last
+    graph = skyline_module.Skyline(units)
+    real = skyline_module.Skyline._raised_to_floors
+    passes = []
+
+    def counted(self, *args):
+        passes.append(1)
+        return real(self, *args)
+
+    for name in skyline_module.ORDERS:
+        order = in_order(units, name)
+        monkeypatch.setattr(skyline_module.Skyline, "_raised_to_floors", counted)
+        in_bulk = graph.place(order)
+        monkeypatch.setattr(skyline_module.Skyline, "_raised_to_floors", lambda self, heap, *_: heap)
+        assert graph.place(order) == in_bulk, name
+    assert len(passes) >= 4

@@ -242,3 +242,33 @@ def test_plan_with_tiling_prints_the_tiled_region(capsys, tmp_path):
     assert code == 0
     assert "levers: cat fusion + state in place + slice no-ops + tiling" in out
     assert "forward: tiled " in out and "row bands" in out
+
+
+def test_bench_csv_shows_how_long_a_solve_ran_past_its_limit_and_in_which_stage(
+    capsys, tmp_path, monkeypatch
+):
+    """Validation is made to take 5 s on a clock the test moves (nothing is timed): with a 2 s limit
+    the row says 3 s over, in validation; a solve inside its limit shows 0 and no stage."""
+    import memplan.solvers.deadline as deadline_module
+    from memplan.generate import layered_problem
+
+    clock = [0.0]
+    monkeypatch.setattr(deadline_module, "now", lambda: clock[0])
+    real_check = solvers.check_plan
+
+    def slow_check(problem, plan):
+        clock[0] += 5.0 if plan.solver == "bestfit" else 0.0
+        real_check(problem, plan)
+
+    monkeypatch.setattr(solvers, "check_plan", slow_check)
+    io.write_minimalloc_csv(layered_problem(12, seed=3, alignment=1), tmp_path / "small.csv")
+    code, out, _ = _run(
+        ["bench-csv", str(tmp_path), "--solvers", "greedy,bestfit", "--time-limit", "2", "--quiet"], capsys
+    )
+    assert code == 0
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()]
+    rows = {row[1]: dict(zip(cells[0], row)) for row in cells[2:]}
+    assert (
+        float(rows["bestfit"]["seconds_over_limit"]) == 3.0 and rows["bestfit"]["overran_in"] == "validation"
+    )
+    assert float(rows["greedy"]["seconds_over_limit"]) == 0.0 and rows["greedy"]["overran_in"] == ""
