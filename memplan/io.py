@@ -530,6 +530,11 @@ def _plan_to_dict(plan: Plan) -> dict[str, Any]:
         "arena_sizes": {str(pool): size for pool, size in plan.arena_sizes.items()},
         "offsets": dict(plan.offsets),
         **({"pools": dict(plan.pools)} if plan.pools else {}),
+        **(
+            {"seconds_over_limit": plan.seconds_over_limit, "over_limit_stages": dict(plan.over_limit_stages)}
+            if plan.seconds_over_limit
+            else {}
+        ),
     }
 
 
@@ -548,6 +553,7 @@ def _plan_from_dict(data: dict[str, Any]) -> Plan:
         for key, value in values.items():
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ProblemError(f"{what} {key!r} must be an integer, got {value!r}")
+    over, stages = _overrun_of(data)
     return Plan(
         offsets=dict(offsets),
         arena_sizes={int(pool): size for pool, size in arena_sizes.items()},
@@ -557,4 +563,23 @@ def _plan_from_dict(data: dict[str, Any]) -> Plan:
         status=data["status"],
         outcome=_outcome_of(data),
         pools=dict(pools),
+        seconds_over_limit=over,
+        over_limit_stages=stages,
     )
+
+
+def _overrun_of(data: dict[str, Any]) -> tuple[float, dict[str, float]]:
+    """How long the solve ran past its limit and in which stages (written only when it did)."""
+    over = data.get("seconds_over_limit", 0.0)
+    stages = (
+        _mapping(data, "over_limit_stages", "the plan", '{"stage": seconds}')
+        if "over_limit_stages" in data
+        else {}
+    )
+    for name, seconds in (
+        ("seconds_over_limit", over),
+        *((f"over_limit_stages[{k!r}]", v) for k, v in stages.items()),
+    ):
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds < 0:
+            raise ProblemError(f"the plan's {name} must be a number of seconds >= 0, got {seconds!r}")
+    return float(over), {str(k): float(v) for k, v in stages.items()}

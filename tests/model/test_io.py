@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -182,6 +183,24 @@ def test_json_round_trip_of_a_plan(tmp_path: Path) -> None:
     loaded = load_json(tmp_path / "plan.json")
     assert loaded == plan
     assert validate(problem, loaded) == []
+
+
+def test_json_round_trip_keeps_how_far_a_plan_ran_past_its_limit(tmp_path: Path) -> None:
+    plan = dataclasses.replace(
+        solve(random_problem(20, seed=2), "bestfit"),
+        seconds_over_limit=2.5,
+        over_limit_stages={"validation": 2.0, "units": 0.5},
+    )
+    save_json(plan, tmp_path / "plan.json")
+    loaded = load_json(tmp_path / "plan.json")
+    assert loaded == plan and loaded.overran_in == "validation"
+    data = json.loads((tmp_path / "plan.json").read_text())
+    data["over_limit_stages"] = {"validation": -1}
+    (tmp_path / "plan.json").write_text(json.dumps(data))
+    with pytest.raises(
+        ProblemError, match=r"over_limit_stages\['validation'\] must be a number of seconds >= 0"
+    ):
+        load_json(tmp_path / "plan.json")
 
 
 @pytest.mark.parametrize(
