@@ -234,6 +234,7 @@ class Outcome:
     inputs: dict[str, Any] = field(default_factory=dict)
     error: str = ""  # why it did not export (with or without memplan)
     seconds: float = 0.0
+    calls: int = 3  # calls `compare` makes: as many as the program can take (see export_for_generation)
 
 
 def export(architecture: Architecture, backend: str, solver: str = "cpsat", **options: Any) -> Outcome:
@@ -260,15 +261,21 @@ def export(architecture: Architecture, backend: str, solver: str = "cpsat", **op
     return outcome
 
 
-def compare(outcome: Outcome, calls: int = 3) -> bool:
-    """True if memplan's program and the stock program give bit-identical outputs over `calls` calls,
-    each program fed its own copy of the inputs (a cache the caller holds is carried between calls)."""
+def compare(outcome: Outcome, calls: int | None = None) -> bool:
+    """True if memplan's program and the stock program give bit-identical outputs over `calls` calls
+    (default: `outcome.calls`), each program fed its own copy of the same inputs every call.
+
+    State lives where ExecuTorch's Python binding puts it, the same way for both programs: a cache input
+    the graph mutates is copied into the program when its inputs are planned (the default), so every call
+    starts from the caller's cache; with `alloc_graph_input=False` (the generate path) the binding points
+    the mutated input at its own output storage, which the next call reads: the state advances from
+    zeros, call after call, and the caller's cache is neither read nor written."""
     from transformers.exporters.runners.runner_executorch import ExecutorchModelRunner
 
     mine = ExecutorchModelRunner.from_program(outcome.program.program, outcome.metadata)
     theirs = ExecutorchModelRunner.from_program(outcome.program.stock_program, outcome.metadata)
     mine_inputs, their_inputs = _copied(outcome.inputs), _copied(outcome.inputs)
-    for _ in range(calls):
+    for _ in range(outcome.calls if calls is None else calls):
         a, b = _leaves(mine(**mine_inputs)), _leaves(theirs(**their_inputs))
         if len(a) != len(b) or not all(_same(x, y) for x, y in zip(a, b)):
             return False
@@ -302,12 +309,20 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
+PROMPT_TOKENS = 6
+CACHE_TOKENS = 16  # the static cache of the generate path
+
+
 def export_for_generation(
     architecture: Architecture, backend: str, solver: str = "cpsat", **options: Any
 ) -> list[Outcome]:
     """The generate path: transformers decomposes `generate` into prefill and decode (a static cache the
     caller holds between them) and exports each as its own program; one Outcome per component, its
-    inputs those transformers captured for it."""
+    inputs those transformers captured for it. Each call of the prefill program writes its prompt into
+    the cache after the last (the position counter is state), so a `CACHE_TOKENS` cache takes
+    `CACHE_TOKENS // PROMPT_TOKENS` calls; the next one indexes past the cache and fails with
+    ExecuTorch's InvalidArgument (0x12) in `index_put`, with the stock pass as with memplan's, as eager
+    fails with an IndexError."""
     from transformers import GenerationConfig
     from transformers.exporters.configs import ExecutorchConfig
     from transformers.exporters.utils import decompose_for_generation
@@ -316,9 +331,12 @@ def export_for_generation(
 
     hf.register_portable_backend()
     model, _ = architecture.build()
-    prompt = {"input_ids": torch.randint(0, 64, (1, 6)), "attention_mask": torch.ones(1, 6, dtype=torch.long)}
+    prompt = {
+        "input_ids": torch.randint(0, 64, (1, PROMPT_TOKENS)),
+        "attention_mask": torch.ones(1, PROMPT_TOKENS, dtype=torch.long),
+    }
     generation = GenerationConfig(
-        cache_implementation="static", max_cache_len=16, max_new_tokens=2, do_sample=False
+        cache_implementation="static", max_cache_len=CACHE_TOKENS, max_new_tokens=2, do_sample=False
     )
     stages = decompose_for_generation(model, _copied(prompt), generation_config=generation)
     exporter = hf.exporter_class()(solver, build_stock=True, **options)
@@ -330,9 +348,17 @@ def export_for_generation(
         generation_config=generation,
     )
     seconds = time.perf_counter() - start
+    calls = {"prefill": CACHE_TOKENS // PROMPT_TOKENS}
     return [
         Outcome(
-            architecture, backend, program, exported.components[name].metadata, stages[name][1], "", seconds
+            architecture,
+            backend,
+            program,
+            exported.components[name].metadata,
+            stages[name][1],
+            "",
+            seconds,
+            calls.get(name, 3),
         )
         for name, program in zip(exported.components, exporter.programs)
     ]

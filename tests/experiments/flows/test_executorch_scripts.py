@@ -1,6 +1,7 @@
-"""ExecuTorch's own export scripts under memplan (export_llama with a small params JSON, the wheel's
-XNNPACK example exporters): memplan plans every method in no more bytes than stock, and the programs
-give the stock programs' outputs bit for bit over several calls (the KV cache carried)."""
+"""ExecuTorch's own export scripts under memplan (export_llama with a small params JSON and a random
+checkpoint, the wheel's XNNPACK example exporters): memplan plans every method in no more bytes than
+stock, and the programs give the stock programs' outputs bit for bit, and finite, over several calls
+(the KV cache carried)."""
 
 from __future__ import annotations
 
