@@ -316,17 +316,18 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
             return run.finish(
                 heuristic, Outcome.FEASIBLE, f"feasible within capacity {capacity} (heuristic plan)"
             )
-    if run.deadline - time.perf_counter() < BUILD_SECONDS_PER_UNIT * len(units):
+    left, needed = run.deadline - time.perf_counter(), BUILD_SECONDS_PER_UNIT * len(units)
+    if left < needed:
+        short = (
+            f"{max(left, 0.0):.3g} s of the {limit:.3g} s this part had were left after the heuristics,"
+            f" less than building the exact model of {len(units):,} units takes (about {needed:.3g} s)"
+        )
         if not fits:
             raise InfeasibleError(
-                f"cpsat: no plan within capacity {capacity} found in the time limit {limit:.3g}s (the heuristics"
-                f" used it up; not proven infeasible; they need {max(arena_of(units, heuristic).values())} bytes)"
+                f"cpsat: no plan within capacity {capacity} found: {short}; not proven infeasible; the"
+                f" heuristics need {max(arena_of(units, heuristic).values())} bytes"
             )
-        return run.finish(
-            heuristic,
-            Outcome.TIME_LIMIT,
-            f"not proven: the heuristics used up the time limit {limit:.3g}s; heuristic plan",
-        )
+        return run.finish(heuristic, Outcome.TIME_LIMIT, f"not proven: {short}; heuristic plan")
     return _minimise(run, heuristic, fits) if run.minimise else _decide(run, heuristic, fits)
 
 
