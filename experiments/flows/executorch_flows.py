@@ -19,6 +19,8 @@ from typing import Any
 
 import torch
 
+from memplan.experiments.flows.outputs import identical_and_finite
+
 LLAMA = "executorch.examples.models.llama.export_llama"
 XNNPACK_AOT = "executorch.examples.xnnpack.aot_compiler"
 XNNPACK_QUANTIZATION = "executorch.examples.xnnpack.quantization.example"
@@ -144,16 +146,6 @@ def outputs(program: Any, inputs: list[list[torch.Tensor]]) -> list[torch.Tensor
 
 
 def same_outputs(program: Any, stock_program: Any, inputs: list[list[torch.Tensor]]) -> bool:
-    """Every output of memplan's program bit-identical to the stock program's, call after call, and every
-    floating output finite: a NaN in both would hide a wrong plan (NaN equals nothing, and a
-    comparison that let it pass would compare nothing)."""
-    mine, theirs = outputs(program, inputs), outputs(stock_program, inputs)
-    return (
-        len(mine) == len(theirs)
-        and all(_finite(t) for t in theirs)
-        and all(a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b) for a, b in zip(mine, theirs))
-    )
-
-
-def _finite(t: torch.Tensor) -> bool:
-    return not t.is_floating_point() or bool(t.isfinite().all())
+    """Every output of memplan's program bit-identical to the stock program's, call after call, and
+    every floating output finite (experiments.flows.outputs)."""
+    return identical_and_finite(outputs(program, inputs), outputs(stock_program, inputs))

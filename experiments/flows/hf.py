@@ -17,6 +17,8 @@ from typing import Any
 
 import torch
 
+from memplan.experiments.flows.outputs import identical, identical_and_finite
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # random weights only: nothing may be downloaded
 
 TEXT = {
@@ -262,8 +264,8 @@ def export(architecture: Architecture, backend: str, solver: str = "cpsat", **op
 
 
 def compare(outcome: Outcome, calls: int | None = None) -> bool:
-    """True if memplan's program and the stock program give bit-identical outputs over `calls` calls
-    (default: `outcome.calls`), each program fed its own copy of the same inputs every call.
+    """True if memplan's program and the stock program give bit-identical, finite outputs over `calls`
+    calls (default: `outcome.calls`), each program fed its own copy of the same inputs every call.
 
     State lives where ExecuTorch's Python binding puts it, the same way for both programs: a cache input
     the graph mutates is copied into the program when its inputs are planned (the default), so every call
@@ -276,10 +278,10 @@ def compare(outcome: Outcome, calls: int | None = None) -> bool:
     theirs = ExecutorchModelRunner.from_program(outcome.program.stock_program, outcome.metadata)
     mine_inputs, their_inputs = _copied(outcome.inputs), _copied(outcome.inputs)
     for _ in range(outcome.calls if calls is None else calls):
-        a, b = _leaves(mine(**mine_inputs)), _leaves(theirs(**their_inputs))
-        if len(a) != len(b) or not all(_same(x, y) for x, y in zip(a, b)):
+        if not identical_and_finite(_leaves(mine(**mine_inputs)), _leaves(theirs(**their_inputs))):
             return False
-    return all(_same(x, y) for x, y in zip(_leaves(mine_inputs), _leaves(their_inputs)))
+    mine_after, theirs_after = _leaves(mine_inputs), _leaves(their_inputs)  # caches the calls wrote
+    return len(mine_after) == len(theirs_after) and all(map(identical, mine_after, theirs_after))
 
 
 def _copied(inputs: dict[str, Any]) -> dict[str, Any]:
@@ -301,12 +303,6 @@ def _leaves(value: Any) -> list[Any]:
     if isinstance(value, (list, tuple)):
         return [t for v in value for t in _leaves(v)]
     return [t for t in pytree.tree_leaves(value) if isinstance(t, torch.Tensor)]
-
-
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
-        return a.shape == b.shape and a.dtype == b.dtype and torch.equal(a, b)
-    return a == b
 
 
 PROMPT_TOKENS = 6
