@@ -116,7 +116,7 @@ def verdicts(report: ProgramReport, budget: list[BudgetBank]) -> list[Verdict]:
         if need[b.name] <= b.capacity:
             change = ""
         elif banked is not None:
-            change = across_banks(banked, budget)
+            change = across_banks(banked)
         else:
             change = _change(report, b, need[b.name], spare)
         found.append(Verdict(b.name, b.capacity, need[b.name], change))
@@ -133,7 +133,7 @@ def assumes_first_bank(report: ProgramReport, budget: list[BudgetBank]) -> bool:
 MOVED_NAMED = 5  # tensors named in the sentence about a plan across banks; the rest are counted
 
 
-def across_banks(banked: BankedPlan, budget: list[BudgetBank]) -> str:
+def across_banks(banked: BankedPlan) -> str:
     """The verified change: memplan's plan across the banks fits (its figures), or how much it lacks."""
     if not banked.fits:
         how = "proven" if banked.proven else "memplan's best plan across them"
