@@ -118,6 +118,7 @@ def plan_model(
     const_prop: bool | None = None,
     progress: Callable[[str], None] | None = None,
     tiling: Any = None,
+    memory_map: str = "",
 ) -> PlannedModel:
     """Export -> edge -> ExecuTorch with `PlannerPass(solver)`; the stock pass too; optionally run it.
 
@@ -135,11 +136,14 @@ def plan_model(
     `tiling` (True or a `TilingOptions`) tiles each method's high-resolution CNN region before
     lowering (memplan.planner.tiling; `results[method].tiling` is the report); `check` then compares
     the tiled program with the untiled eager model, and the stock arena is the untiled program's.
+    `memory_map` ("sram:64KiB,dram:16MiB", planner.memory.bank_maps.parse_memory_map) plans across its
+    banks with `PlannerPass(memory_map=...)`, the stock side with ExecuTorch's banked pass (left out,
+    `stock_program` None, when that pass cannot place the program); a map memplan cannot fit either
+    raises `BankCapacityError` naming the bank and the bytes missing.
     """
     from memplan import solvers
     from memplan.experiments.zoo import runtime
     from memplan.experiments.zoo.lowering import levers, library_warnings_silenced, lower_planned
-    from memplan.experiments.zoo.lowering import stock_program as stock_lowered
 
     check_choice("solver", solver, solvers.available())
     check_alignment(alignment)
@@ -161,10 +165,11 @@ def plan_model(
             state_in_place=state_in_place,
             slice_noop=slice_noop,
             tiling=tiling,
+            memory_map=memory_map,
         )
         if stock:
             say(f"{model.name}: lowering with ExecuTorch's own planner")
-        stock_program = stock_lowered(model, alignment) if stock else None
+        stock_program = _stock(model, alignment, memory_map) if stock else None
         verdict = None
         if check:
             say(f"{model.name}: running the program against eager PyTorch")
@@ -180,6 +185,18 @@ def plan_model(
     return PlannedModel(
         model, solver, lowered.program, results, methods, stock_bytes, summary, verdict, stock_program
     )
+
+
+def _stock(model: ZooModel, alignment: int, memory_map: str) -> Any:
+    """The program ExecuTorch's own pass lowers `model` to; None when its banked pass cannot place it."""
+    from executorch.exir.banked_memory_planning import BankPlacementError
+
+    from memplan.experiments.zoo.lowering import stock_program
+
+    try:
+        return stock_program(model, alignment, memory_map)
+    except BankPlacementError:
+        return None
 
 
 def _loaded(source: Any, example_inputs: tuple | None) -> ZooModel:

@@ -274,7 +274,7 @@ def _bench_csv(args: argparse.Namespace) -> int:
     return 0
 
 
-def _program_report(args: argparse.Namespace, spec: str):
+def _program_report(args: argparse.Namespace, spec: str, memory_map: str = ""):
     from memplan import solvers
     from memplan.errors import ProblemError
     from memplan.experiments.checks import check_choice
@@ -284,10 +284,20 @@ def _program_report(args: argparse.Namespace, spec: str):
     (fusion,) = one_switch(args.cat_fusion)
     try:
         return report.program_report(
-            spec, args.solver, args.time_limit, args.alignment, fusion, **lowering_of(args)
+            spec, args.solver, args.time_limit, args.alignment, fusion, memory_map, **lowering_of(args)
         )
     except ProblemError as exc:
         fail(str(exc).splitlines()[0], FAILURE_EXIT)
+
+
+def _across_banks(args: argparse.Namespace, budget: str):
+    """memplan's plan of the model across the budget's banks (None for a .pte)."""
+    from memplan.experiments.cli import report
+
+    (fusion,) = one_switch(args.cat_fusion)
+    return report.across_banks(
+        args.model, budget, args.solver, args.time_limit, args.alignment, fusion, **lowering_of(args)
+    )
 
 
 def _report(args: argparse.Namespace) -> int:
@@ -299,7 +309,12 @@ def _report(args: argparse.Namespace) -> int:
         budget = parse_budget(args.budget) if args.budget else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    data = _program_report(args, args.model)
+    data = _program_report(args, args.model, args.memory_map)
+    planned_across = parse_budget(args.memory_map) if args.memory_map else None
+    budget = budget or planned_across
+    if budget and len(budget) > 1 and budget != planned_across:
+        if any(not v.fits for v in verdicts(data, budget)):  # check the change by planning across them
+            data.banked = _across_banks(args, args.budget)
     try:
         write(data, out, budget)
     except OSError as exc:

@@ -177,7 +177,14 @@ def _add_file_commands(sub) -> None:
     p.add_argument(
         "--budget",
         default="",
-        help="memories, fastest first, e.g. sram:256KiB,dram:8MiB: a verdict per bank and the smallest change",
+        help="memories, fastest first, e.g. sram:256KiB,dram:8MiB: a verdict per bank and the smallest change"
+        " (default: the --memory-map banks)",
+    )
+    p.add_argument(
+        "--memory-map",
+        default="",
+        help="plan a model across banks, fastest first, e.g. sram:64KiB,dram:16MiB (mem_ids 1, 2, ...;"
+        " solvers greedy, bestfit, cpsat)",
     )
     _add_plan_options(p)
 

@@ -3,7 +3,10 @@ interactive HTML report, and two programs compared.
 
 The report itself is memplan.viz.report; here a program spec becomes its data: a `.pte` is read
 (memplan.planner.pte) and compared with memplan's re-plan of it, anything else is planned with
-`memplan.plan_model` next to ExecuTorch's stock pass.
+`memplan.plan_model` next to ExecuTorch's stock pass. With `--memory-map` a model is planned across the
+map's banks (`PlannerPass(memory_map=...)`, as `memplan sweep --memory-map` and `memplan run
+--memory-map` plan); under a budget of several banks that the plan does not fit, `across_banks` plans
+the model across the budget's banks to check what the report suggests.
 """
 
 from __future__ import annotations
@@ -12,19 +15,37 @@ import re
 from pathlib import Path
 from typing import Any
 
-from memplan.errors import UsageError
+from memplan.errors import BankCapacityError, UsageError
 from memplan.viz.report import ProgramReport
+from memplan.viz.report.model import BankedPlan
+from memplan.viz.report.sources import banked_plan
 
 PTE_SUFFIX = ".pte"
 _PERCENT = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*%?\s*")
 
 
 def program_report(
-    spec: str, solver: str, time_limit_s: float, alignment: int, cat_fusion: bool, **lowering: Any
+    spec: str,
+    solver: str,
+    time_limit_s: float,
+    alignment: int,
+    cat_fusion: bool,
+    memory_map: str = "",
+    **lowering: Any,
 ) -> ProgramReport:
-    """The report data of one program spec."""
+    """The report data of one program spec, across `memory_map`'s banks if given.
+
+    A map memplan cannot fit the program into leaves the report on the plan without the map, its
+    `banked` saying which bank falls short and by how much.
+    """
     from memplan.experiments.zoo.lowering import library_warnings_silenced
 
+    if spec.endswith(PTE_SUFFIX) and memory_map:
+        raise UsageError(
+            f"--memory-map cannot re-plan {spec}: a .pte is re-planned inside the file's own arenas"
+            " (memplan replan keeps each tensor's mem_id), never moved across banks; report the model"
+            " (zoo name, .pt2 or file.py:factory) with --memory-map instead"
+        )
     if spec.endswith(PTE_SUFFIX):
         from memplan.planner.pte.program import read_program
         from memplan.planner.pte.structure import PteError
@@ -36,12 +57,67 @@ def program_report(
         except PteError as exc:
             raise UsageError(str(exc)) from None
         return from_pte(layout, solver, time_limit_s)
+    if memory_map:
+        from memplan.experiments.sweep.grid import check_memory_map
+
+        check_memory_map(memory_map, [solver])
+    options = {"time_limit_s": time_limit_s, "alignment": alignment, "cat_fusion": cat_fusion, **lowering}
+    try:
+        return (
+            _banked_report(spec, solver, memory_map, options)
+            if memory_map
+            else _report(spec, solver, options)
+        )
+    except BankCapacityError as exc:
+        data = _report(spec, solver, options)
+        data.banked = _shortfall(exc)
+        return data
+
+
+def across_banks(
+    spec: str,
+    budget: str,
+    solver: str,
+    time_limit_s: float,
+    alignment: int,
+    cat_fusion: bool,
+    **lowering: Any,
+) -> BankedPlan | None:
+    """memplan's plan of a model across the banks of `budget` (memory-map syntax), or by how much its
+    best plan falls short; None for a `.pte` (its tensors cannot move across banks). A solver that
+    cannot choose banks is replaced by bestfit (banked best-fit)."""
+    from memplan.experiments.planning import plan_model
+    from memplan.experiments.sweep.grid import BANK_SWEEP_SOLVERS
+
+    if spec.endswith(PTE_SUFFIX):
+        return None
+    solver = solver if solver in BANK_SWEEP_SOLVERS else "bestfit"
+    options = {"time_limit_s": time_limit_s, "alignment": alignment, "cat_fusion": cat_fusion, **lowering}
+    try:
+        planned = plan_model(spec, solver, memory_map=budget, stock=False, **options)
+    except BankCapacityError as exc:
+        return _shortfall(exc)
+    return banked_plan(planned.results, planned.program, planned.methods)
+
+
+def _report(spec: str, solver: str, options: dict[str, Any]) -> ProgramReport:
     from memplan.experiments.planning import plan_model
 
-    planned = plan_model(
-        spec, solver, time_limit_s=time_limit_s, alignment=alignment, cat_fusion=cat_fusion, **lowering
-    )
-    return planned.report_data()
+    return plan_model(spec, solver, **options).report_data()
+
+
+def _banked_report(spec: str, solver: str, memory_map: str, options: dict[str, Any]) -> ProgramReport:
+    from memplan.experiments.planning import plan_model
+
+    planned = plan_model(spec, solver, memory_map=memory_map, **options)
+    data = planned.report_data()
+    data.banked = banked_plan(planned.results, planned.program, planned.methods)
+    data.source += f", across the banks of --memory-map {memory_map}"
+    return data
+
+
+def _shortfall(exc: BankCapacityError) -> BankedPlan:
+    return BankedPlan(short_bank=exc.bank, short_by=exc.missing, proven=exc.proven)
 
 
 def check_out(path: str) -> Path:

@@ -137,3 +137,30 @@ def test_the_verdict_is_right_for_a_budget_that_fits_and_one_that_does_not(
     assert "does not fit by 100 B" in sram.text and int(sram.get_attribute("data-needed")) == arena_bytes
     assert "smallest change: move" in sram.text and "to dram" in sram.text
     assert "fits" in dram.get_attribute("class").split()
+    (note,) = browser.find_elements(By.CSS_SELECTOR, "p.first-bank")  # planned without a map: says so
+    assert "every arena counts against the first bank, sram" in note.text
+
+
+def test_a_plan_across_banks_draws_a_lane_per_bank_and_its_verdicts(browser, tmp_path) -> None:
+    from selenium.webdriver.common.by import By
+
+    import memplan
+
+    banks = "sram:1KiB,dram:1MiB"
+    planned = memplan.plan_model(
+        TwoBranchCat(), "bestfit", example_inputs=(torch.randn(4, 16),), memory_map=banks
+    )
+    arenas = planned.results["forward"].plan.arena_sizes
+    assert arenas[1] and arenas[2]  # the cat does not fit in sram with everything else
+    open_page(browser, planned.report(tmp_path / "banks.html", budget=banks))
+    assert console_errors(browser) == []
+    lanes = browser.execute_script(
+        "return document.getElementById('arena_forward').layout.annotations.map(a => a.text);"
+    )
+    assert "mem_id 1 · sram" in lanes and "mem_id 2 · dram" in lanes
+    needed = {
+        li.get_attribute("data-bank"): int(li.get_attribute("data-needed"))
+        for li in browser.find_elements(By.CSS_SELECTOR, "li.verdict")
+    }
+    assert needed == {"sram": arenas[1], "dram": arenas[2]}
+    assert not browser.find_elements(By.CSS_SELECTOR, "p.first-bank")  # the note is for plans without a map

@@ -6,9 +6,12 @@ determine (delegate scratch, the runtime's temp and method allocators) as "unkno
 
 Which bank holds which arena: a plan made across banks names its pools after them ("mem_id 2 · dram");
 otherwise every planned arena is in the first bank of the budget (where ExecuTorch's host arenas go)
-and later banks hold nothing planned. The smallest change is the first memplan knows of, in order:
-move the smallest tensor live at the peak whose removal brings the live peak within the bank to a bank
-with room for it; close the gap between the plan and its lower bound with an exact solver; nothing.
+and later banks hold nothing planned (`assumes_first_bank`; the page says so). The smallest change is
+the first memplan knows of, in order: when the report carries memplan's plan across the banks
+(`ProgramReport.banked`, made with `PlannerPass(memory_map=...)` across the budget's banks), that
+plan's figures, or by how much even it falls short; move the smallest tensor live at the peak
+whose removal brings the live peak within the bank to a bank with room for it (read off the live
+peak, not planned); close the gap between the plan and its lower bound with an exact solver; nothing.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memplan.timeline import peak
-from memplan.viz.report.model import ProgramReport
+from memplan.viz.report.model import BankedPlan, ProgramReport
 from memplan.viz.style import format_bytes
 
 
@@ -107,11 +110,53 @@ def verdicts(report: ProgramReport, budget: list[BudgetBank]) -> list[Verdict]:
     """One verdict per bank of the budget, with the smallest change for each bank that does not fit."""
     need = _needs(report, budget)
     spare = {b.name: b.capacity - need[b.name] for b in budget}
+    banked = report.banked
     found = []
     for b in budget:
-        change = "" if need[b.name] <= b.capacity else _change(report, b, need[b.name], spare)
+        if need[b.name] <= b.capacity:
+            change = ""
+        elif banked is not None:
+            change = across_banks(banked)
+        else:
+            change = _change(report, b, need[b.name], spare)
         found.append(Verdict(b.name, b.capacity, need[b.name], change))
     return found
+
+
+def assumes_first_bank(report: ProgramReport, budget: list[BudgetBank]) -> bool:
+    """Whether no arena of the report's plan is named after a bank of the budget, so every arena counts
+    against the first bank."""
+    names = {f"· {b.name}" for b in budget}
+    return not any(lane.endswith(tuple(names)) for lane in report.lanes().values())
+
+
+MOVED_NAMED = 5  # tensors named in the sentence about a plan across banks; the rest are counted
+
+
+def across_banks(banked: BankedPlan) -> str:
+    """The verified change: memplan's plan across the banks fits (its figures), or how much it lacks."""
+    if not banked.fits:
+        how = "proven" if banked.proven else "memplan's best plan across them"
+        return (
+            f"does not fit even across the banks: short by {banked.short_by:,} B in {banked.short_bank}"
+            f" ({how})"
+        )
+    where = " + ".join(f"{b.name} {format_bytes(b.capacity)}" for b in banked.banks)
+    sizes = ", ".join(f"{b.name} {b.bytes:,} B" for b in banked.banks)
+    moved = []
+    for b in banked.banks[1:]:
+        if b.tensors:
+            named = ", ".join(b.tensors[:MOVED_NAMED])
+            more = f" and {len(b.tensors) - MOVED_NAMED} more" if len(b.tensors) > MOVED_NAMED else ""
+            moved.append(
+                f"{len(b.tensors)} tensors moved to {b.name}: {named}{more};"
+                f" {b.traffic:,} B of traffic per call through {b.name}"
+            )
+    return (
+        f"planned across {where} it fits: {sizes}"
+        + (f" ({'; '.join(moved)})" if moved else "")
+        + "; give these banks as --memory-map to report that plan"
+    )
 
 
 def _bank_of(lane: str, budget: list[BudgetBank]) -> str:

@@ -99,6 +99,32 @@ class MethodReport:
         return self.plans[0]
 
 
+@dataclass(frozen=True)
+class BankUse:
+    """What memplan's plan across a memory map puts in one bank, over the whole program."""
+
+    name: str
+    capacity: int
+    bytes: int  # the bank's arena: per method as written into the program, the largest method's
+    traffic: int  # bytes the emitted instructions move through it per call (every method's, summed)
+    tensors: tuple[str, ...]  # the tensors placed in it (shared state and group members left out)
+
+
+@dataclass(frozen=True)
+class BankedPlan:
+    """memplan's plan of the program across a memory map's banks (`PlannerPass(memory_map=...)`), or,
+    when no plan fits, the bank its best plan overfills and by how much."""
+
+    banks: tuple[BankUse, ...] = ()  # in the map's order, fastest first; empty when it does not fit
+    short_bank: str = ""  # the bank memplan's best plan overfills ("" when it fits)
+    short_by: int = 0  # bytes that bank lacks
+    proven: bool = False  # the shortfall is proven (no plan across the banks fits), not only not found
+
+    @property
+    def fits(self) -> bool:
+        return not self.short_bank
+
+
 @dataclass
 class ProgramReport:
     """Every method of one program, plus what the file holds outside the arenas."""
@@ -109,6 +135,7 @@ class ProgramReport:
     delegate_bytes: int = 0  # delegate blobs in the .pte
     levers: dict[str, bool] = field(default_factory=dict)  # memplan's levers and whether they were on
     source: str = ""  # how the program was made: "zoo model", ".pte file", ...
+    banked: BankedPlan | None = None  # memplan's plan across the budget's or map's banks, when made
 
     def method(self, name: str) -> MethodReport:
         for m in self.methods:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import html
 from pathlib import Path
 
-from memplan.viz.report.budget import BudgetBank, budget_rows, verdicts
+from memplan.viz.report.budget import BudgetBank, assumes_first_bank, budget_rows, verdicts
 from memplan.viz.report.explain import peak_rows
 from memplan.viz.report.figures import arena_figure, profile_figure
 from memplan.viz.report.model import MethodReport, ProgramReport
@@ -93,6 +93,12 @@ def _budget(report: ProgramReport, budget: list[BudgetBank] | None) -> str:
                 f" (needs {v.needed:,} B of {v.capacity:,} B){change}</li>"
             )
         parts.append(f"<ul class='verdicts'>{''.join(items)}</ul>")
+        if assumes_first_bank(report, budget) and len(budget) > 1:
+            parts.append(
+                f"<p class='note first-bank'>This plan was made without a memory map: every arena counts"
+                f" against the first bank, {_e(budget[0].name)}, and the later banks hold nothing planned."
+                " Report with --memory-map to plan across the banks.</p>"
+            )
     rows = "".join(
         f"<tr><td>{_e(r.what)}</td><td class='num'>{_bytes(r.bytes)}</td><td>{_e(r.where)}</td></tr>"
         for r in budget_rows(report)

@@ -24,7 +24,14 @@ from memplan.plan import Plan
 from memplan.planner.pte.layout import MethodLayout, ProgramLayout
 from memplan.problem import BufferKind, Problem
 from memplan.viz.report.explain import actions_of, lever_notes
-from memplan.viz.report.model import MethodReport, PlanView, ProgramReport, TensorInfo
+from memplan.viz.report.model import (
+    BankedPlan,
+    BankUse,
+    MethodReport,
+    PlanView,
+    ProgramReport,
+    TensorInfo,
+)
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)\n\s*(.*)')
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3")
@@ -106,7 +113,8 @@ def memplan_view(
             shared=shared,
         )
         offsets[b.id] = (plan.pools.get(b.id, b.pool), plan.offsets[b.id])
-    lanes = {pool: problem.pool_label(pool) for pool in problem.pools}
+    pools = set(problem.pools) | {bank.pool for bank in problem.banks} | set(plan.arena_sizes)
+    lanes = {pool: problem.pool_label(pool) for pool in pools}  # a bank's buffers list its first pool
     return PlanView(label, tensors, offsets, dict(plan.arena_sizes), lanes, lower_bound(problem))
 
 
@@ -201,6 +209,30 @@ def from_lowered(
     return ProgramReport(
         name, reports, constants, delegate, dict(levers), "lowered with memplan's PlannerPass"
     )
+
+
+def banked_plan(results: Mapping[str, Any], program: Any, methods: Iterable[str]) -> BankedPlan:
+    """What a program lowered with `PlannerPass(memory_map=...)` puts in each bank of the map: the arena
+    the program holds for it (the largest method's), the traffic through it and the tensors in it."""
+    methods = list(methods)
+    banks = results[methods[0]].problem.banks
+    used = []
+    for bank in banks:
+        size, moved, names = 0, 0, []
+        for method in methods:
+            result = results[method]
+            emitted = program.exported_program(method).graph_module.meta.get("non_const_buffer_sizes", [])
+            size = max(size, emitted[bank.pool] if bank.pool < len(emitted) else 0)
+            moved += result.traffic.get(bank.pool, 0)
+            names += [
+                b.id
+                for b in result.problem.buffers
+                if result.problem.parent_of(b.id) is None
+                and result.plan.pools.get(b.id, b.pool) == bank.pool
+                and b.id not in names
+            ]
+        used.append(BankUse(bank.name, bank.capacity, size, moved, tuple(names)))
+    return BankedPlan(tuple(used))
 
 
 def _program_layout(data: bytes) -> ProgramLayout | None:
