@@ -98,6 +98,8 @@ def _plan(args: argparse.Namespace) -> int:
         raise UsageError(f"--atol {args.atol} needs --check and a number >= 0")
     result = _planned(args, one_model)
     print(one_model.format_summary(result), flush=True)
+    if args.memory_map:
+        print(one_model.format_banks(result, args.memory_map), flush=True)
     if args.check:
         from memplan.experiments.zoo.pte_check import CheckError
 
@@ -128,6 +130,10 @@ def _planned(args, one_model, with_stock: bool = True):
     from memplan.experiments.planning import plan_model
 
     (fusion,) = one_switch(args.cat_fusion)
+    if args.memory_map:
+        from memplan.experiments.sweep.grid import check_memory_map
+
+        check_memory_map(args.memory_map, [args.solver])
     try:
         return plan_model(
             args.model,
@@ -137,6 +143,7 @@ def _planned(args, one_model, with_stock: bool = True):
             alignment=args.alignment,
             cat_fusion=fusion,
             stock=with_stock,
+            memory_map=args.memory_map,
             progress=None if args.quiet else _progress_line,
             **levers_of(args),
             **lowering_of(args),

@@ -127,6 +127,11 @@ def _add_model_planning(p: argparse.ArgumentParser, method_help: str) -> None:
     flags.add_time_limit(p)
     p.add_argument("--alignment", type=int, default=DEFAULT_ALIGNMENT, help="(default: %(default)s)")
     p.add_argument("--cat-fusion", default="on", help="on or off (default: %(default)s)")
+    p.add_argument(
+        "--memory-map",
+        default="",
+        help="plan across banks, fastest first, e.g. sram:64KiB,dram:16MiB (mem_ids 1, 2, ...)",
+    )
     _add_levers(p)
     _add_lowering(p)
 

@@ -272,3 +272,22 @@ def test_bench_csv_shows_how_long_a_solve_ran_past_its_limit_and_in_which_stage(
         float(rows["bestfit"]["seconds_over_limit"]) == 3.0 and rows["bestfit"]["overran_in"] == "validation"
     )
     assert float(rows["greedy"]["seconds_over_limit"]) == 0.0 and rows["greedy"]["overran_in"] == ""
+
+
+def test_plan_across_banks_prints_what_each_bank_holds(capsys):
+    """`plan --memory-map` plans as `PlannerPass(memory_map=...)` does and says per bank what it holds."""
+    from memplan import PlannerPass
+    from memplan.experiments.zoo import runtime
+    from memplan.planner.memory.bank_maps import parse_memory_map
+
+    banks = "sram:16KiB,dram:16MiB"
+    code, out, _ = _run(["plan", "ds_cnn", "--solver", "bestfit", "--memory-map", banks, "--quiet"], capsys)
+    assert code == 0
+    pass_ = PlannerPass(solver="bestfit", memory_map=parse_memory_map(banks))
+    runtime.lower(zoo.get("ds_cnn"), memory_planning_pass=pass_)
+    sizes, traffic = pass_.results["forward"].buffer_sizes, pass_.results["forward"].traffic
+    assert sizes[1] < 16 * 1024 < sizes[2]  # the 32,000 B activations cannot sit in sram
+    assert f"forward banks: sram {sizes[1]:,} of 16,384 B, stock " in out
+    assert f"{traffic[1]:,} B moved per call; dram {sizes[2]:,} of 16,777,216 B, stock " in out
+    code, _, err = _run(["plan", "ds_cnn", "--solver", "milp", "--memory-map", banks], capsys)
+    assert code == 2 and "cannot plan across the banks of --memory-map" in err
