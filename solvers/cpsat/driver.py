@@ -319,7 +319,7 @@ def _solve(problem: Problem, limit: float, params: CpsatParams, proven_bounds: d
     left, needed = run.deadline - time.perf_counter(), BUILD_SECONDS_PER_UNIT * len(units)
     if left < needed:
         short = (
-            f"{max(left, 0.0):.3g} s of the {limit:.3g} s this part had were left after the heuristics,"
+            f"{max(left, 0.0):.3g} s of this part's {limit:.3g} s time limit were left after the heuristics,"
             f" less than building the exact model of {len(units):,} units takes (about {needed:.3g} s)"
         )
         if not fits:
