@@ -7,7 +7,8 @@ derived from what the op declares, not from a list of names expected to be safe:
   kernel (`kernel_size`, or the weight's trailing dims); the window's rows follow from them and
   `dilation`. A transposed convolution (`transposed`, or `output_padding` without it), `ceil_mode`, padding given as a string, or an average pool
   that leaves its padding out of the count cannot be cut at a row band's edge and are refused;
-* a pointwise op (torch's own `Tag.pointwise`): output row r reads row r of every input;
+* a pointwise op (torch's own `Tag.pointwise`): output row r reads row r of every input; an op
+  without the tag (`aten.hardswish`) is pointwise when its decomposition is (`pointwise`);
 * batch norm in inference (`training` false): a per-channel affine map, so pointwise in space.
 
 Anything else gets a `Refusal` that ends a region there. Nothing here changes a graph.
@@ -22,6 +23,9 @@ from typing import Any
 
 import torch
 from torch.fx import Node
+from torch.fx.node import map_arg
+
+from memplan.planner.tiling.pointwise import derived_pointwise
 
 H = 2  # the row dim of an NCHW activation
 
@@ -141,12 +145,19 @@ def rule(node: Node) -> Rule | Refusal:
     args = arguments(node)
     if {"stride", "padding"} <= args.keys():
         return _sliding(node, args)
-    if torch.Tag.pointwise in tags:
-        spatial = tuple(i for i, a in enumerate(node.args) if shape(a) is not None)
-        return Rule(None, spatial_args=spatial)
     if {"running_mean", "running_var", "training"} <= args.keys() and args["training"] is False:
         return Rule(None)  # inference batch norm: a per-channel scale and shift
+    if torch.Tag.pointwise in tags or _decomposes_pointwise(node):
+        spatial = tuple(i for i, a in enumerate(node.args) if shape(a) is not None)
+        return Rule(None, spatial_args=spatial)
     return Refusal.UNKNOWN_SPATIAL_OP
+
+
+def _decomposes_pointwise(node: Node) -> bool:
+    """The op's decomposition, traced on the node's shapes, is pointwise (`pointwise.derived_pointwise`)."""
+    values = map_arg((node.args, node.kwargs), lambda a: a.meta.get("val"))
+    args, kwargs = values
+    return derived_pointwise(node.target, tuple(args), dict(kwargs))
 
 
 def _sliding(node: Node, args: dict[str, Any]) -> Rule | Refusal:

@@ -10,6 +10,7 @@ from torch import nn
 from memplan.errors import UsageError
 from memplan.planner.tiling import Refusal, TilingOptions, tile, tiling_options
 from memplan.planner.tiling.cost import graph_macs, tiled_macs
+from memplan.planner.tiling.pointwise import derived_pointwise
 from memplan.planner.tiling.region import GraphIndex, bands
 from memplan.planner.tiling.rewrite import rewrite
 from memplan.planner.tiling.schedule import schedule
@@ -113,12 +114,43 @@ X = torch.randn(1, 3, 12, 12)
         (nn.AvgPool2d(3, 1, 1, count_include_pad=False), Refusal.PAD_EXCLUDED_FROM_AVERAGE),
         (nn.Softmax(dim=2), Refusal.UNKNOWN_SPATIAL_OP),
         (nn.Upsample(scale_factor=2), Refusal.UNKNOWN_SPATIAL_OP),
-        (nn.Hardswish(), Refusal.UNKNOWN_SPATIAL_OP),  # torch does not tag it pointwise
     ],
     ids=lambda v: v.value if isinstance(v, Refusal) else type(v).__name__,
 )
 def test_an_op_whose_rows_cannot_be_derived_ends_the_region(layer, reason):
     assert _region(Then(layer), X) is reason
+
+
+A = torch.ops.aten
+T = torch.empty(1, 4, 6, 6)
+
+
+@pytest.mark.parametrize(
+    "op, args, pointwise",
+    [
+        (A.hardswish.default, (T,), True),  # no Tag.pointwise: x * clamp(x + 3, 0, 6) / 6
+        (A.hardsigmoid.default, (T,), True),
+        (A._softmax.default, (T, 2, False), False),  # amax and sum over H
+        (A._softmax.default, (T, 1, False), False),  # over C: still a reduction, refused
+        (A.upsample_nearest2d.vec, (T, None, [2.0, 2.0]), False),  # arange and _unsafe_index
+        (A.mean.dim, (T, [2, 3], True), False),
+    ],
+    ids=lambda v: str(v) if isinstance(v, torch._ops.OpOverload) else None,
+)
+def test_pointwise_is_derived_from_the_decomposition(op, args, pointwise):
+    assert derived_pointwise(op, args) is pointwise
+
+
+@pytest.mark.parametrize("layer", [nn.Hardswish(), nn.Hardsigmoid()], ids=lambda v: type(v).__name__)
+def test_a_region_crosses_an_op_derived_pointwise_and_its_bands_equal_eager(layer):
+    assert torch.Tag.pointwise not in A.hardswish.default.tags  # else hardswish shows nothing here
+    model = Then(layer).eval()
+    module = exported(model, X).module()
+    region = whole_region(module)
+    assert len(region.nodes) == 3
+    rewrite(module, region, schedule(region, 3))
+    with torch.no_grad():
+        torch.testing.assert_close(module(X), model(X), atol=1e-5, rtol=1e-5)
 
 
 class Flat(nn.Module):
