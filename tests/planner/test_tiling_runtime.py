@@ -4,6 +4,8 @@ graph's lower bound."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from torch import nn
@@ -11,6 +13,7 @@ from torch import nn
 import memplan
 from memplan import PlannerPass
 from memplan.experiments.zoo import programs, runtime
+from memplan.experiments.zoo.tiled import tiled_model
 from memplan.planner.tiling import TilingOptions
 from memplan.planner.tiling.rewrite import rewrite
 from memplan.planner.tiling.schedule import schedule
@@ -88,3 +91,43 @@ def test_a_pass_with_tiling_says_when_the_program_was_not_tiled():
     runtime.lower(model, memory_planning_pass=planner)
     assert planner.results["forward"].tiling is None
     assert "tiling: not applied" in planner.results["forward"].note
+
+
+class HardswishStage(nn.Module):
+    """A MobileNetV3 stem: conv s2 -> BN -> hardswish -> depthwise conv -> hardswish -> 1x1 conv.
+
+    Torch does not tag `aten.hardswish` pointwise; tiling crosses it only because its decomposition is
+    derived pointwise (planner/tiling/pointwise.py).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, 2, 1, bias=False), nn.BatchNorm2d(16), nn.Hardswish())
+        self.dw = nn.Sequential(nn.Conv2d(16, 16, 3, 1, 1, groups=16), nn.Hardswish())
+        self.project = nn.Conv2d(16, 8, 1)
+
+    def forward(self, x):
+        return self.project(self.dw(self.stem(x)))
+
+
+def test_a_mobilenet_v3_stage_is_tiled_across_hardswish_and_runs_like_eager():
+    torch.manual_seed(0)
+    module = HardswishStage().eval()
+    module.stem[1].running_mean.uniform_(-0.2, 0.2)
+    module.stem[1].running_var.uniform_(0.5, 1.5)
+    size = (1, 3, 96, 96)
+    model = dataclasses.replace(
+        programs.from_module(module, (torch.randn(size),), name="hardswish_stage", atol=ATOL, rtol=RTOL),
+        calls=[("forward", (torch.randn(size),)) for _ in range(3)],
+    )
+    untiled = memplan.plan_model(model, "bestfit", stock=False)
+    tiler = PlannerPass(tiling=TilingOptions())
+    tiled = tiled_model(model, tiler)
+    report = tiler.tiling_reports["forward"]
+    assert report.tiled and report.extra_macs <= 0.15
+    assert {"hardswish", "hardswish_1"} <= set(report.ops), report.summary()
+    program = runtime.lower(tiled, memory_planning_pass=PlannerPass())
+    outputs = runtime.run_pte(program.buffer, model.calls)
+    runtime.compare_outputs(model, outputs, runtime.eager_outputs(model))
+    bound = int(untiled.summary["lower_bound_bytes"][0])
+    assert sum(runtime.stock_arena_bytes(program)["forward"]) < bound
