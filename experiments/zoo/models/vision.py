@@ -1,6 +1,6 @@
 """ImageNet-style CNNs written out here (torchvision is not a dependency), random weights: MobileNetV2
-at any width, MnasNet-B1 (torchvision's mnasnet1_0 layout), ResNet-18, and the zoo's U-Net at a chosen
-size. They are the tiling benchmark's models (experiments/bench/tiled_cnns.py); not in the zoo catalog,
+at any width, MobileNetV3-Large (hardswish, squeeze-excite; torchvision's 5,483,032 parameters),
+MnasNet-B1 (torchvision's mnasnet1_0 layout), ResNet-18, and the zoo's U-Net at a chosen size. They are the tiling benchmark's models (experiments/bench/tiled_cnns.py); not in the zoo catalog,
 whose every entry is lowered by the default test run."""
 
 from __future__ import annotations
@@ -117,6 +117,73 @@ class MnasNet(nn.Module):
         return self.classifier(self.features(x).mean((2, 3)))
 
 
+class SqueezeExcite(nn.Module):
+    """torchvision's SqueezeExcitation as MobileNetV3 uses it: mean, 1x1, ReLU, 1x1, hardsigmoid, scale."""
+
+    def __init__(self, channels: int) -> None:
+        super().__init__()
+        squeezed = _divisible(channels // 4)
+        self.fc1, self.fc2 = nn.Conv2d(channels, squeezed, 1), nn.Conv2d(squeezed, channels, 1)
+
+    def forward(self, x):
+        scale = nn.functional.hardsigmoid(self.fc2(torch.relu(self.fc1(x.mean((2, 3), keepdim=True)))))
+        return x * scale
+
+
+class V3Block(nn.Module):
+    """MobileNetV3's bneck: expand 1x1 (when widened), depthwise kxk, squeeze-excite, project 1x1."""
+
+    def __init__(
+        self, cin: int, kernel: int, hidden: int, cout: int, se: bool, act: type, stride: int
+    ) -> None:
+        super().__init__()
+        layers = [] if hidden == cin else [_conv_bn(cin, hidden, 1, act=act)]
+        layers.append(_conv_bn(hidden, hidden, kernel, stride, groups=hidden, act=act))
+        if se:
+            layers.append(SqueezeExcite(hidden))
+        layers.append(_conv_bn(hidden, cout, 1, act=None))
+        self.body = nn.Sequential(*layers)
+        self.residual = stride == 1 and cin == cout
+
+    def forward(self, x):
+        return x + self.body(x) if self.residual else self.body(x)
+
+
+class MobileNetV3Large(nn.Module):
+    """torchvision's mobilenet_v3_large layout: hardswish in the stem and the 14x14 stages, ReLU between."""
+
+    HS, RE = nn.Hardswish, nn.ReLU
+    # (in, kernel, expanded, out, squeeze-excite, activation, stride)
+    SETTINGS = (
+        (16, 3, 16, 16, False, RE, 1),
+        (16, 3, 64, 24, False, RE, 2),
+        (24, 3, 72, 24, False, RE, 1),
+        (24, 5, 72, 40, True, RE, 2),
+        (40, 5, 120, 40, True, RE, 1),
+        (40, 5, 120, 40, True, RE, 1),
+        (40, 3, 240, 80, False, HS, 2),
+        (80, 3, 200, 80, False, HS, 1),
+        (80, 3, 184, 80, False, HS, 1),
+        (80, 3, 184, 80, False, HS, 1),
+        (80, 3, 480, 112, True, HS, 1),
+        (112, 3, 672, 112, True, HS, 1),
+        (112, 5, 672, 160, True, HS, 2),
+        (160, 5, 960, 160, True, HS, 1),
+        (160, 5, 960, 160, True, HS, 1),
+    )
+
+    def __init__(self, classes: int = 1000) -> None:
+        super().__init__()
+        layers: list[nn.Module] = [_conv_bn(3, 16, 3, 2, act=nn.Hardswish)]
+        layers += [V3Block(*setting) for setting in self.SETTINGS]
+        layers.append(_conv_bn(160, 960, 1, act=nn.Hardswish))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Linear(960, 1280), nn.Hardswish(), nn.Linear(1280, classes))
+
+    def forward(self, x):
+        return self.classifier(self.features(x).mean((2, 3)))
+
+
 class BasicBlock(nn.Module):
     def __init__(self, cin: int, cout: int, stride: int) -> None:
         super().__init__()
@@ -147,6 +214,7 @@ class ResNet18(nn.Module):
 VISION: dict[str, tuple[str, Callable[[], nn.Module], int]] = {
     "mobilenet_v2_035_144": ("MobileNetV2 width 0.35, 1x3x144x144", lambda: MobileNetV2(0.35), 144),
     "mobilenet_v2_100_224": ("MobileNetV2 width 1.0, 1x3x224x224", lambda: MobileNetV2(1.0), 224),
+    "mobilenet_v3_large_224": ("MobileNetV3-Large, 1x3x224x224", MobileNetV3Large, 224),
     "mnasnet_b1_224": ("MnasNet-B1 depth 1.0, 1x3x224x224", MnasNet, 224),
     "resnet18_128": ("ResNet-18, 1x3x128x128", ResNet18, 128),
     "unet_128": ("the zoo's 3-level U-Net (base 8), 1x3x128x128", UNet, 128),
