@@ -1,7 +1,8 @@
 """ImageNet-style CNNs written out here (torchvision is not a dependency), random weights: MobileNetV2
-at any width, MobileNetV3-Large (hardswish, squeeze-excite; torchvision's 5,483,032 parameters),
-MnasNet-B1 (torchvision's mnasnet1_0 layout), ResNet-18, and the zoo's U-Net at a chosen size. They are the tiling benchmark's models (experiments/bench/tiled_cnns.py); not in the zoo catalog,
-whose every entry is lowered by the default test run."""
+at any width, MobileNetV3-Large and -Small (hardswish, squeeze-excite; torchvision's 5,483,032 and
+2,542,856 parameters), MnasNet-B1 (torchvision's mnasnet1_0 layout), ResNet-18, and the zoo's U-Net at
+a chosen size. They are the tiling benchmark's models (experiments/bench/tiled_cnns.py); not in the
+zoo catalog, whose every entry is lowered by the default test run."""
 
 from __future__ import annotations
 
@@ -149,36 +150,53 @@ class V3Block(nn.Module):
         return x + self.body(x) if self.residual else self.body(x)
 
 
-class MobileNetV3Large(nn.Module):
-    """torchvision's mobilenet_v3_large layout: hardswish in the stem and the 14x14 stages, ReLU between."""
+HS, RE = nn.Hardswish, nn.ReLU
 
-    HS, RE = nn.Hardswish, nn.ReLU
-    # (in, kernel, expanded, out, squeeze-excite, activation, stride)
-    SETTINGS = (
-        (16, 3, 16, 16, False, RE, 1),
-        (16, 3, 64, 24, False, RE, 2),
-        (24, 3, 72, 24, False, RE, 1),
-        (24, 5, 72, 40, True, RE, 2),
-        (40, 5, 120, 40, True, RE, 1),
-        (40, 5, 120, 40, True, RE, 1),
-        (40, 3, 240, 80, False, HS, 2),
-        (80, 3, 200, 80, False, HS, 1),
-        (80, 3, 184, 80, False, HS, 1),
-        (80, 3, 184, 80, False, HS, 1),
-        (80, 3, 480, 112, True, HS, 1),
-        (112, 3, 672, 112, True, HS, 1),
-        (112, 5, 672, 160, True, HS, 2),
-        (160, 5, 960, 160, True, HS, 1),
-        (160, 5, 960, 160, True, HS, 1),
-    )
+# torchvision's bneck tables: (in, kernel, expanded, out, squeeze-excite, activation, stride)
+V3_LARGE = (
+    (16, 3, 16, 16, False, RE, 1),
+    (16, 3, 64, 24, False, RE, 2),
+    (24, 3, 72, 24, False, RE, 1),
+    (24, 5, 72, 40, True, RE, 2),
+    (40, 5, 120, 40, True, RE, 1),
+    (40, 5, 120, 40, True, RE, 1),
+    (40, 3, 240, 80, False, HS, 2),
+    (80, 3, 200, 80, False, HS, 1),
+    (80, 3, 184, 80, False, HS, 1),
+    (80, 3, 184, 80, False, HS, 1),
+    (80, 3, 480, 112, True, HS, 1),
+    (112, 3, 672, 112, True, HS, 1),
+    (112, 5, 672, 160, True, HS, 2),
+    (160, 5, 960, 160, True, HS, 1),
+    (160, 5, 960, 160, True, HS, 1),
+)
+V3_SMALL = (
+    (16, 3, 16, 16, True, RE, 2),
+    (16, 3, 72, 24, False, RE, 2),
+    (24, 3, 88, 24, False, RE, 1),
+    (24, 5, 96, 40, True, HS, 2),
+    (40, 5, 240, 40, True, HS, 1),
+    (40, 5, 240, 40, True, HS, 1),
+    (40, 5, 120, 48, True, HS, 1),
+    (48, 5, 144, 48, True, HS, 1),
+    (48, 5, 288, 96, True, HS, 2),
+    (96, 5, 576, 96, True, HS, 1),
+    (96, 5, 576, 96, True, HS, 1),
+)
 
-    def __init__(self, classes: int = 1000) -> None:
+
+class MobileNetV3(nn.Module):
+    """torchvision's mobilenet_v3_large / _small layout: a hardswish stem, `settings`, a 1x1 to
+    6x the last width (hardswish), and a hardswish MLP head of `head` features."""
+
+    def __init__(self, settings: tuple = V3_LARGE, head: int = 1280, classes: int = 1000) -> None:
         super().__init__()
-        layers: list[nn.Module] = [_conv_bn(3, 16, 3, 2, act=nn.Hardswish)]
-        layers += [V3Block(*setting) for setting in self.SETTINGS]
-        layers.append(_conv_bn(160, 960, 1, act=nn.Hardswish))
+        last = 6 * settings[-1][3]
+        layers: list[nn.Module] = [_conv_bn(3, 16, 3, 2, act=HS)]
+        layers += [V3Block(*setting) for setting in settings]
+        layers.append(_conv_bn(settings[-1][3], last, 1, act=HS))
         self.features = nn.Sequential(*layers)
-        self.classifier = nn.Sequential(nn.Linear(960, 1280), nn.Hardswish(), nn.Linear(1280, classes))
+        self.classifier = nn.Sequential(nn.Linear(last, head), HS(), nn.Linear(head, classes))
 
     def forward(self, x):
         return self.classifier(self.features(x).mean((2, 3)))
@@ -214,7 +232,8 @@ class ResNet18(nn.Module):
 VISION: dict[str, tuple[str, Callable[[], nn.Module], int]] = {
     "mobilenet_v2_035_144": ("MobileNetV2 width 0.35, 1x3x144x144", lambda: MobileNetV2(0.35), 144),
     "mobilenet_v2_100_224": ("MobileNetV2 width 1.0, 1x3x224x224", lambda: MobileNetV2(1.0), 224),
-    "mobilenet_v3_large_224": ("MobileNetV3-Large, 1x3x224x224", MobileNetV3Large, 224),
+    "mobilenet_v3_large_224": ("MobileNetV3-Large, 1x3x224x224", MobileNetV3, 224),
+    "mobilenet_v3_small_224": ("MobileNetV3-Small, 1x3x224x224", lambda: MobileNetV3(V3_SMALL, 1024), 224),
     "mnasnet_b1_224": ("MnasNet-B1 depth 1.0, 1x3x224x224", MnasNet, 224),
     "resnet18_128": ("ResNet-18, 1x3x128x128", ResNet18, 128),
     "unet_128": ("the zoo's 3-level U-Net (base 8), 1x3x128x128", UNet, 128),
