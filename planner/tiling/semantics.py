@@ -155,8 +155,7 @@ def rule(node: Node) -> Rule | Refusal:
 
 def _decomposes_pointwise(node: Node) -> bool:
     """The op's decomposition, traced on the node's shapes, is pointwise (`pointwise.derived_pointwise`)."""
-    values = map_arg((node.args, node.kwargs), lambda a: a.meta.get("val"))
-    args, kwargs = values
+    args, kwargs = map_arg((node.args, node.kwargs), lambda a: a.meta.get("val"))
     return derived_pointwise(node.target, tuple(args), dict(kwargs))
 
 
