@@ -128,7 +128,7 @@ def _with_arena(units: Sequence[Unit], offsets: list[int] | None) -> Placement |
     return None if offsets is None else with_arena(units, offsets)
 
 
-@dataclass
+@dataclass(slots=True)
 class _FloorHeap:
     """Ranks (in the order placed by) of the plain units of one pool and alignment that sit at the
     pool's floor: the top of its spanning units, aligned up."""
@@ -236,7 +236,7 @@ class Skyline:
         one pop each: 3 million pops in one order at 100,000 buffers). The others wait in one heap
         keyed by the lowest offset known for them, checked when they come out on top. A key is
         `offset * len(units) + rank`, one int: offset first, ties in `order`."""
-        units, spanning, plain_pool = self.units, self.spanning, self.plain_pool
+        units, spanning, plain_pool, alignment = self.units, self.spanning, self.plain_pool, self.alignment
         neighbour_at, neighbour_unit, neighbour_bytes = (
             self.neighbour_at,
             self.neighbour_unit,
@@ -301,11 +301,11 @@ class Skyline:
                 pool_top[rect.pool] = max(pool_top[rect.pool], at + rect.size)
                 if spanning[i]:
                     pool_floor[rect.pool] = max(pool_floor[rect.pool], at + rect.size)
-            for k in range(neighbour_at[i], neighbour_at[i + 1]):
-                j = neighbour_unit[k]
+            first, last = neighbour_at[i], neighbour_at[i + 1]
+            for j, size in zip(neighbour_unit[first:last], neighbour_bytes[first:last]):
                 if not placed[j]:
-                    step = units[j].alignment
-                    top = -(-(at + neighbour_bytes[k]) // step) * step
+                    step = alignment[j]
+                    top = -(-(at + size) // step) * step
                     if top > lowest[j]:
                         lowest[j] = top
                         if at_floor[j]:  # plain: it leaves its floor only if `top` is above it
