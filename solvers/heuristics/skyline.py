@@ -21,7 +21,7 @@ import dataclasses
 import heapq
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -43,10 +43,6 @@ from memplan.solvers.heuristics.orderings import (
 )
 from memplan.solvers.stages import stage
 from memplan.solvers.units import Rect, Unit, units_of
-
-RAISE_IN_BULK = 16
-"""Once units raised one pop at a time reach 1/RAISE_IN_BULK of the heap, the rest are raised in one
-pass over it (`Skyline._raised_to_floors`): the pass costs at most that factor over the pops it saves."""
 
 ORDERS = ("lifetime", "area", "size", "start")
 """The tie-break orders skyline tries (keys in `orderings.SORT_KEYS`)."""
@@ -130,6 +126,16 @@ def skyline_plan(
 
 def _with_arena(units: Sequence[Unit], offsets: list[int] | None) -> Placement | None:
     return None if offsets is None else with_arena(units, offsets)
+
+
+@dataclass(slots=True)
+class _FloorHeap:
+    """Ranks (in the order placed by) of the plain units of one pool and alignment that sit at the
+    pool's floor: the top of its spanning units, aligned up."""
+
+    pool: int
+    alignment: int
+    ranks: list[int] = field(default_factory=list)
 
 
 class Skyline:
@@ -222,89 +228,118 @@ class Skyline:
         self, order: Sequence[Unit], deadline: Deadline | None = None, reserve: float = 0.0
     ) -> list[int] | None:
         """Unit offsets: fixed units where pinned, free ones lowest first, ties in `order`; None when
-        less than `reserve` seconds are left before `deadline` and some unit is not placed."""
-        units, spanning = self.units, self.spanning
+        less than `reserve` seconds are left before `deadline` and some unit is not placed.
+
+        A plain unit (`plain_pool`) whose neighbours' top is at or below its pool's floor waits in a
+        heap per pool and alignment (`_FloorHeap`): such units all sit at the floor, so a spanning
+        unit raising it raises them all without touching one (one heap for every unit raised them
+        one pop each: 3 million pops in one order at 100,000 buffers). The others wait in one heap
+        keyed by the lowest offset known for them, checked when they come out on top. A key is
+        `offset * len(units) + rank`, one int: offset first, ties in `order`. `align_up` is written out
+        inline (`-(-x // step) * step`): a call per neighbour costs a tenth of the loop."""
+        units, spanning, alignment = self.units, self.spanning, self.alignment
         neighbour_at, neighbour_unit, neighbour_bytes = (
             self.neighbour_at,
             self.neighbour_unit,
             self.neighbour_bytes,
         )
+        n = len(units)
         offsets = [u.fixed if u.fixed is not None else 0 for u in units]
-        lowest = [0] * len(units)
+        lowest = [0] * n  # below each unit's lowest offset or at it; a plain one's exact above its floor
         placed = [u.fixed is not None for u in units]
         pool_top: dict[int, int] = defaultdict(int)  # highest placed byte per pool
         pool_floor: dict[int, int] = defaultdict(int)  # top of the spanning units placed per pool
-        rank = {u.index: r for r, u in enumerate(order)}
-        heap = [(0, rank[u.index], u.index) for u in units if u.fixed is None]
-        heapq.heapify(heap)
-        popped = raised = 0
-        while heap:
-            popped += 1
-            if deadline is not None and popped % CHECK_EVERY == 0 and deadline.passed(reserve):
+        rank = [0] * n
+        for r, u in enumerate(order):
+            rank[u.index] = r
+        by_rank = [u.index for u in order]
+        heap, floor_heap_of, floor_heaps = self._waiting(rank)
+        at_floor = [f is not None for f in floor_heap_of]  # every unit starts at 0, every floor too
+        steps = 0
+        while True:
+            steps += 1
+            if deadline is not None and steps % CHECK_EVERY == 0 and deadline.passed(reserve):
                 return None
-            at, r, i = heapq.heappop(heap)
-            if placed[i] or at != lowest[i]:
-                continue  # a stale entry
-            need = self._lowest(i, at, pool_top, pool_floor)
-            if need != at:
-                lowest[i] = need
-                heapq.heappush(heap, (need, r, i))
-                raised += 1
-                if raised >= max(CHECK_EVERY, len(heap) // RAISE_IN_BULK):
-                    bulk = self._raised_to_floors(heap, placed, lowest, pool_floor, deadline, reserve)
-                    if bulk is None:
-                        return None
-                    heap, raised = bulk, 0
-                continue
+            best: _FloorHeap | None = None  # the floor heap whose first unit lies lowest (its key exact)
+            best_key = 0
+            for f in floor_heaps:
+                ranks = f.ranks
+                while ranks and (placed[by_rank[ranks[0]]] or not at_floor[by_rank[ranks[0]]]):
+                    heapq.heappop(ranks)  # placed, or risen above the floor since it came in
+                if ranks:
+                    key = -(-pool_floor[f.pool] // f.alignment) * f.alignment * n + ranks[0]
+                    if best is None or key < best_key:
+                        best, best_key = f, key
+            if heap and (best is None or heap[0] < best_key):
+                key = heapq.heappop(heap)
+                at, r = divmod(key, n)
+                i = by_rank[r]
+                if placed[i] or at_floor[i] or at != lowest[i]:
+                    continue  # a stale entry
+                floor_heap = floor_heap_of[i]
+                if floor_heap is not None:  # plain: its lowest offset is `at` or its floor, aligned
+                    step = floor_heap.alignment
+                    floor = -(-pool_floor[floor_heap.pool] // step) * step
+                    if at < floor:
+                        lowest[i] = floor
+                        at_floor[i] = True
+                        heapq.heappush(floor_heap.ranks, r)
+                        continue
+                else:
+                    need = self._lowest(i, at, pool_top, pool_floor)
+                    if need != at:
+                        lowest[i] = need
+                        heapq.heappush(heap, need * n + r)
+                        continue
+            elif best is not None:
+                at = best_key // n
+                i = by_rank[heapq.heappop(best.ranks)]
+            else:
+                return offsets
             placed[i] = True
             offsets[i] = at
             for rect in units[i].rects:
                 pool_top[rect.pool] = max(pool_top[rect.pool], at + rect.size)
                 if spanning[i]:
                     pool_floor[rect.pool] = max(pool_floor[rect.pool], at + rect.size)
-            for k in range(neighbour_at[i], neighbour_at[i + 1]):
-                j = neighbour_unit[k]
+            first, last = neighbour_at[i], neighbour_at[i + 1]
+            for j, size in zip(neighbour_unit[first:last], neighbour_bytes[first:last]):
                 if not placed[j]:
-                    size = neighbour_bytes[k]
-                    step = units[j].alignment
-                    top = align_up(at + size, step)
+                    step = alignment[j]
+                    top = -(-(at + size) // step) * step
                     if top > lowest[j]:
                         lowest[j] = top
-                        heapq.heappush(heap, (top, rank[j], j))
-        return offsets
+                        if at_floor[j]:  # plain: it leaves its floor only if `top` is above it
+                            floor_heap = floor_heap_of[j]
+                            assert floor_heap is not None, "only plain units wait at a floor"
+                            if top <= -(-pool_floor[floor_heap.pool] // step) * step:
+                                continue
+                            at_floor[j] = False
+                        heapq.heappush(heap, top * n + rank[j])
 
-    def _raised_to_floors(
-        self,
-        heap: list[tuple[int, int, int]],
-        placed: list[bool],
-        lowest: list[int],
-        pool_floor: dict[int, int],
-        deadline: Deadline | None = None,
-        reserve: float = 0.0,
-    ) -> list[tuple[int, int, int]] | None:
-        """The heap without stale entries, each plain unit (`plain_pool`) below its pool's floor
-        raised to it (aligned), as popping it would: the top of a unit spanning the horizon raises
-        every other unit of its pool, and raising them one pop at a time costs a heap operation
-        each (at 100,000 buffers with 32 spanning ones, 3 million of them in one order). None when
-        less than `reserve` seconds are left before `deadline` (a pass over a million entries
-        takes seconds)."""
-        kept = []
-        plain_pool, alignment = self.plain_pool, self.alignment
-        floors = {pool: pool_floor[pool] for pool in set(plain_pool) if pool is not None}
-        for count, entry in enumerate(heap):
-            if deadline is not None and count % (CHECK_EVERY * 64) == 0 and deadline.passed(reserve):
-                return None
-            at, r, i = entry
-            if placed[i] or at != lowest[i]:
+    def _waiting(self, rank: list[int]) -> tuple[list[int], list[_FloorHeap | None], list[_FloorHeap]]:
+        """Where `place` starts: every free unit at offset 0, plain ones (`plain_pool`) in a heap per
+        pool and alignment, the others in the main heap; and each unit's floor heap (None: main)."""
+        n = len(self.units)
+        heap: list[int] = []
+        by_key: dict[tuple[int, int], _FloorHeap] = {}
+        floor_heap_of: list[_FloorHeap | None] = [None] * n
+        for u in self.units:
+            pool = self.plain_pool[u.index]
+            if u.fixed is not None:
                 continue
-            pool = plain_pool[i]
-            if pool is not None and at < floors[pool]:
-                need = -(-floors[pool] // alignment[i]) * alignment[i]  # the floor, aligned up
-                lowest[i] = need
-                entry = (need, r, i)
-            kept.append(entry)
-        heapq.heapify(kept)
-        return kept
+            if pool is None:
+                heap.append(rank[u.index])  # key 0 * n + rank
+                continue
+            f = by_key.get((pool, u.alignment))
+            if f is None:
+                f = by_key[pool, u.alignment] = _FloorHeap(pool, u.alignment)
+            floor_heap_of[u.index] = f
+            f.ranks.append(rank[u.index])
+        heapq.heapify(heap)
+        for f in by_key.values():
+            heapq.heapify(f.ranks)
+        return heap, floor_heap_of, list(by_key.values())
 
     def _lowest(self, i: int, at: int, pool_top: dict[int, int], pool_floor: dict[int, int]) -> int:
         """The lowest aligned offset >= `at` clear of spanning units and fixed units."""

@@ -94,23 +94,6 @@ def test_out_of_time_the_solvers_return_a_valid_plan_marked_not_proven(
     assert "time limit" in plan.status, plan.status
 
 
-def test_a_pass_raising_units_to_a_floor_stops_when_the_deadline_passes() -> None:
-    """The pass over the whole heap takes seconds at a million units: it reads the deadline too."""
-    from memplan.generate import layered_problem
-
-    units = units_of(layered_problem(600, seed=1))
-    graph = Skyline(units)
-    heap = [(0, u.index, u.index) for u in units]
-    clock = Clock()
-    expired = Deadline(1.0, clock)
-    clock.now = 5.0
-    args = (heap, [False] * len(units), [0] * len(units), {0: 64})
-    assert graph._raised_to_floors(*args, expired) is None
-    raised = graph._raised_to_floors(*args, Deadline(1.0, Clock()))
-    assert raised is not None and len(raised) == len(units)
-    assert {at for at, _, i in raised if graph.plain_pool[i] is not None} == {64}
-
-
 def test_once_the_first_ordering_is_cut_no_other_starts() -> None:
     """A cut first ordering means the time kept back for what follows has come: trying the next
     orderings (each cut in turn) would spend it."""

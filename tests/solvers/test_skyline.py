@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import heapq
+from collections import defaultdict
+
 import pytest
 from helpers.strategies import problems
 from hypothesis import HealthCheck, given, settings
 
+from memplan.arith import align_up
 from memplan.errors import SolverOptionError
 from memplan.generate import layered_problem, random_problem
 from memplan.peak_bound import lower_bound, lower_bounds
 from memplan.problem import Buffer, Problem
 from memplan.solvers import solve
-from memplan.solvers.heuristics.skyline import ORDERS
+from memplan.solvers.heuristics.orderings import in_order
+from memplan.solvers.heuristics.skyline import ORDERS, Skyline
+from memplan.solvers.units import Unit, units_of
 from memplan.validate import validate
 
 
@@ -86,28 +92,62 @@ def test_unknown_order_is_a_clear_error() -> None:
         solve(Problem((Buffer("a", 0, 1, 1),)), "skyline", orders=("sideways",))
 
 
-def test_raising_units_to_a_floor_in_bulk_places_them_where_one_pop_at_a_time_does(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """Units spanning the horizon raise every other unit of their pool; `_raised_to_floors` raises
-    them in one pass over the heap. The offsets must be those of raising them pop by pop."""
-    from memplan.solvers.heuristics import skyline as skyline_module
-    from memplan.solvers.heuristics.orderings import in_order
-    from memplan.solvers.units import units_of
+def _placed_pop_by_pop(graph: Skyline, order: list[Unit]) -> list[int]:
+    """The reference for `Skyline.place`: one heap of (lowest offset known, rank, unit), each unit
+    checked with `_lowest` when it comes out on top, pushed back higher if it must move (the floor
+    a spanning unit raises included, one pop per unit and rise)."""
+    units = graph.units
+    offsets = [u.fixed if u.fixed is not None else 0 for u in units]
+    lowest = [0] * len(units)
+    placed = [u.fixed is not None for u in units]
+    pool_top: dict[int, int] = defaultdict(int)
+    pool_floor: dict[int, int] = defaultdict(int)
+    rank = {u.index: r for r, u in enumerate(order)}
+    heap = [(0, rank[u.index], u.index) for u in units if u.fixed is None]
+    heapq.heapify(heap)
+    while heap:
+        at, r, i = heapq.heappop(heap)
+        if placed[i] or at != lowest[i]:
+            continue
+        need = graph._lowest(i, at, pool_top, pool_floor)
+        if need != at:
+            lowest[i] = need
+            heapq.heappush(heap, (need, r, i))
+            continue
+        placed[i], offsets[i] = True, at
+        for rect in units[i].rects:
+            pool_top[rect.pool] = max(pool_top[rect.pool], at + rect.size)
+            if graph.spanning[i]:
+                pool_floor[rect.pool] = max(pool_floor[rect.pool], at + rect.size)
+        for k in range(graph.neighbour_at[i], graph.neighbour_at[i + 1]):
+            j = graph.neighbour_unit[k]
+            top = align_up(at + graph.neighbour_bytes[k], units[j].alignment)
+            if not placed[j] and top > lowest[j]:
+                lowest[j] = top
+                heapq.heappush(heap, (top, rank[j], j))
+    return offsets
 
-    units = units_of(layered_problem(3000, seed=1))  # 6 buffers live from first op to last
-    graph = skyline_module.Skyline(units)
-    real = skyline_module.Skyline._raised_to_floors
-    passes = []
 
-    def counted(self, *args):
-        passes.append(1)
-        return real(self, *args)
-
-    for name in skyline_module.ORDERS:
+@pytest.mark.parametrize(
+    "problem",
+    [
+        pytest.param(layered_problem(3000, seed=1), id="layered"),  # 6 buffers live from first op to last
+        pytest.param(
+            random_problem(300, 5, alignment=(1, 4, 16), with_groups=True, with_fixed=True, n_pools=2),
+            id="random-fixed",  # fixed units in every pool: obstacles, no spanning unit
+        ),
+        pytest.param(
+            random_problem(300, 9, alignment=(2, 8), with_same_offset=True, n_pools=3),
+            id="random-same-offset",
+        ),
+    ],
+)
+def test_floor_heaps_place_units_where_one_heap_pop_by_pop_does(problem: Problem) -> None:
+    """Units at their pool's floor wait in a heap per pool and alignment, raised all at once when a
+    spanning unit raises the floor; the offsets must be those of raising them one pop at a time."""
+    units = units_of(problem)
+    graph = Skyline(units)
+    assert any(p is not None for p in graph.plain_pool) and (any(graph.spanning) or any(graph.obstacles))
+    for name in ORDERS:
         order = in_order(units, name)
-        monkeypatch.setattr(skyline_module.Skyline, "_raised_to_floors", counted)
-        in_bulk = graph.place(order)
-        monkeypatch.setattr(skyline_module.Skyline, "_raised_to_floors", lambda self, heap, *_: heap)
-        assert graph.place(order) == in_bulk, name
-    assert len(passes) >= 4
+        assert graph.place(order) == _placed_pop_by_pop(graph, order), name
