@@ -6,10 +6,10 @@ keeps to its limit says nothing extra."""
 from __future__ import annotations
 
 import pytest
+from helpers.fake_clock import StillClock, slow, still_clock
 
 import memplan.solvers as solvers_module
 import memplan.solvers.cpsat.driver as cpsat_driver
-import memplan.solvers.deadline as deadline_module
 import memplan.solvers.heuristics.skyline as skyline_module
 from memplan.generate import random_problem
 from memplan.plan import Outcome
@@ -18,31 +18,9 @@ from memplan.solvers.stages import UNATTRIBUTED, StageLog, in_words
 from memplan.validate import check_plan, validate
 
 
-class StillClock:
-    """A clock that moves only when the test moves it."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> StillClock:
-    still = StillClock()
-    monkeypatch.setattr(deadline_module, "now", still)
-    return still
-
-
-def slow(clock: StillClock, seconds: float, work):
-    """`work`, taking `seconds` on the clock."""
-
-    def run(*args, **kwargs):
-        clock.now += seconds
-        return work(*args, **kwargs)
-
-    return run
+    return still_clock(monkeypatch)
 
 
 def test_time_past_the_limit_goes_to_the_innermost_stage_or_to_a_stage_timed_whole(clock) -> None:

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import memplan.solvers as solvers_module
-import memplan.solvers.deadline as deadline_module
+from helpers.fake_clock import slow_validation_of
+
 from memplan.experiments.bench import time_limits
 
 
 def test_a_row_names_the_stage_that_ran_past_the_limit_and_dashes_one_that_kept_to_it(capsys, monkeypatch):
     """Validation takes 4 s on a clock the test moves (nothing is timed): 1 s past a 3 s limit."""
-    clock = [0.0]
-    monkeypatch.setattr(deadline_module, "now", lambda: clock[0])
-    real_check = solvers_module.check_plan
-
-    def slow_check(problem, plan):
-        clock[0] += 4.0 if plan.solver == "bestfit" else 0.0
-        real_check(problem, plan)
-
-    monkeypatch.setattr(solvers_module, "check_plan", slow_check)
+    slow_validation_of(monkeypatch, "bestfit", 4.0)
     time_limits.main(["--sizes", "300", "--solvers", "bestfit,greedy", "--time-limit", "3"])
     lines = capsys.readouterr().out.splitlines()
     header = [c.strip() for c in lines[0].strip("|").split("|")]

@@ -249,18 +249,11 @@ def test_bench_csv_shows_how_long_a_solve_ran_past_its_limit_and_in_which_stage(
 ):
     """Validation is made to take 5 s on a clock the test moves (nothing is timed): with a 2 s limit
     the row says 3 s over, in validation; a solve inside its limit shows 0 and no stage."""
-    import memplan.solvers.deadline as deadline_module
+    from helpers.fake_clock import slow_validation_of
+
     from memplan.generate import layered_problem
 
-    clock = [0.0]
-    monkeypatch.setattr(deadline_module, "now", lambda: clock[0])
-    real_check = solvers.check_plan
-
-    def slow_check(problem, plan):
-        clock[0] += 5.0 if plan.solver == "bestfit" else 0.0
-        real_check(problem, plan)
-
-    monkeypatch.setattr(solvers, "check_plan", slow_check)
+    slow_validation_of(monkeypatch, "bestfit", 5.0)
     io.write_minimalloc_csv(layered_problem(12, seed=3, alignment=1), tmp_path / "small.csv")
     code, out, _ = _run(
         ["bench-csv", str(tmp_path), "--solvers", "greedy,bestfit", "--time-limit", "2", "--quiet"], capsys
