@@ -99,7 +99,7 @@ def _plan(args: argparse.Namespace) -> int:
     result = _planned(args, one_model)
     print(one_model.format_summary(result), flush=True)
     if args.memory_map:
-        print(one_model.format_banks(result, args.memory_map), flush=True)
+        print(one_model.format_banks(result), flush=True)
     if args.check:
         from memplan.experiments.zoo.pte_check import CheckError
 

@@ -43,24 +43,24 @@ def format_summary(result: PlannedModel) -> str:
     return f"{title}; levers: {result.summary.attrs.get('levers', '')}{tiling}\n" + markdown(result.summary)
 
 
-def format_banks(result: PlannedModel, memory_map: str) -> str:
-    """Per method, what each bank of `memory_map` holds (mem_id 1 the first bank, as planned), next
-    to the stock banked pass's, and the bytes every call moves through each bank."""
+def format_banks(result: PlannedModel) -> str:
+    """Per method planned across a memory map, what each of its banks holds, next to the stock banked
+    pass's, and the bytes every call moves through each bank (the banks as the method's problem has
+    them: name, capacity, mem_id)."""
     from memplan.experiments.zoo import runtime
-    from memplan.planner.memory.bank_maps import parse_memory_map
 
-    banks = parse_memory_map(memory_map).banks
     stock = runtime.stock_arena_bytes(result.stock_program) if result.stock_program is not None else {}
     lines = []
     for method in result.methods:
         planned, theirs = result.results[method].buffer_sizes, stock.get(method)
         traffic = result.results[method].traffic
         cells = []
-        for mem_id, bank in enumerate(banks, start=1):
-            mine = planned[mem_id] if mem_id < len(planned) else 0
-            versus = "" if theirs is None else f", stock {theirs[mem_id] if mem_id < len(theirs) else 0:,}"
-            moved = f", {traffic.get(mem_id, 0):,} B moved per call" if traffic else ""
-            cells.append(f"{bank.name} {mine:,} of {bank.size:,} B{versus}{moved}")
+        for bank in result.results[method].problem.banks:
+            pool = bank.pool
+            mine = planned[pool] if pool < len(planned) else 0
+            versus = "" if theirs is None else f", stock {theirs[pool] if pool < len(theirs) else 0:,}"
+            moved = f", {traffic.get(pool, 0):,} B moved per call" if traffic else ""
+            cells.append(f"{bank.name} {mine:,} of {bank.capacity:,} B{versus}{moved}")
         lines.append(f"{method} banks: " + "; ".join(cells))
     return "\n".join(lines)
 
