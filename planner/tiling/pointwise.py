@@ -27,6 +27,12 @@ MAX_DEPTH = 3  # nested decompositions followed before giving up
 _VERDICTS: dict[tuple, bool] = {}
 
 
+def is_pointwise(node: Node) -> bool:
+    """True when the node's op is tagged pointwise, or derived so from its decomposition on the node's
+    shapes and dtypes (its arguments' `val`)."""
+    return _pointwise(node, 0)
+
+
 def derived_pointwise(op: Any, args: tuple, kwargs: dict[str, Any] | None = None) -> bool:
     """True when `op(*args, **kwargs)` decomposes into pointwise ops on same-position elements.
 
@@ -71,14 +77,15 @@ def _trace_verdict(op: Any, flat: list, spec: Any, depth: int) -> bool:
     assert out is not None
     if not all(_broadcasts(_shape(n), out) for n in graph.nodes if n.op != "output"):
         return False
-    return all(_pointwise(n, depth) for n in graph.nodes if n.op == "call_function")
+    return all(_pointwise(n, depth + 1) for n in graph.nodes if n.op == "call_function")
 
 
 def _pointwise(node: Node, depth: int) -> bool:
+    """Tagged pointwise, or derived so at `depth` nested decompositions."""
     if torch.Tag.pointwise in getattr(node.target, "tags", ()):
         return True
     args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda a: a.meta.get("val"))
-    return _derived(node.target, tuple(args), dict(kwargs), depth + 1)
+    return _derived(node.target, tuple(args), dict(kwargs), depth)
 
 
 def _shape(node: Node) -> tuple[int, ...] | None:

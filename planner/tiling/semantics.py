@@ -23,9 +23,8 @@ from typing import Any
 
 import torch
 from torch.fx import Node
-from torch.fx.node import map_arg
 
-from memplan.planner.tiling.pointwise import derived_pointwise
+from memplan.planner.tiling.pointwise import is_pointwise
 
 H = 2  # the row dim of an NCHW activation
 
@@ -140,23 +139,15 @@ def rule(node: Node) -> Rule | Refusal:
     out = shape(node)
     if out is None or len(out) != 4:
         return Refusal.NOT_4D
-    target = node.target
-    tags = getattr(target, "tags", ())
     args = arguments(node)
     if {"stride", "padding"} <= args.keys():
         return _sliding(node, args)
     if {"running_mean", "running_var", "training"} <= args.keys() and args["training"] is False:
         return Rule(None)  # inference batch norm: a per-channel scale and shift
-    if torch.Tag.pointwise in tags or _decomposes_pointwise(node):
+    if is_pointwise(node):
         spatial = tuple(i for i, a in enumerate(node.args) if shape(a) is not None)
         return Rule(None, spatial_args=spatial)
     return Refusal.UNKNOWN_SPATIAL_OP
-
-
-def _decomposes_pointwise(node: Node) -> bool:
-    """The op's decomposition, traced on the node's shapes, is pointwise (`pointwise.derived_pointwise`)."""
-    args, kwargs = map_arg((node.args, node.kwargs), lambda a: a.meta.get("val"))
-    return derived_pointwise(node.target, tuple(args), dict(kwargs))
 
 
 def _sliding(node: Node, args: dict[str, Any]) -> Rule | Refusal:
