@@ -16,6 +16,7 @@ from random_programs import generate
 
 from memplan.experiments import zoo
 from memplan.experiments.zoo import ZooModel, runtime
+from memplan.experiments.zoo.pte_check import ROUNDS, check_same_outputs
 from memplan.planner.pass_ import PlannerPass
 from memplan.planner.pte.program import read_program
 from memplan.planner.pte.replan import replan
@@ -67,6 +68,24 @@ def test_a_static_cache_decoder_planned_by_default_is_at_what_replan_reaches(how
     [decision_statuses] = [{d.status.value for d in r.state_report.decisions} for r in pass_.results.values()]
     assert decision_statuses == {"in_place"}
     assert_replan_finds_nothing_smaller(data, pass_)
+
+
+def test_a_decoder_whose_fused_qkv_split_leaves_dead_tensors_is_proven_at_its_emitted_bound():
+    """Issue 36: a 2-layer decoder with `index_copy_` caches and one fused q/k/v projection. The slice
+    no-op lever removes the split's copy, so the split's outputs are tensors no instruction names; the
+    reader took them for live the whole method, over bytes the file rightly gives to others, and
+    found no bound. They are dead: the bound is derived, equals the arena, and the proof stands."""
+    model = static_cache_decoder(n_layers=2, fused_qkv=True, n_calls=4)
+    data, pass_ = planned(model)  # == eager over the 4 decode steps
+    result = pass_.results["forward"]
+    emitted = read_program(data).methods["forward"]
+    assert emitted.cannot == [] and len(emitted.dead) == 2 * 4  # per layer: the split's input and 3 parts
+    assert {t.role for t in emitted.tensors if t.value in emitted.dead} == {"unused"}
+    assert emitted.lower_bound == result.emitted_lower_bound == result.plan.arena_size
+    assert result.plan.proven_optimal, result.plan
+    assert_replan_finds_nothing_smaller(data, pass_)
+    rewritten = replan(data, "bestfit", require_saving=False)  # every offset written again, the dead at 0
+    assert rewritten.changed and check_same_outputs(data, rewritten.data, isolated=False) == ROUNDS
 
 
 def test_a_random_program_planned_by_default_is_at_what_replan_reaches():
