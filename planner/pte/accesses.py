@@ -157,8 +157,8 @@ class MethodScan:
             self._walk()
         # A tensor no instruction names is never read or written at run time: it takes no bytes, and
         # leaves `tensors` (which the problem is built from) for `dead` (the runtime still wants its
-        # bytes inside the arena). A split or slice output the slice no-op lever left without a copy
-        # is one: its views read the input's bytes.
+        # bytes inside the arena). A split output the slice no-op lever left without a copy is one (its
+        # views read the input's bytes), and so is a cat fused into the cat it feeds.
         self.dead = {v: t for v, t in self.tensors.items() if self.role(t) == "unused"}
         self.tensors = {v: t for v, t in self.tensors.items() if v not in self.dead}
         self.layout.tensors = self._public_tensors()

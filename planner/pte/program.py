@@ -21,7 +21,8 @@ delegate calls alike. What each instruction reads and writes decides what must s
 * tensors whose bytes and lifetimes overlap in the file are aliases and stay together;
 * a planned tensor no instruction names (and that is no input or output) is dead: the runtime never
   reads or writes it (a split whose copy the slice no-op lever removed leaves its outputs so, their
-  views reading the input's bytes). It is not in the problem; re-planned, it goes to offset 0, and
+  views reading the input's bytes; so does a cat fused into the cat it feeds, Inception's). It is not
+  in the problem; re-planned, it goes to offset 0, and
   each arena stays at least as large as its largest dead tensor (the runtime checks every tensor lies
   inside its arena), which the lower bound counts. Zero-byte tensors are not in the problem either.
 
