@@ -138,6 +138,46 @@ class _FloorHeap:
     ranks: list[int] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Order:
+    """The state of one order's placement (`Skyline.place`), per unit unless said otherwise."""
+
+    offsets: list[int]
+    lowest: list[int]  # below each unit's lowest offset or at it; a plain one's exact above its floor
+    placed: list[bool]
+    at_floor: list[bool]  # waiting in its floor heap
+    pool_top: dict[int, int]  # highest placed byte per pool
+    pool_floor: dict[int, int]  # top of the spanning units placed per pool
+    rank: list[int]  # its place in the order
+    by_rank: list[int]  # the unit of each rank
+    heap: list[int]  # keys of the units waiting off their floor
+    floor_heap_of: list[_FloorHeap | None]
+    floor_heaps: list[_FloorHeap]
+
+
+def _lowest_at_floor(
+    floor_heaps: list[_FloorHeap],
+    placed: list[bool],
+    at_floor: list[bool],
+    by_rank: list[int],
+    pool_floor: dict[int, int],
+    n: int,
+) -> tuple[_FloorHeap | None, int]:
+    """The floor heap whose first unit lies lowest and that unit's key (exact), after dropping the
+    units placed or risen above their floor since they came in; (None, 0) when every heap is empty."""
+    best: _FloorHeap | None = None
+    best_key = 0
+    for f in floor_heaps:
+        ranks = f.ranks
+        while ranks and (placed[by_rank[ranks[0]]] or not at_floor[by_rank[ranks[0]]]):
+            heapq.heappop(ranks)
+        if ranks:
+            key = -(-pool_floor[f.pool] // f.alignment) * f.alignment * n + ranks[0]
+            if best is None or key < best_key:
+                best, best_key = f, key
+    return best, best_key
+
+
 class Skyline:
     """Who lives with whom, built once and reused for every order."""
 
@@ -244,32 +284,16 @@ class Skyline:
             self.neighbour_bytes,
         )
         n = len(units)
-        offsets = [u.fixed if u.fixed is not None else 0 for u in units]
-        lowest = [0] * n  # below each unit's lowest offset or at it; a plain one's exact above its floor
-        placed = [u.fixed is not None for u in units]
-        pool_top: dict[int, int] = defaultdict(int)  # highest placed byte per pool
-        pool_floor: dict[int, int] = defaultdict(int)  # top of the spanning units placed per pool
-        rank = [0] * n
-        for r, u in enumerate(order):
-            rank[u.index] = r
-        by_rank = [u.index for u in order]
-        heap, floor_heap_of, floor_heaps = self._waiting(rank)
-        at_floor = [f is not None for f in floor_heap_of]  # every unit starts at 0, every floor too
+        start = self._start(order)
+        offsets, lowest, placed, at_floor = start.offsets, start.lowest, start.placed, start.at_floor
+        pool_top, pool_floor, rank, by_rank = start.pool_top, start.pool_floor, start.rank, start.by_rank
+        heap, floor_heap_of, floor_heaps = start.heap, start.floor_heap_of, start.floor_heaps
         steps = 0
         while True:
             steps += 1
             if deadline is not None and steps % CHECK_EVERY == 0 and deadline.passed(reserve):
                 return None
-            best: _FloorHeap | None = None  # the floor heap whose first unit lies lowest (its key exact)
-            best_key = 0
-            for f in floor_heaps:
-                ranks = f.ranks
-                while ranks and (placed[by_rank[ranks[0]]] or not at_floor[by_rank[ranks[0]]]):
-                    heapq.heappop(ranks)  # placed, or risen above the floor since it came in
-                if ranks:
-                    key = -(-pool_floor[f.pool] // f.alignment) * f.alignment * n + ranks[0]
-                    if best is None or key < best_key:
-                        best, best_key = f, key
+            best, best_key = _lowest_at_floor(floor_heaps, placed, at_floor, by_rank, pool_floor, n)
             if heap and (best is None or heap[0] < best_key):
                 key = heapq.heappop(heap)
                 at, r = divmod(key, n)
@@ -316,6 +340,28 @@ class Skyline:
                                 continue
                             at_floor[j] = False
                         heapq.heappush(heap, top * n + rank[j])
+
+    def _start(self, order: Sequence[Unit]) -> _Order:
+        """One order's placement before its first unit: fixed units placed, free ones waiting at 0."""
+        units = self.units
+        n = len(units)
+        rank = [0] * n
+        for r, u in enumerate(order):
+            rank[u.index] = r
+        heap, floor_heap_of, floor_heaps = self._waiting(rank)
+        return _Order(
+            offsets=[u.fixed if u.fixed is not None else 0 for u in units],
+            lowest=[0] * n,
+            placed=[u.fixed is not None for u in units],
+            at_floor=[f is not None for f in floor_heap_of],  # every unit starts at 0, every floor too
+            pool_top=defaultdict(int),
+            pool_floor=defaultdict(int),
+            rank=rank,
+            by_rank=[u.index for u in order],
+            heap=heap,
+            floor_heap_of=floor_heap_of,
+            floor_heaps=floor_heaps,
+        )
 
     def _waiting(self, rank: list[int]) -> tuple[list[int], list[_FloorHeap | None], list[_FloorHeap]]:
         """Where `place` starts: every free unit at offset 0, plain ones (`plain_pool`) in a heap per
