@@ -140,7 +140,15 @@ class _FloorHeap:
 
 @dataclass(slots=True)
 class _Order:
-    """The state of one order's placement (`Skyline.place`), per unit unless said otherwise."""
+    """The state of one order's placement (`Skyline.place`), per unit unless said otherwise.
+
+    A plain unit (`plain_pool`) whose neighbours' top is at or below its pool's floor waits in a
+    heap per pool and alignment (`_FloorHeap`): such units all sit at the floor, so a spanning unit
+    raising it raises them all without touching one (one heap for every unit raised them one pop
+    each: 3 million pops in one order at 100,000 buffers). The others wait in one heap keyed by the
+    lowest offset known for them, checked when they come out on top. A key is
+    `offset * len(units) + rank`, one int: offset first, ties in `order`.
+    """
 
     offsets: list[int]
     lowest: list[int]  # below each unit's lowest offset or at it; a plain one's exact above its floor
@@ -153,29 +161,6 @@ class _Order:
     heap: list[int]  # keys of the units waiting off their floor
     floor_heap_of: list[_FloorHeap | None]
     floor_heaps: list[_FloorHeap]
-
-
-def _lowest_at_floor(
-    floor_heaps: list[_FloorHeap],
-    placed: list[bool],
-    at_floor: list[bool],
-    by_rank: list[int],
-    pool_floor: dict[int, int],
-    n: int,
-) -> tuple[_FloorHeap | None, int]:
-    """The floor heap whose first unit lies lowest and that unit's key (exact), after dropping the
-    units placed or risen above their floor since they came in; (None, 0) when every heap is empty."""
-    best: _FloorHeap | None = None
-    best_key = 0
-    for f in floor_heaps:
-        ranks = f.ranks
-        while ranks and (placed[by_rank[ranks[0]]] or not at_floor[by_rank[ranks[0]]]):
-            heapq.heappop(ranks)
-        if ranks:
-            key = -(-pool_floor[f.pool] // f.alignment) * f.alignment * n + ranks[0]
-            if best is None or key < best_key:
-                best, best_key = f, key
-    return best, best_key
 
 
 class Skyline:
@@ -267,16 +252,10 @@ class Skyline:
     def place(
         self, order: Sequence[Unit], deadline: Deadline | None = None, reserve: float = 0.0
     ) -> list[int] | None:
-        """Unit offsets: fixed units where pinned, free ones lowest first, ties in `order`; None when
-        less than `reserve` seconds are left before `deadline` and some unit is not placed.
-
-        A plain unit (`plain_pool`) whose neighbours' top is at or below its pool's floor waits in a
-        heap per pool and alignment (`_FloorHeap`): such units all sit at the floor, so a spanning
-        unit raising it raises them all without touching one (one heap for every unit raised them
-        one pop each: 3 million pops in one order at 100,000 buffers). The others wait in one heap
-        keyed by the lowest offset known for them, checked when they come out on top. A key is
-        `offset * len(units) + rank`, one int: offset first, ties in `order`. `align_up` is written out
-        inline (`-(-x // step) * step`): a call per neighbour costs a tenth of the loop."""
+        """Unit offsets: fixed units where pinned, free ones lowest first, ties in `order` (how they
+        wait: `_Order`); None when less than `reserve` seconds are left before `deadline` and some unit
+        is not placed. One loop, its state in locals, `align_up` inline (`-(-x // step) * step`): a
+        call per neighbour costs a tenth of the loop."""
         units, spanning, alignment = self.units, self.spanning, self.alignment
         neighbour_at, neighbour_unit, neighbour_bytes = (
             self.neighbour_at,
@@ -293,7 +272,16 @@ class Skyline:
             steps += 1
             if deadline is not None and steps % CHECK_EVERY == 0 and deadline.passed(reserve):
                 return None
-            best, best_key = _lowest_at_floor(floor_heaps, placed, at_floor, by_rank, pool_floor, n)
+            best: _FloorHeap | None = None  # the floor heap whose first unit lies lowest (its key exact)
+            best_key = 0
+            for f in floor_heaps:
+                ranks = f.ranks
+                while ranks and (placed[by_rank[ranks[0]]] or not at_floor[by_rank[ranks[0]]]):
+                    heapq.heappop(ranks)  # placed, or risen above the floor since it came in
+                if ranks:
+                    key = -(-pool_floor[f.pool] // f.alignment) * f.alignment * n + ranks[0]
+                    if best is None or key < best_key:
+                        best, best_key = f, key
             if heap and (best is None or heap[0] < best_key):
                 key = heapq.heappop(heap)
                 at, r = divmod(key, n)
