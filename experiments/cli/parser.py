@@ -139,6 +139,7 @@ def _add_model_planning(p: argparse.ArgumentParser, method_help: str) -> None:
 def _add_file_commands(sub) -> None:
     """Commands on files: problems out (export-problem), programs in (inspect, replan), CSV problems in."""
     from memplan.experiments import flags
+    from memplan.experiments.bench.minimalloc import MINIMALLOC_DIR
     from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
 
     p = sub.add_parser("export-problem", help="write each method's problem as MiniMalloc CSV and JSON")
@@ -203,7 +204,12 @@ def _add_file_commands(sub) -> None:
     _add_plan_options(p)
 
     p = sub.add_parser("bench-csv", help="solve a folder of MiniMalloc CSV problems and print a table")
-    p.add_argument("dir")
+    p.add_argument(
+        "dir",
+        nargs="?",
+        default=str(MINIMALLOC_DIR),
+        help="folder of CSV problems (default: MiniMalloc's benchmark problems, shipped with memplan)",
+    )
     flags.add_solvers(p, ("bestfit", "cpsat"))
     flags.add_time_limit(p)
     p.add_argument(

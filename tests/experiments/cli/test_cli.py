@@ -210,6 +210,24 @@ def test_bench_csv_on_a_folder_without_csv_files_exits_2(capsys, tmp_path):
     assert code == 2 and err == f"memplan: error: no .csv files in {str(tmp_path)!r}\n"
 
 
+def test_bench_csv_without_a_folder_solves_the_minimalloc_problems_shipped_with_memplan(
+    capsys, tmp_path, monkeypatch
+):
+    from helpers.minimalloc_files import KNOWN, minimalloc_dir
+
+    minimalloc_dir()  # fails naming the folder looked in when the package data is missing
+    monkeypatch.chdir(tmp_path)  # nothing beside the current folder is read
+    code, out, _ = _run(["bench-csv", "--solvers", "greedy", "--capacity-from-name", "--quiet"], capsys)
+    assert code == 0
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()]
+    rows = {row[0]: dict(zip(cells[0], row)) for row in cells[2:]}
+    assert set(rows) == set(KNOWN)
+    assert {name: (row["buffers"], row["lower_bound_bytes"]) for name, row in rows.items()} == {
+        name: (str(known.buffers), f"{known.lower_bound:,}") for name, known in KNOWN.items()
+    }
+    assert rows["input.12.csv"]["fits"] == "yes"
+
+
 def test_any_memplan_error_ends_in_one_line_and_exit_2(capsys, monkeypatch):
     from memplan.experiments.sweep.executors import ExecutorUnavailableError
 
