@@ -39,7 +39,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             own, target = run.split(argv[1:])
         except MemplanError as exc:
             fail(str(exc), USAGE_EXIT)
-        args = parser.parse_args(["run", *own])
+        args = parser.parse_args(["run", *own])  # -h / --help prints run's help and exits here
+        if target is None:
+            fail(f"no script or module to run; usage: {run.USAGE}", USAGE_EXIT)
         args.target = target
     else:
         args = parser.parse_args(argv)
@@ -366,18 +368,15 @@ def _run(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import run
     from memplan.planner.memory.bank_maps import parse_memory_map
 
-    options = {
-        "solver": args.solver,
-        "time_limit_s": args.time_limit,
-        "cat_fusion": not args.no_cat_fusion,
-        "state_in_place": not args.no_state_in_place,
-    }
+    options = {"solver": args.solver, "time_limit_s": args.time_limit, **levers_of(args)}
+    if args.cat_fusion is not None:
+        (options["cat_fusion"],) = one_switch(args.cat_fusion)
     if args.memory_map:
         try:
             options["memory_map"] = parse_memory_map(args.memory_map)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    return run.execute(args.target, options, args.report)
+    return run.execute(args.target, options, args.report, quiet=args.quiet)
 
 
 _COMMANDS = {

@@ -133,6 +133,7 @@ def _add_model_planning(p: argparse.ArgumentParser, method_help: str) -> None:
         help="plan across banks, fastest first, e.g. sram:64KiB,dram:16MiB (mem_ids 1, 2, ...)",
     )
     _add_levers(p)
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
     _add_lowering(p)
 
 
@@ -228,15 +229,30 @@ def _add_run(sub) -> None:
     p = sub.add_parser(
         "run",
         help="run an export script (-- script.py ARGS, or -m module ARGS) with memplan planning every program",
-        usage="memplan run [OPTIONS] -- script.py [ARGS...] | memplan run [OPTIONS] -m module [ARGS...]",
+        usage="memplan run [OPTIONS] -- [python] script.py [ARGS...] | memplan run [OPTIONS] -m module [ARGS...]",
     )
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="memplan solver (default: %(default)s)")
     flags.add_time_limit(p)
     p.add_argument(
         "--memory-map", default="", help="plan across banks, fastest first, e.g. sram:64KiB,dram:16MiB"
     )
-    p.add_argument("--no-cat-fusion", action="store_true", help="leave every torch.cat as a copy")
-    p.add_argument("--no-state-in-place", action="store_true", help="keep ExecuTorch's state write-backs")
+    p.add_argument("--cat-fusion", help="on or off: place torch.cat inputs inside its output (default: on)")
+    _add_levers(p)
+    p.add_argument(
+        "--no-cat-fusion", dest="cat_fusion", action="store_const", const="off", help="= --cat-fusion off"
+    )
+    p.add_argument(
+        "--no-state-in-place",
+        dest="state_in_place",
+        action="store_const",
+        const="off",
+        help="= --state-in-place off",
+    )
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no tables on stderr (--report still writes them); a method the stock pass planned is still named",
+    )
     p.add_argument(
         "--report", metavar="DIR", help="also write the tables to DIR/report.md and DIR/report.json"
     )
@@ -250,7 +266,6 @@ def _add_levers(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--slice-noop", help="on or off: place contiguous slices inside their source (default: on)"
     )
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
 def levers_of(args: argparse.Namespace) -> dict:
