@@ -145,9 +145,19 @@ def _eval(module: nn.Module) -> nn.Module:
 
 
 def from_factory(path: str | Path, factory: str) -> ZooModel:
-    """Import `path` as a module and build the program from `factory()`."""
+    """Import `path` as a module and build the program from `factory()`, with the file's folder first on
+    `sys.path` meanwhile, as Python runs a script: the file imports the modules beside it."""
     path = Path(path)
     check_regular_file(path, f" (in spec {str(path)}:{factory})", ProgramSpecError)
+    saved_path = list(sys.path)
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        return _from_factory(path, factory)
+    finally:
+        sys.path[:] = saved_path
+
+
+def _from_factory(path: Path, factory: str) -> ZooModel:
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
     module_name = f"memplan_user_{path.stem}_{digest}"
     module = sys.modules.get(module_name)
