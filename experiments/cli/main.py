@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from memplan.errors import MemplanError, UsageError
+from memplan.errors import MemplanError, ModelError, UsageError
 from memplan.experiments.cli.parser import (
     FAILURE_EXIT,
     USAGE_EXIT,
@@ -52,10 +53,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with filtered_stderr():
             return _COMMANDS[args.command](args)
+    except ModelError as exc:  # the user's own model failed: not a usage mistake
+        _traceback_if_verbose(args, exc)
+        fail(str(exc) + ("" if args.verbose else " (--verbose shows the full traceback)"), FAILURE_EXIT)
     except MemplanError as exc:
+        _traceback_if_verbose(args, exc)
         fail(str(exc), USAGE_EXIT)
     except KeyboardInterrupt:
         fail("interrupted", FAILURE_EXIT)
+
+
+def _traceback_if_verbose(args: argparse.Namespace, exc: BaseException) -> None:
+    """With --verbose, the whole chain (the user's own error first) before the one-line error."""
+    if args.verbose:
+        traceback.print_exception(exc, file=sys.stderr)
 
 
 def _sweep(args: argparse.Namespace) -> int:

@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     sub.add_parser("models", help="list zoo models")
     sub.add_parser("solvers", help="list solvers")
+    for command in sub.choices.values():
+        command.add_argument(
+            "--verbose", action="store_true", help="the full traceback behind a one-line error"
+        )
     return parser
 
 

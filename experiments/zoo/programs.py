@@ -29,6 +29,7 @@ from torch import nn
 from memplan.errors import UsageError
 from memplan.experiments.checks import MODEL_HINT, PT2_SUFFIX, check_choice, check_regular_file, did_you_mean
 from memplan.experiments.zoo import ZooModel
+from memplan.experiments.zoo.model_errors import where
 
 PARTITIONERS = ("xnnpack",)
 
@@ -184,7 +185,7 @@ def _from_factory(path: Path, factory: str) -> ZooModel:
             f"{name}() called sys.exit({exc.code!r}) instead of returning a program"
         ) from None
     except Exception as exc:
-        raise ProgramSpecError(f"{name}() failed: {type(exc).__name__}: {exc}") from exc
+        raise ProgramSpecError(f"{name}() failed{where(exc)}: {type(exc).__name__}: {exc}") from exc
     if isinstance(made, ZooModel):
         return made
     if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], nn.Module):
