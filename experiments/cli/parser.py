@@ -334,7 +334,9 @@ def _add_tiling(p: argparse.ArgumentParser) -> None:
         help="with --tiling: the most extra MACs, a fraction of the model's (default: %(default)s)",
     )
     p.add_argument(
-        "--budget", type=int, help="with --tiling: the fewest bands whose peak fits this many bytes"
+        "--budget",
+        help="with --tiling: the fewest bands whose peak fits this size (150000, 146KiB or sram:146KiB:"
+        " the grammar of --memory-map and report's --budget, one bank)",
     )
 
 
@@ -345,7 +347,13 @@ def tiling_of(args: argparse.Namespace) -> dict:
         if getattr(args, "budget", None) is not None:
             raise UsageError("--budget is an option of --tiling; add --tiling")
         return {}
-    return {"tiling": TilingOptions(max_extra_macs=args.max_extra_macs, budget_bytes=args.budget)}
+    from memplan.planner.memory.bank_maps import parse_one_size
+
+    try:
+        budget = None if args.budget is None else parse_one_size(args.budget, "--budget")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return {"tiling": TilingOptions(max_extra_macs=args.max_extra_macs, budget_bytes=budget)}
 
 
 def lowering_of(args: argparse.Namespace) -> dict:

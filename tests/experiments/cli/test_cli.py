@@ -43,6 +43,14 @@ ERROR_CASES = {
     ),
     "export unknown model": (["export-problem", "nope", "--out", "x"], "unknown model 'nope'"),
     "budget without tiling": (["plan", "cat_seed", "--budget", "1000"], "--budget is an option of --tiling"),
+    "tiling budget of two banks": (
+        ["plan", "cat_seed", "--tiling", "--budget", "sram:1KiB,dram:1MiB"],
+        "--budget 'sram:1KiB,dram:1MiB' names 2 banks; give one size",
+    ),
+    "tiling budget not a size": (
+        ["plan", "cat_seed", "--tiling", "--budget", "lots"],
+        "--budget 'lots': bank 'lots' is not name:size",
+    ),
     "negative extra MACs": (
         ["plan", "cat_seed", "--tiling", "--max-extra-macs", "-1"],
         "max_extra_macs must be a fraction >= 0",
@@ -260,6 +268,21 @@ def test_plan_with_tiling_prints_the_tiled_region(capsys, tmp_path):
     assert code == 0
     assert "levers: cat fusion + state in place + slice no-ops + tiling" in out
     assert "forward: tiled " in out and "row bands" in out
+
+
+def test_plan_tiling_budget_takes_the_bank_grammar(capsys, tmp_path):
+    """`--budget` with --tiling reads sizes as --memory-map and report's --budget do (units, one bank)."""
+    path = tmp_path / "tileable.py"
+    path.write_text(TILEABLE)
+    lines = {}
+    for budget in ("39KiB", "sram:20000"):
+        code, out, err = _run(
+            ["plan", f"{path}:make", "--solver", "bestfit", "--tiling", "--budget", budget, "--quiet"], capsys
+        )
+        assert code == 0, err
+        lines[budget] = next(line for line in out.splitlines() if line.startswith("forward: "))
+    assert lines["39KiB"].startswith("forward: tiled ") and "peak 49,152 -> 36,864 B" in lines["39KiB"]
+    assert lines["sram:20000"].startswith("forward: not tiled (budget_unreachable)")
 
 
 def test_bench_csv_shows_how_long_a_solve_ran_past_its_limit_and_in_which_stage(
