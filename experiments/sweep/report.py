@@ -92,9 +92,11 @@ def summary_markdown(df: pd.DataFrame) -> str:
         _rows_sentence(df, programs, solvers) + f"; {len(failed)} rows with an error.",
         "",
         "Cell: arena / lower bound (1.000 = provably minimal), then the saving vs the stock"
-        " ExecuTorch planner (positive = smaller arena); `*` = the solver proved its plan optimal"
-        " for the problem it solved. The lower bound is the lowest over the solvers' problems"
-        " (cat fusion, kept only where it pays for a solver, lowers it), so it bounds every column.",
+        " ExecuTorch planner (positive = smaller arena). The lower bound is the lowest over the solvers'"
+        " problems (cat fusion, kept only where it pays for a solver, lowers it), so it bounds every column."
+        " `*` = proven optimal: no smaller arena exists for the problem that lowest bound comes from (any"
+        " solver's plan that meets a lower bound, greedy's too, or an exact solver that closed the gap); a"
+        " solver whose own problem's bound is higher (less fusion) gets no `*`, since others can do better.",
     ]
     if "reproducible" not in df:  # a table from before the setting existed
         df = df.assign(reproducible=False)
@@ -276,7 +278,7 @@ def _cell(row) -> str:
     text = f"{row.ratio:.3f}"
     if not pd.isna(row.saving_vs_stock):
         text += f" ({row.saving_vs_stock:+.1%})"
-    if _true(row.proven_optimal):
+    if _true(row.proven_optimal) and row.lower_bound_bytes == row.best_lb:  # its proof covers the case
         text += "*"
     if _false(row.matches_eager):
         text += " MISMATCH"
