@@ -116,7 +116,7 @@ def test_an_interpreter_with_m_runs_the_module_and_interpreter_options_are_refus
 def test_quiet_prints_no_table_but_names_a_method_the_stock_pass_planned(
     script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from memplan.planner.pass_ import PlannerPass
+    from memplan.planner import pass_
 
     code, stdout, stderr = run_cli(
         ["run", "--quiet", "--solver", "bestfit", str(script), str(tmp_path / "q.pte")], capsys
@@ -127,7 +127,7 @@ def test_quiet_prints_no_table_but_names_a_method_the_stock_pass_planned(
     def failing(self, *args):
         raise RuntimeError("forced failure for the test")
 
-    monkeypatch.setattr(PlannerPass, "_plan_graph", failing)
+    monkeypatch.setattr(pass_, "plan_graph", failing)
     code, _, stderr = run_cli(["run", "--quiet", "--", str(script), str(tmp_path / "s.pte")], capsys)
     assert code == 0 and "| forward" not in stderr
     assert "memplan: program 1 (forward): forward planned by stock: " in stderr
