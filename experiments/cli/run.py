@@ -28,7 +28,7 @@ from typing import Any
 import pandas as pd
 
 from memplan.errors import UsageError
-from memplan.experiments.markdown import markdown
+from memplan.experiments.markdown import markdown_with_notes
 
 USAGE = "memplan run [OPTIONS] -- [python] script.py [ARGS...]  or  memplan run [OPTIONS] -m package.module [ARGS...]"
 
@@ -94,7 +94,7 @@ def execute(target: Target, options: dict[str, Any], report: str | None = None, 
     with substituted(**options) as run:
         code = _run(target)
     text = tables(run.programs)
-    for line in stock_planned(run.programs) if quiet else [text]:
+    for line in stock_planned(run.programs) if quiet and run.programs else [text]:  # none built: said
         print(line, file=sys.stderr)
     if report:
         write_report(report, text, run.programs)
@@ -143,6 +143,7 @@ COLUMNS = (
     "planning_seconds",
     "planned_by",
 )
+NOTE = "not_proven_because"  # under the table, one line per method memplan did not prove
 
 
 def tables(programs: Sequence[Any]) -> str:
@@ -151,8 +152,8 @@ def tables(programs: Sequence[Any]) -> str:
         return "memplan run: the script built no ExecuTorch program (no to_executorch call)"
     parts = []
     for program in programs:
-        frame = pd.DataFrame(program.rows(), columns=list(COLUMNS))
-        parts.append(f"memplan: {program.name}\n\n{markdown(frame)}\n")
+        frame = pd.DataFrame(program.rows(), columns=[*COLUMNS, NOTE])
+        parts.append(f"memplan: {program.name}\n\n{markdown_with_notes(frame, NOTE, ['method'])}\n")
     return "\n".join(parts)
 
 
