@@ -334,7 +334,8 @@ class PlannerPass(MemoryPlanningPass):
     ) -> MethodResult:
         """The constrained extraction through levers -> solve -> apply; the lever rewrites after."""
         graph_module, arenas = graph.graph_module, graph.arenas
-        costs = Costs(ex, list(graph_module.graph.nodes))
+        nodes = list(graph_module.graph.nodes)  # as extracted: node i is step i
+        costs = Costs(ex, nodes)
         site = Site(
             graph_module,
             graph.signature,
@@ -372,6 +373,7 @@ class PlannerPass(MemoryPlanningPass):
             note=note,
             arenas=arenas,
             traffic=costs.traffic(planned.problem, plan, removed),
+            steps=tuple(n.name for n in nodes),
         )
 
     # -- methods and shared state --------------------------------------------------

@@ -59,6 +59,10 @@ class MethodResult:
     # (planner.stages.proof_check); a proof it does not bear out is withdrawn from `plan`. Like the
     # plan's arena it counts tensors only: `buffer_sizes` adds `padding` (XNNPACK's 64 B, stock too).
     emitted_lower_bound: int | None = None
+    # The graph's node names in order when the method was planned: `steps[i]` is the node at step i of
+    # `problem`'s lifetimes (ExecuTorch's node index), so a step can be traced to the instruction the
+    # emitted program runs for that node (viz.report.instructions) after the levers removed nodes.
+    steps: tuple[str, ...] = ()
 
     @cached_property
     def stock_sizes(self) -> list[int]:
