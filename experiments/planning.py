@@ -71,7 +71,11 @@ class PlannedModel:
         return write(self.report_data(), path, parse_budget(budget) if budget else None)
 
     def _repr_html_(self) -> str:
-        return f"<b>{self.model.name}</b>, solver {self.solver}<br>" + self.summary.to_html(index=False)
+        """In Jupyter: the per-method table and a small live-bytes chart per method (inline SVG)."""
+        from memplan.viz.report.notebook import program_html
+
+        heading = f"{self.model.name}, solver {self.solver}"
+        return program_html(self.report_data(), heading, self.summary.to_html(index=False, na_rep=""))
 
     def __repr__(self) -> str:
         by_method = self.summary.set_index("method")["arena_bytes"]

@@ -3,8 +3,8 @@
 The program is the one `memplan report` describes (a model planned by memplan, or the `.pte` given),
 written to a temporary folder and opened with ExecuTorch's adapter (`executorch-extension-model-explorer`);
 the overlays are viz.model_explorer's node data, passed to Model Explorer's own local server in its
-config (`model_explorer.config().add_node_data`), the live bytes selected and the page opening on the
-node where the live bytes peak (the `uiState` of the page's address). The server serves its web
+config (`model_explorer.config().add_node_data`), the live bytes selected; the command names the node
+where they peak. The server serves its web
 app from the installed package, so the page needs no network; the version check the server makes
 against the package index on start and on the page's request is switched off, so nothing leaves the
 machine.
@@ -12,13 +12,11 @@ machine.
 
 from __future__ import annotations
 
-import json
 import signal
 import socket
 import tempfile
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, unquote
 
 from memplan.errors import UsageError
 from memplan.viz.model_explorer import LIVE_BYTES, method_facts, overlays, require_explorer
@@ -42,38 +40,14 @@ def program_file(report: ProgramReport, spec: str, folder: Path) -> Path:
 
 
 def explorer_config(pte: Path, report: ProgramReport) -> Any:
-    """Model Explorer's config: the program through ExecuTorch's adapter, every overlay with the live
-    bytes last (the web app shows the run added last), the page opening on the peak node."""
-    from model_explorer.config import ModelExplorerConfig
+    """Model Explorer's config: the program through ExecuTorch's adapter, then every overlay, the live
+    bytes last (the web app selects the run added last)."""
+    import model_explorer
 
-    class OnThePeak(ModelExplorerConfig):
-        """The page's address also says which node to select: the instruction at the program's peak."""
-
-        def to_url_param_value(self) -> str:
-            data = json.loads(unquote(super().to_url_param_value()))
-            data["uiState"] = peak_ui_state(report)
-            return quote(json.dumps(data))
-
-    config = OnThePeak().add_model_from_path(str(pte), adapterId=ADAPTER_ID)
+    config = model_explorer.config().add_model_from_path(str(pte), adapterId=ADAPTER_ID)
     for name, data in sorted(overlays(report).items(), key=lambda item: item[0] == LIVE_BYTES):
         config.add_node_data(name=name, node_data=data)
     return config
-
-
-def peak_ui_state(report: ProgramReport) -> dict:
-    """Model Explorer's `uiState` selecting the node where the method with the highest peak peaks."""
-    method, node = peak_node(report)
-    pane = {
-        "deepestExpandedGroupNodeIds": [
-            method
-        ],  # the adapter puts a method's nodes in a layer named after it
-        "selectedNodeId": node,
-        "selectedGraphId": method,
-        "selectedCollectionLabel": "",
-        "widthFraction": 1,
-        "selected": True,
-    }
-    return {"paneStates": [pane]}
 
 
 def peak_node(report: ProgramReport) -> tuple[str, str]:
@@ -115,6 +89,12 @@ def explore(report: ProgramReport, spec: str, host: str, port: int, open_browser
 
     _no_version_check()
     signal.signal(signal.SIGTERM, _interrupt)  # Model Explorer stops on KeyboardInterrupt
+    method, node = peak_node(report)
+    peak = report.method(method).primary.peak()[0]
+    print(
+        f"memplan: {method} peaks at node {node}: {peak:,} B live (red in the overlay memplan peak)",
+        flush=True,
+    )
     with tempfile.TemporaryDirectory(prefix="memplan-explore-") as folder:
         pte = program_file(report, spec, Path(folder))
         model_explorer.visualize_from_config(

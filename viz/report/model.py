@@ -9,11 +9,10 @@ instruction order, lifetimes half-open `[start, end)`.
 from __future__ import annotations
 
 import bisect
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from memplan.timeline import peak
+from memplan.timeline import peak, profile
 
 
 @dataclass(frozen=True)
@@ -61,15 +60,7 @@ class PlanView:
 
     def live_profile(self) -> tuple[list[int], list[int]]:
         """(steps, bytes live from each step on) over the roots: a step function."""
-        change: dict[int, int] = defaultdict(int)
-        for t in self.roots():
-            change[t.start] += t.nbytes
-            change[t.end] -= t.nbytes
-        steps, live, levels = sorted(change), 0, []
-        for s in steps:
-            live += change[s]
-            levels.append(live)
-        return steps, levels
+        return profile((t.start, t.end, t.nbytes) for t in self.roots())
 
     def live_bytes(self, steps: Iterable[int]) -> list[int]:
         """Bytes of the roots live at each of `steps` (start <= step < end)."""
