@@ -78,3 +78,26 @@ def step_chart(title: str, series: Sequence[Series], marks: Sequence[tuple[int, 
         parts.append(f"<circle cx='{x(step):.1f}' cy='{y(value):.1f}' r='2.5' fill='#d7191c'/>")
     parts.append("</svg>")
     return "".join(parts)
+
+
+def bar_chart(title: str, bars: Sequence[tuple[str, float, str]], base: float = 0.0) -> str:
+    """An inline SVG of horizontal bars `(label, value, colour)` rising from `base`, values printed."""
+    row = 16
+    height = 18 + row * len(bars)
+    top = max([v - base for _, v, _ in bars] + [1e-9])
+    room = WIDTH - 150
+    parts = [
+        f"<svg xmlns='http://www.w3.org/2000/svg' width='{WIDTH}' height='{height}' role='img'"
+        f" aria-label='{html.escape(title)}'>",
+        f"<text x='{_PAD}' y='11' font-size='11' font-family='sans-serif'>{html.escape(title)}</text>",
+    ]
+    for n, (label, value, colour) in enumerate(bars):
+        y = 16 + row * n
+        width = max(0.0, (value - base) / top * room)
+        parts += [
+            f"<text x='{_PAD}' y='{y + 11}' font-size='10' font-family='sans-serif'>{html.escape(label)}</text>",
+            f"<rect x='90' y='{y + 2}' width='{width:.1f}' height='{row - 4}' fill='{colour}'/>",
+            f"<text x='{94 + width:.1f}' y='{y + 11}' font-size='10' font-family='sans-serif'>{value:.3f}</text>",
+        ]
+    parts.append("</svg>")
+    return "".join(parts)

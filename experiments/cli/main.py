@@ -340,10 +340,11 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _explore(args: argparse.Namespace) -> int:
-    from memplan.experiments.cli.explore import explore
+    from memplan.experiments.cli.explore import check_port, explore
     from memplan.viz.model_explorer import require_explorer
 
-    require_explorer()  # before planning: the missing extra is the first thing to say
+    require_explorer()  # before planning: what cannot work is said first
+    check_port(args.host, args.port)
     explore(_program_report(args, args.model), args.model, args.host, args.port, not args.no_browser)
     return 0
 

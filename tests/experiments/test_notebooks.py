@@ -126,6 +126,7 @@ def test_sweep_analysis_runs_a_tiny_sweep_and_plots_it(
     shown = text(nb)
     assert "2 rows, one per method, solver and settings, from" in shown and "no failed runs" in shown
     assert "geometric mean" in shown
+    assert "arena / lower bound, geometric mean" in shown and "<svg" in shown  # load_results' own HTML
     assert (out / "runs.jsonl").exists()  # the sweep went where it was told
 
 
