@@ -37,3 +37,13 @@ def test_method_result_shows_its_arena_bound_levers_and_live_bytes(planned) -> N
     assert f"{lower_bound(result.problem):,}" in shown
     assert "fused" in shown  # the cat report's summary
     assert f"peak {planned.report_data().methods[0].primary.peak()[0]:,} B" in shown
+
+
+def test_planned_model_writes_model_explorer_node_data_and_its_program(planned, tmp_path) -> None:
+    import json
+
+    written = planned.model_explorer(tmp_path / "unet.json")
+    assert written[0] == tmp_path / "unet.json" and len(written) == 5
+    assert (tmp_path / "unet.pte").read_bytes() == planned.buffer
+    live = json.loads(written[0].read_text())["forward"]["results"]
+    assert max(v["value"] for v in live.values()) == planned.report_data().methods[0].primary.peak()[0]
