@@ -44,7 +44,9 @@ def rows(name: str, solver: str, time_limit_s: float) -> list[dict]:
                 "traced": len(facts),
                 "peak node live bytes": peak.live_bytes,
                 "plan's peak": method.primary.peak()[0],
-                "stock live bytes there": None if peak.saving is None else (peak.live_bytes or 0) + peak.saving,
+                "stock live bytes there": None
+                if peak.saving is None
+                else (peak.live_bytes or 0) + peak.saving,
                 "node data bytes (program)": node_data,
                 "notebook HTML bytes before": before,
                 "notebook HTML bytes after": after,
