@@ -89,3 +89,16 @@ def test_overlays_say_what_memplan_did_where_it_did_it() -> None:
         for name in instruction.outputs:
             mem_id, offset = memplan_plan.offsets[name]
             assert f"{name}: mem_id {mem_id} @ {offset:,}, " in (f.output or "")
+
+
+def test_a_plan_across_banks_says_which_bank_each_output_went_to() -> None:
+    import memplan
+
+    planned = memplan.plan_model("ds_cnn", "bestfit", time_limit_s=2, memory_map="sram:16KiB,dram:16MiB")
+    (method,) = planned.report_data().methods
+    plan = method.primary
+    for facts, instruction in zip(method_facts(method).values(), method.instructions):
+        in_dram = [n for n in instruction.outputs if plan.offsets[n][0] == 2]
+        assert (facts.levers is not None and "placed in bank dram" in facts.levers) == bool(in_dram)
+        for name in in_dram:
+            assert f"{name}: mem_id 2 · dram @ " in (facts.output or "")
