@@ -24,8 +24,6 @@ from memplan.viz.report.model import ProgramReport
 
 EXTENSION = "executorch_extension_model_explorer"  # ExecuTorch's adapters: .pte, ETRecord, ETDump
 ADAPTER_ID = "pte_adapter_model_explorer"  # the one of them that reads a .pte
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8080
 
 
 def program_file(report: ProgramReport, spec: str, folder: Path) -> Path:
