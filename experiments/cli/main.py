@@ -324,7 +324,10 @@ def _report(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import report
     from memplan.viz.report import parse_budget, verdicts, write
 
-    out = report.check_out(args.out)
+    if not args.out and not args.model_explorer:
+        raise UsageError("memplan report needs --out FILE.html, --model-explorer FILE.json or both")
+    out = report.check_out(args.out) if args.out else None
+    explorer = report.check_node_data_out(args.model_explorer) if args.model_explorer else None
     try:
         budget = parse_budget(args.budget) if args.budget else None
     except ValueError as exc:
@@ -335,13 +338,27 @@ def _report(args: argparse.Namespace) -> int:
     if budget and len(budget) > 1 and budget != planned_across:
         if any(not v.fits for v in verdicts(data, budget)):  # check the change by planning across them
             data.banked = _across_banks(args, args.budget)
-    try:
-        write(data, out, budget)
-    except OSError as exc:
-        raise UsageError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
+    if out is not None:
+        try:
+            write(data, out, budget)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
     for verdict in verdicts(data, budget) if budget else []:
         print(verdict.sentence() + (f"; smallest change: {verdict.change}" if verdict.change else ""))
-    print(f"wrote {out} ({out.stat().st_size:,} bytes)", file=sys.stderr)
+    if out is not None:
+        print(f"wrote {out} ({out.stat().st_size:,} bytes)", file=sys.stderr)
+    if explorer is not None:
+        print(report.write_node_data(data, args.model, explorer), file=sys.stderr)
+    return 0
+
+
+def _explore(args: argparse.Namespace) -> int:
+    from memplan.experiments.cli.explore import check_port, explore
+    from memplan.viz.model_explorer import require_explorer
+
+    require_explorer()  # before planning: what cannot work is said first
+    check_port(args.host, args.port)
+    explore(_program_report(args, args.model), args.model, args.host, args.port, not args.no_browser)
     return 0
 
 
@@ -399,6 +416,7 @@ _COMMANDS = {
     "inspect": _inspect,
     "replan": _replan,
     "report": _report,
+    "explore": _explore,
     "diff": _diff,
     "bench-csv": _bench_csv,
     "models": _models,

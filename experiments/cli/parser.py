@@ -184,7 +184,14 @@ def _add_file_commands(sub) -> None:
         help="an interactive HTML report of a program's plan (zoo name, .pt2, file.py:factory, .pte)",
     )
     p.add_argument("model", metavar="MODEL|FILE.pte|FILE.pt2")
-    p.add_argument("--out", required=True, metavar="FILE.html")
+    p.add_argument("--out", metavar="FILE.html", help="the HTML page (this, --model-explorer or both)")
+    p.add_argument(
+        "--model-explorer",
+        metavar="FILE.json",
+        help="also (or only) write Model Explorer node data for the program: FILE.json the live bytes,"
+        " FILE.output.json, .peak, .levers, .saving_vs_stock beside it, and the program as FILE.pte"
+        " for a model (pip install 'memplan[explorer]')",
+    )
     p.add_argument(
         "--budget",
         default="",
@@ -197,6 +204,17 @@ def _add_file_commands(sub) -> None:
         help="plan a model across banks, fastest first, e.g. sram:64KiB,dram:16MiB (mem_ids 1, 2, ...;"
         " solvers greedy, bestfit, cpsat)",
     )
+    _add_plan_options(p)
+
+    p = sub.add_parser(
+        "explore",
+        help="open the program in Google's Model Explorer with memplan's overlays (live bytes, output,"
+        " peak, levers, saving vs stock); serves on 127.0.0.1 until Ctrl+C",
+    )
+    p.add_argument("model", metavar="MODEL|FILE.pte|FILE.pt2")
+    p.add_argument("--host", default="127.0.0.1", help="(default: %(default)s)")
+    p.add_argument("--port", type=int, default=8080, help="(default: %(default)s)")
+    p.add_argument("--no-browser", action="store_true", help="print the page's address, open no browser")
     _add_plan_options(p)
 
     p = sub.add_parser("diff", help="which methods, arenas and tensors of two programs grew or shrank")
