@@ -9,16 +9,18 @@ from typing import TypeVar
 
 from executorch.exir.tensor import TensorSpec
 
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.planner.levers.cat.report import CatReport
 from memplan.planner.levers.slice_noop.decisions import SliceNoops
 from memplan.planner.levers.slice_noop.report import SliceReport
 from memplan.planner.levers.state_in_place.report import StateReport
 from memplan.planner.memory.devices import DeviceArenas
-from memplan.planner.tiling.report import TilingReport
+from memplan.planner.tiling.report import TilingReport, tiling_note
 from memplan.problem import Problem
 
 _Report = TypeVar("_Report")
+UNKNOWN_BOUND = "the emitted program's lower bound is unknown"  # how `not_proven_because` says it
 
 
 @dataclass
@@ -59,10 +61,31 @@ class MethodResult:
     # (planner.stages.proof_check); a proof it does not bear out is withdrawn from `plan`. Like the
     # plan's arena it counts tensors only: `buffer_sizes` adds `padding` (XNNPACK's 64 B, stock too).
     emitted_lower_bound: int | None = None
+    # Why that bound could not be derived, in one line ("" when it was, or was not looked for).
+    emitted_bound_unknown: str = ""
 
     @cached_property
     def stock_sizes(self) -> list[int]:
         return self.stock()
+
+    @property
+    def lower_bound(self) -> int:
+        """The lower bound a table shows beside the arena: the emitted program's when it was derived
+        (the program the user builds), else that of the problem the pass solved."""
+        if self.emitted_lower_bound is not None:
+            return self.emitted_lower_bound
+        return lower_bound(self.problem)
+
+    @property
+    def not_proven_because(self) -> str:
+        """Why the plan is not proven optimal, in one line ("" when it is): a table's column."""
+        if self.plan.proven_optimal:
+            return ""
+        if self.emitted_bound_unknown:
+            why = f"{UNKNOWN_BOUND}: {self.emitted_bound_unknown}"
+        else:
+            why = self.plan.status or self.plan.outcome.value
+        return " ".join(why.split())  # one line, whatever an exception's message held
 
     @property
     def cat_report(self) -> CatReport | None:
@@ -89,6 +112,14 @@ class MethodResult:
     def tiling(self) -> TilingReport | None:
         """Set when tiling is on and `PlannerPass.tile` tiled the method (memplan.planner.tiling)."""
         return self._report("tiling", TilingReport)
+
+    def attach_tiling(self, report: TilingReport | None) -> None:
+        """With tiling on: keep the method's tiling report (None: `PlannerPass.tile` did not tile it)
+        and say in the note what tiling did."""
+        if report is not None:
+            self.reports["tiling"] = report
+        why = tiling_note(report)
+        self.note = f"{self.note}; {why}" if self.note else why
 
     def _report(self, name: str, kind: type[_Report]) -> _Report | None:
         report = self.reports.get(name)
