@@ -160,6 +160,8 @@ class MethodScan:
         # bytes inside the arena). A split output the slice no-op lever left without a copy is one (its
         # views read the input's bytes), and so is a cat fused into the cat it feeds.
         self.dead = {v: t for v, t in self.tensors.items() if self.role(t) == "unused"}
+        for t in self.dead.values():
+            t.writer = "nothing: no instruction names it (dead)"
         self.tensors = {v: t for v, t in self.tensors.items() if v not in self.dead}
         self.layout.tensors = self._public_tensors()
         self.layout.zero_size = list(self.zero_size)

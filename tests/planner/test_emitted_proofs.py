@@ -81,7 +81,8 @@ def test_a_decoder_whose_fused_qkv_split_leaves_dead_tensors_is_proven_at_its_em
     result = pass_.results["forward"]
     emitted = read_program(data).methods["forward"]
     assert emitted.cannot == [] and len(emitted.dead) == 2 * 4  # per layer: the split's input and 3 parts
-    assert {t.role for t in emitted.tensors if t.value in emitted.dead} == {"unused"}
+    dead = [t for t in emitted.tensors if t.value in emitted.dead]
+    assert {t.role for t in dead} == {"unused"} and all("no instruction names it" in t.writer for t in dead)
     assert emitted.lower_bound == result.emitted_lower_bound == result.plan.arena_size
     assert result.plan.proven_optimal, result.plan
     assert_replan_finds_nothing_smaller(data, pass_)
