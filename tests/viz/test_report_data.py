@@ -59,3 +59,17 @@ def test_diff_reports_growth_by_name() -> None:
     found = diff_programs(before, after)
     assert "tensor forward/b (op): grew by 30 B (+60.0%), 50 -> 80 B" in found.text()
     assert found.worst_growth == pytest.approx(30 / 150)
+
+
+def test_the_page_inlines_plotlys_basic_bundle_once_at_plotly_pys_version() -> None:
+    import plotly.offline
+
+    from memplan.viz.report import plotlyjs, render
+
+    # A plotly upgrade needs the matching plotly.js-basic-dist-min in viz/report/assets (else pages
+    # fall back to the full 4.8 MB bundle).
+    assert plotlyjs.bundle_version() == plotly.offline.get_plotlyjs_version()
+    page = render(_program(_plan({"a": (0, 2, 100), "b": (1, 3, 50)}, {"a": 0, "b": 100})))
+    assert page.count(plotlyjs.library()) == 1 and plotlyjs.library() == plotlyjs.BUNDLE.read_text()
+    assert page.count("Plotly.newPlot") == 2  # the arena chart and the live-bytes profile
+    assert len(page) < len(plotly.offline.get_plotlyjs()) / 3
