@@ -73,3 +73,15 @@ def test_the_page_inlines_plotlys_basic_bundle_once_at_plotly_pys_version() -> N
     assert page.count(plotlyjs.library()) == 1 and plotlyjs.library() == plotlyjs.BUNDLE.read_text()
     assert page.count("Plotly.newPlot") == 2  # the arena chart and the live-bytes profile
     assert len(page) < len(plotly.offline.get_plotlyjs()) / 3
+
+
+def test_equal_arenas_share_one_line_and_label_in_the_live_bytes_chart() -> None:
+    sizes = {"a": (0, 2, 100), "b": (1, 3, 50)}
+    ours, stock = _plan(sizes, {"a": 0, "b": 100}, "memplan"), _plan(sizes, {"a": 50, "b": 0}, "stock")
+    fig = figures.profile_figure(MethodReport("forward", [ours, stock]))
+    labels = [a.text for a in fig.layout.annotations if a.text.startswith("arena")]
+    assert labels == ["arena memplan = stock: 150 B"]
+    bigger = _plan(sizes, {"a": 0, "b": 150}, "stock")
+    fig = figures.profile_figure(MethodReport("forward", [ours, bigger]))
+    labels = [a.text for a in fig.layout.annotations if a.text.startswith("arena")]
+    assert labels == ["arena memplan: 150 B", "arena stock: 200 B"]
