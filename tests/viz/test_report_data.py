@@ -53,6 +53,57 @@ def test_the_budget_names_what_the_file_does_not_determine() -> None:
     assert rows["runtime temp allocator (kernel scratch)"].bytes is None
 
 
+def _values(*tensors: tuple[str, str, str, int], name: str) -> ProgramReport:
+    """A .pte-like program: tensors (value name, writer, shape, bytes) written one after another."""
+    infos = {
+        v: TensorInfo(v, op, shape, "float32", nbytes, i, i + 2, "activation")
+        for i, (v, op, shape, nbytes) in enumerate(tensors)
+    }
+    offsets = {v: (1, 0) for v in infos}
+    plan = PlanView("this file", infos, offsets, {1: max(t.nbytes for t in infos.values())})
+    total = plan.arena_bytes
+    return ProgramReport(name, [MethodReport("forward", [plan], emitted=[0, total])], names_nodes=False)
+
+
+def test_diff_matches_pte_tensors_by_what_computes_them_not_by_value_number() -> None:
+    before = _values(
+        ("v3", "aten::permute_copy.out", "4x1", 16),
+        ("v5", "aten::mm.out", "4x8", 128),
+        ("v7", "alias of v5", "4x8", 128),
+        ("v9", "aten::relu.out", "4x8", 128),
+        name="stock",
+    )
+    after = _values(  # a new op first renumbers every later value; relu's output doubled
+        ("v3", "aten::mm.out", "64x64", 16384),
+        ("v5", "aten::permute_copy.out", "4x1", 16),
+        ("v7", "aten::mm.out", "4x8", 128),
+        ("v9", "alias of v7", "4x8", 128),
+        ("v11", "aten::relu.out", "8x8", 256),
+        name="memplan",
+    )
+    found = diff_programs(before, after)
+    text = found.text()
+    assert found.matched == {"forward": (4, 1, 0)}
+    assert "tensor forward/v3 (aten::mm.out): new, 16,384 B; 64x64 float32" in text
+    assert (
+        "tensor forward/v9 -> v11 (aten::relu.out): grew by 128 B (+100.0%), 128 -> 256 B; shape 4x8 -> 8x8"
+        in text
+    )
+    grew = [line for line in text.splitlines() if line.startswith("tensor") and "grew" in line]
+    assert len(grew) == 1  # v3 (permute_copy, 16 B) is not "grown" into v3 (mm, 16,384 B)
+
+
+def test_diff_never_pairs_tensors_of_different_ops() -> None:
+    before = _values(("v1", "aten::permute_copy.out", "4", 4), ("v2", "aten::add.out", "4", 16), name="a")
+    after = _values(("v1", "aten::mm.out", "64", 256), ("v2", "aten::add.out", "4", 16), name="b")
+    found = diff_programs(before, after)
+    tensors = [c.sentence() for c in found.changes if c.kind == "tensor" and c.delta]
+    assert sorted(tensors) == [
+        "tensor forward/v1 (aten::mm.out): new, 256 B; 64 float32",
+        "tensor forward/v1 (aten::permute_copy.out): gone (was 4 B); 4 float32",
+    ]
+
+
 def test_diff_reports_growth_by_name() -> None:
     before = _program(_plan({"a": (0, 2, 100), "b": (1, 3, 50)}, {"a": 0, "b": 100}), "before")
     after = _program(_plan({"a": (0, 2, 100), "b": (1, 3, 80)}, {"a": 0, "b": 100}), "after")

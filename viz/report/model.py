@@ -136,6 +136,7 @@ class ProgramReport:
     levers: dict[str, bool] = field(default_factory=dict)  # memplan's levers and whether they were on
     source: str = ""  # how the program was made: "zoo model", ".pte file", ...
     banked: BankedPlan | None = None  # memplan's plan across the budget's or map's banks, when made
+    names_nodes: bool = True  # tensors are named after graph nodes (False: a .pte's value numbers)
 
     def method(self, name: str) -> MethodReport:
         for m in self.methods:

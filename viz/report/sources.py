@@ -288,7 +288,9 @@ def from_pte(layout: ProgramLayout, solver: str, time_limit_s: float) -> Program
             )
         )
     constants, delegate = _file_bytes(layout)
-    return ProgramReport(layout.path or "program", reports, constants, delegate, {}, ".pte file")
+    return ProgramReport(
+        layout.path or "program", reports, constants, delegate, {}, ".pte file", names_nodes=False
+    )
 
 
 _ROLE_KINDS = {

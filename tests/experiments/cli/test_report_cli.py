@@ -50,6 +50,28 @@ def test_diff_names_the_tensor_that_grew_and_fails_past_max_growth(ptes, capsys)
     assert code == 0 and "grew" not in out
 
 
+def test_diff_of_the_stock_and_memplans_pte_of_one_model_pairs_no_unrelated_tensors(tmp_path, capsys) -> None:
+    import memplan
+
+    planned = memplan.plan_model(
+        "unet", "bestfit", time_limit_s=2.0
+    )  # cat fusion turns two cats into aliases
+    stock, ours = tmp_path / "stock.pte", tmp_path / "memplan.pte"
+    stock.write_bytes(planned.stock_program.buffer)
+    planned.save(ours)
+    code, out, err = run_cli(["diff", str(stock), str(ours), "--solver", "bestfit"], capsys)
+    assert code == 0, err
+    tensors = [line for line in out.splitlines() if line.startswith("tensor ")]
+    # Same model, same ops: no tensor changed size; only the fused cats' outputs changed what writes them.
+    assert not [line for line in tensors if "grew" in line or "shrank" in line]
+    assert sum("(aten::cat.out): gone" in line for line in tensors) == 2
+    assert sum("(alias of v" in line and ": new," in line for line in tensors) == 2
+    from memplan.planner.pte.program import read_program
+
+    values = len(read_program(stock).methods["forward"].tensors)
+    assert f"method forward: {values - 2} tensors matched by what computes them, 2 new, 2 gone" in out
+
+
 def test_report_of_a_pte_compares_the_file_with_memplans_replan(ptes, tmp_path, capsys) -> None:
     before, _ = ptes
     out_file = tmp_path / "r.html"
