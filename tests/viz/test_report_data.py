@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from memplan.viz.report import MethodReport, PlanView, ProgramReport, TensorInfo, diff_programs, figures
+from memplan.viz.report import (
+    LeverTry,
+    MethodReport,
+    PlanView,
+    ProgramReport,
+    TensorInfo,
+    diff_programs,
+    figures,
+    render,
+)
 from memplan.viz.report.budget import BudgetBank, budget_rows, verdicts
 
 
@@ -136,3 +145,37 @@ def test_equal_arenas_share_one_line_and_label_in_the_live_bytes_chart() -> None
     fig = figures.profile_figure(MethodReport("forward", [ours, bigger]))
     labels = [a.text for a in fig.layout.annotations if a.text.startswith("arena")]
     assert labels == ["arena memplan: 150 B", "arena stock: 200 B"]
+
+
+def _tried(*tries: LeverTry) -> ProgramReport:
+    report = _program(_plan({"a": (0, 2, 100), "b": (1, 3, 100)}, {"a": 0, "b": 100}))  # 200 B
+    report.tries = list(tries)
+    return report
+
+
+def test_a_measured_lever_that_fits_is_the_smallest_change_and_the_page_lists_every_try() -> None:
+    report = _tried(
+        LeverTry("--const-prop", "fold constants", "bestfit", 200, 100),
+        LeverTry("--tiling", "bands", "bestfit", 200, 140),
+        LeverTry("--convert-linear", "linear", "bestfit", 200, failed="RuntimeError: cannot lower"),
+    )
+    sram, _ = verdicts(report, [BudgetBank("sram", 150), BudgetBank("dram", 1000)])
+    assert not sram.fits
+    assert sram.change.startswith(
+        "--const-prop (fold constants): measured, the program's arenas drop from 200 to 100 B"
+    )
+    page = render(report, [BudgetBank("sram", 150), BudgetBank("dram", 1000)])
+    rows = page[page.index("<table class='tries'>") :]
+    assert rows.index("--const-prop") < rows.index("--tiling") < rows.index("--convert-linear")
+    assert "saves 100 B (50.0%)" in rows and "saves 60 B (30.0%)" in rows
+    assert "failed: RuntimeError: cannot lower" in rows
+
+
+def test_without_a_lever_that_fits_the_verdict_names_the_best_one_tried() -> None:
+    report = _tried(
+        LeverTry("--tiling", "bands", "bestfit", 200, 180), LeverTry("--const-prop", "c", "bestfit", 200, 200)
+    )
+    (sram,) = verdicts(report, [BudgetBank("sram", 150)])
+    assert sram.change.endswith("; of the levers tried, --tiling saves the most, 200 -> 180 B: not enough")
+    (sram,) = verdicts(_tried(LeverTry("--tiling", "bands", "bestfit", 200, 200)), [BudgetBank("sram", 150)])
+    assert sram.change.endswith("; no lever or lowering memplan tried saves bytes")

@@ -163,7 +163,7 @@ def diff_programs(before: ProgramReport, after: ProgramReport) -> ProgramDiff:
             continue
         for mem_id in range(1, max(len(a.emitted), len(b.emitted))):
             sizes = [m.emitted[mem_id] if mem_id < len(m.emitted) else None for m in (a, b)]
-            found.changes.append(Change("arena", f"{name} mem_id {mem_id}", *sizes))
+            found.changes.append(Change("arena", f"{name} mem_id {mem_id}", sizes[0], sizes[1]))
         pairs = match_tensors(list(a.primary.tensors.values()), list(b.primary.tensors.values()), by_name)
         found.matched[name] = (
             sum(1 for x, y in pairs if x and y),

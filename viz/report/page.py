@@ -50,6 +50,7 @@ def render(report: ProgramReport, budget: list[BudgetBank] | None = None) -> str
         + "</p>",
         _summary(report),
         _budget(report, budget),
+        _tries(report),
     ]
     parts += [_method(method) for method in report.methods]
     parts.append("</body></html>")
@@ -104,6 +105,33 @@ def _budget(report: ProgramReport, budget: list[BudgetBank] | None) -> str:
     )
     parts.append(f"<table class='budget'><tr><th>what</th><th>bytes</th><th>where</th></tr>{rows}</table>")
     return "\n".join(parts)
+
+
+def _tries(report: ProgramReport) -> str:
+    """The levers and lowerings the user did not use, each measured, largest saving first."""
+    if not report.tries:
+        return ""
+    rows = []
+    for t in report.tries:
+        if t.arena is None:
+            cells = "<td class='num'></td><td class='num'></td>"
+            said = f"failed: {t.failed}"
+        else:
+            share = f" ({t.saving / t.baseline:.1%})" if t.baseline else ""
+            verb = "saves" if t.saving >= 0 else "adds"
+            cells = f"<td class='num'>{t.arena:,}</td><td class='num'>{verb} {abs(t.saving):,} B{share}</td>"
+            said = t.failed
+        rows.append(
+            f"<tr data-flag='{_e(t.flag)}' data-arena='{'' if t.arena is None else t.arena}'"
+            f" data-saving='{t.saving}'><td><code>{_e(t.flag)}</code></td><td>{_e(t.what)}</td>"
+            f"<td class='num'>{t.baseline:,}</td>{cells}<td>{_e(said)}</td></tr>"
+        )
+    return (
+        "<h2>Levers and lowerings not used, measured</h2><p class='note'>The model re-planned once with each"
+        f" (solver {_e(report.tries[0].solver)}, no stock lowering): the program's arena bytes without and with"
+        " it, largest saving first.</p><table class='tries'><tr><th>change</th><th>what</th><th>arena without</th>"
+        f"<th>arena with</th><th>saving</th><th>note</th></tr>{''.join(rows)}</table>"
+    )
 
 
 def figure_html(fig, div_id: str) -> str:
