@@ -179,3 +179,28 @@ def test_without_a_lever_that_fits_the_verdict_names_the_best_one_tried() -> Non
     assert sram.change.endswith("; of the levers tried, --tiling saves the most, 200 -> 180 B: not enough")
     (sram,) = verdicts(_tried(LeverTry("--tiling", "bands", "bestfit", 200, 200)), [BudgetBank("sram", 150)])
     assert sram.change.endswith("; no lever or lowering memplan tried saves bytes")
+
+
+def test_a_weight_transpose_at_the_peak_names_the_lowering_measured_to_remove_it() -> None:
+    from memplan.viz.report.explain import peak_rows
+
+    tensors = {
+        "w_t": TensorInfo("w_t", "permute_copy.out", "64x192", "float32", 300, 0, 2, "activation"),
+        "h": TensorInfo("h", "mm.out", "1x192", "float32", 100, 0, 2, "activation"),
+    }
+    plan = PlanView("memplan", tensors, {"w_t": (1, 0), "h": (1, 300)}, {1: 400})
+    method = MethodReport("forward", [plan])
+    tries = [
+        LeverTry("--tiling", "bands", "bestfit", 400, 400),
+        LeverTry("--const-prop", "fold", "bestfit", 400, 100),
+    ]
+    _, _, rows = peak_rows(method, tries=tries)
+    said = {r.tensor.name: r.actions for r in rows}
+    assert said["w_t"][0].startswith("no lever applies")
+    assert said["w_t"][1] == (
+        "a transpose copy: if it is a weight's, --const-prop removes such copies; measured for the whole"
+        " program: 400 -> 100 B with bestfit (see the levers not used)"
+    )
+    assert len(said["h"]) == 1  # an mm output is not a transpose
+    _, _, rows = peak_rows(method)  # nothing measured: nothing claimed
+    assert len(rows[0].actions) == 1

@@ -15,7 +15,7 @@ from pathlib import Path
 from memplan.viz.report.budget import BudgetBank, assumes_first_bank, budget_rows, verdicts
 from memplan.viz.report.explain import peak_rows
 from memplan.viz.report.figures import arena_figure, profile_figure
-from memplan.viz.report.model import MethodReport, ProgramReport
+from memplan.viz.report.model import LeverTry, MethodReport, ProgramReport
 from memplan.viz.report.plotlyjs import head_script
 from memplan.viz.style import format_bytes
 
@@ -52,7 +52,7 @@ def render(report: ProgramReport, budget: list[BudgetBank] | None = None) -> str
         _budget(report, budget),
         _tries(report),
     ]
-    parts += [_method(method) for method in report.methods]
+    parts += [_method(method, report.tries) for method in report.methods]
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -139,7 +139,7 @@ def figure_html(fig, div_id: str) -> str:
     return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=_CONFIG)
 
 
-def _method(method: MethodReport) -> str:
+def _method(method: MethodReport, tries: list[LeverTry]) -> str:
     slug = "".join(c if c.isalnum() else "_" for c in method.method)
     parts = [f"<section class='method' data-method='{_e(method.method)}'><h2>Method {_e(method.method)}</h2>"]
     emitted = " + ".join(f"{s:,}" for s in method.emitted[1:]) or "0"
@@ -149,13 +149,13 @@ def _method(method: MethodReport) -> str:
     parts.append(figure_html(arena_figure(method), f"arena_{slug}"))
     parts.append("<h3>Live bytes over the instruction stream</h3>")
     parts.append(figure_html(profile_figure(method), f"profile_{slug}"))
-    parts.append(_peak(method))
+    parts.append(_peak(method, tries))
     parts.append("</section>")
     return "\n".join(parts)
 
 
-def _peak(method: MethodReport) -> str:
-    peak, step, rows = peak_rows(method)
+def _peak(method: MethodReport, tries: list[LeverTry]) -> str:
+    peak, step, rows = peak_rows(method, tries=tries)
     shown = rows[:PEAK_ROWS]
     body = []
     for r in shown:
