@@ -3,8 +3,8 @@
 The report's smallest change used to be read off the live peak (move one tensor to another bank),
 which misses the changes that work: a weight transpose that constant folding removes, a CNN that
 tiling shrinks by more than half. So `memplan report MODEL` re-plans the model once per lever or
-lowering that was off (`candidates`: --const-prop, --convert-linear, both, --tiling, cat fusion,
-state in place, slice no-ops) and records the program's arenas with it (`LeverTry`), next to the same
+lowering that was off (`candidates`: --const-prop, --convert-linear, both, --tiling, tiling after
+those lowerings, cat fusion, state in place, slice no-ops) and records the program's arenas with it (`LeverTry`), next to the same
 solver's plan without it. The tries are bounded: a quick solver (greedy or bestfit, the report's own
 when it is one of them, else bestfit, with its plan without the lever made once more), no stock
 lowering, and each try in a process of its own (spawned: it loads the model again) killed at a
@@ -63,6 +63,14 @@ def candidates(model: ZooModel, levers: Mapping[str, bool]) -> list[Candidate]:
                 {"const_prop": True, "convert_linear": True},
             )
         )
+    single = [c for c in found if len(c.options) == 1]  # each lowering alone
+    lowerings = {k: v for c in single for k, v in c.options.items()}
+    if not levers.get("tiling", True) and lowerings:
+        # A transposed classifier weight can hold the peak that tiling lowers: tile after the lowerings.
+        flags = " ".join(c.flag for c in single)
+        found.append(
+            Candidate(f"--tiling {flags}", "tiling after the lowerings", {"tiling": True, **lowerings})
+        )
     for lever, flag, what, option in (
         ("tiling", "--tiling", "compute the high-resolution CNN region in row bands", "tiling"),
         ("cat fusion", "--cat-fusion on", "write cat inputs inside the cat's output", "cat_fusion"),
@@ -95,12 +103,12 @@ def program_arena_bytes(planned: Any) -> int:
     return sum(need.values())
 
 
-def _untiled(planned: Any) -> str:
-    """Why tiling changed nothing (the tiling report of each method that was not tiled), or ""."""
+def _tiling_said(planned: Any) -> str:
+    """What tiling did to each method (its report's summary: the region and peaks, or why not tiled)."""
     said = []
     for method in planned.methods:
         report = getattr(planned.results[method], "tiling", None)
-        if report is not None and not report.tiled:
+        if report is not None:
             said.append(f"{method}: {report.summary()}")
     return "; ".join(said)
 
@@ -119,7 +127,7 @@ def _plan_in_child(conn: Any, spec: str, lowering: dict, solver: str, options: d
 
         with library_warnings_silenced():
             planned = plan_model(with_lowering(load(spec), **lowering), solver, stock=False, **options)
-        conn.send((program_arena_bytes(planned), _untiled(planned) if options.get("tiling") else ""))
+        conn.send((program_arena_bytes(planned), _tiling_said(planned) if options.get("tiling") else ""))
     except Exception as exc:  # any failure of a try is reported; the user's report stands
         conn.send((None, _one_line(exc)))
 

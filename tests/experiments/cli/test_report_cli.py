@@ -267,6 +267,7 @@ def test_report_measures_the_lowerings_a_user_model_did_not_use(tmp_path, capsys
         "--const-prop",
         "--const-prop --convert-linear",
         "--convert-linear",
+        "--tiling --const-prop --convert-linear",
         "--tiling",
     ]
     tried = {flag: (int(arena), int(saving)) for flag, arena, saving in rows}
