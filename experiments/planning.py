@@ -53,12 +53,10 @@ class PlannedModel:
 
     def report_data(self) -> Any:
         """The report's data (memplan.viz.report.ProgramReport): each method's plan next to the stock one."""
+        from memplan.experiments.zoo.lowering import levers_on
         from memplan.viz.report import from_lowered
 
-        levers = {
-            "cat fusion": "cat fusion" in self.summary.attrs.get("levers", ""),
-            "state in place": "state in place" in self.summary.attrs.get("levers", ""),
-        }
+        levers = levers_on(self.summary.attrs.get("levers", ""))
         return from_lowered(
             self.model.name, self.results, self.program, self.stock_program, self.methods, levers, self.solver
         )

@@ -11,6 +11,7 @@ ends with that line and exit code 1.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import traceback
@@ -320,6 +321,25 @@ def _across_banks(args: argparse.Namespace, budget: str):
     )
 
 
+def _lever_tries(args: argparse.Namespace, data) -> list:
+    """Each lever and lowering the report's model did not use, measured (none for a .pte)."""
+    from memplan.experiments.cli import report
+
+    (fusion,) = one_switch(args.cat_fusion)
+    return report.lever_tries(
+        args.model,
+        data,
+        args.solver,
+        args.time_limit,
+        args.alignment,
+        fusion,
+        args.memory_map,
+        args.try_time_limit,
+        progress=lambda line: print(line, file=sys.stderr),
+        **lowering_of(args),
+    )
+
+
 def _report(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import report
     from memplan.viz.report import parse_budget, verdicts, write
@@ -332,7 +352,12 @@ def _report(args: argparse.Namespace) -> int:
         budget = parse_budget(args.budget) if args.budget else None
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    (tries,) = one_switch(args.tries, "--tries")
+    if not math.isfinite(args.try_time_limit) or args.try_time_limit <= 0:
+        raise UsageError(f"--try-time-limit must be a positive number of seconds, got {args.try_time_limit}")
     data = _program_report(args, args.model, args.memory_map)
+    if tries:
+        data.tries = _lever_tries(args, data)
     planned_across = parse_budget(args.memory_map) if args.memory_map else None
     budget = budget or planned_across
     if budget and len(budget) > 1 and budget != planned_across:

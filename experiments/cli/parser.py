@@ -204,6 +204,19 @@ def _add_file_commands(sub) -> None:
         help="plan a model across banks, fastest first, e.g. sram:64KiB,dram:16MiB (mem_ids 1, 2, ...;"
         " solvers greedy, bestfit, cpsat)",
     )
+    p.add_argument(
+        "--tries",
+        default="on",
+        help="on or off: re-plan a model with each lever and lowering it did not use and list what each"
+        " saves (default: %(default)s)",
+    )
+    p.add_argument(
+        "--try-time-limit",
+        type=float,
+        default=300.0,  # experiments.cli.tries.DEFAULT_TRY_SECONDS (not imported: it loads torch)
+        metavar="SECONDS",
+        help="the most seconds one such try may take; over it, it is listed as failed (default: %(default)s)",
+    )
     _add_plan_options(p)
 
     p = sub.add_parser(

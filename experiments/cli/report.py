@@ -12,12 +12,13 @@ the model across the budget's banks to check what the report suggests.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from memplan.errors import BankCapacityError, UsageError
 from memplan.viz.report import ProgramReport
-from memplan.viz.report.model import BankedPlan
+from memplan.viz.report.model import BankedPlan, LeverTry
 from memplan.viz.report.sources import banked_plan
 
 PTE_SUFFIX = ".pte"
@@ -98,6 +99,31 @@ def across_banks(
     except BankCapacityError as exc:
         return _shortfall(exc)
     return banked_plan(planned.results, planned.program, planned.methods)
+
+
+def lever_tries(
+    spec: str,
+    data: ProgramReport,
+    solver: str,
+    time_limit_s: float,
+    alignment: int,
+    cat_fusion: bool,
+    memory_map: str,
+    seconds: float,
+    progress: Callable[[str], None] | None = None,
+    **lowering: Any,
+) -> list[LeverTry]:
+    """The levers and lowerings the report of `spec` did not use, each measured (experiments.cli.tries);
+    none for a `.pte` (it cannot be lowered again)."""
+    from memplan.experiments.cli.tries import try_levers
+
+    if spec.endswith(PTE_SUFFIX):
+        return []
+    options = {"time_limit_s": time_limit_s, "alignment": alignment, "cat_fusion": cat_fusion, **lowering}
+    if memory_map:
+        options["memory_map"] = memory_map
+    arena = sum(data.program_arenas().values())
+    return try_levers(spec, solver, options, data.levers, arena, seconds, progress)
 
 
 def _report(spec: str, solver: str, options: dict[str, Any]) -> ProgramReport:

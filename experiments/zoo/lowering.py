@@ -142,22 +142,27 @@ def lower_planned(
     return Lowered(program, planner_pass, time.perf_counter() - began)
 
 
+LEVER_NAMES = ("cat fusion", "state in place", "slice no-ops", "banks", "tiling")
+
+
 def levers(planner_pass: Any) -> str:
     """Which of memplan's levers the pass had on, e.g. "cat fusion + state in place + slice no-ops" ("none": the
     solver alone, so `greedy` is ExecuTorch's algorithm on the program it was given)."""
     switched_on = {lever.name for lever in planner_pass.levers}
-    on = [
-        name
-        for name, flag in (
-            ("cat fusion", "cat fusion" in switched_on),
-            ("state in place", "state in place" in switched_on),
-            ("slice no-ops", "slice no-ops" in switched_on),
-            ("banks", planner_pass.algorithm.memory_map is not None),
-            ("tiling", getattr(planner_pass, "tiling", None) is not None),
-        )
-        if flag
-    ]
-    return " + ".join(on) or "none"
+    flags = (
+        "cat fusion" in switched_on,
+        "state in place" in switched_on,
+        "slice no-ops" in switched_on,
+        planner_pass.algorithm.memory_map is not None,
+        getattr(planner_pass, "tiling", None) is not None,
+    )
+    return " + ".join(name for name, flag in zip(LEVER_NAMES, flags) if flag) or "none"
+
+
+def levers_on(text: str) -> dict[str, bool]:
+    """`levers`' text back as each lever of LEVER_NAMES -> whether it was on."""
+    on = set(text.split(" + "))
+    return {name: name in on for name in LEVER_NAMES}
 
 
 def _bank_columns(result: Any) -> dict[str, Any]:

@@ -66,7 +66,14 @@ def test_the_page_loads_without_console_errors_and_draws_the_chart(fits_page, pa
         "return document.querySelectorAll('#arena_forward .trace.bars .point path').length"
     )
     assert bars >= 2 * 6  # every planned tensor of both plans is a box
-    assert "cdn" not in pages["fits"].read_text().split("<body>")[0].lower()  # offline: no CDN script
+    # Offline and self-contained: no script is fetched, and the library is inlined once, in the head.
+    assert browser.execute_script("return document.querySelectorAll('script[src]').length") == 0
+    text = pages["fits"].read_text()
+    assert text.count("plotly.js (basic - minified) v") == 1
+    assert text.index("plotly.js (basic - minified)") < text.index("</head>")
+    header = browser.find_element("css selector", "p.note").text
+    for lever in ("cat fusion on", "state in place on", "slice no-ops on", "banks off", "tiling off"):
+        assert lever in header
 
 
 def test_hovering_a_tensor_shows_its_name_and_source_line(fits_page) -> None:

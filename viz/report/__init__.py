@@ -9,7 +9,15 @@ per tensor), `budget` (the whole budget, a verdict per bank), `figures` (plotly)
 from memplan.viz.report.budget import BudgetBank, parse_budget, verdicts
 from memplan.viz.report.diff import ProgramDiff, diff_programs
 from memplan.viz.report.figures import arena_figure, profile_figure
-from memplan.viz.report.model import BankedPlan, BankUse, MethodReport, PlanView, ProgramReport, TensorInfo
+from memplan.viz.report.model import (
+    BankedPlan,
+    BankUse,
+    LeverTry,
+    MethodReport,
+    PlanView,
+    ProgramReport,
+    TensorInfo,
+)
 from memplan.viz.report.page import render, write
 from memplan.viz.report.sources import from_lowered, from_pte
 
@@ -17,6 +25,7 @@ __all__ = [
     "BankUse",
     "BankedPlan",
     "BudgetBank",
+    "LeverTry",
     "MethodReport",
     "PlanView",
     "ProgramDiff",

@@ -7,11 +7,13 @@ determine (delegate scratch, the runtime's temp and method allocators) as "unkno
 Which bank holds which arena: a plan made across banks names its pools after them ("mem_id 2 · dram");
 otherwise every planned arena is in the first bank of the budget (where ExecuTorch's host arenas go)
 and later banks hold nothing planned (`assumes_first_bank`; the page says so). The smallest change is
-the first memplan knows of, in order: when the report carries memplan's plan across the banks
-(`ProgramReport.banked`, made with `PlannerPass(memory_map=...)` across the budget's banks), that
-plan's figures, or by how much even it falls short; move the smallest tensor live at the peak
-whose removal brings the live peak within the bank to a bank with room for it (read off the live
-peak, not planned); close the gap between the plan and its lower bound with an exact solver; nothing.
+the first memplan knows of, in order: a lever or lowering the user did not use whose measured plan
+fits (`ProgramReport.tries`, made by `memplan report`: the one that saves the most); when the report
+carries memplan's plan across the banks (`ProgramReport.banked`, made with
+`PlannerPass(memory_map=...)` across the budget's banks), that plan's figures, or by how much even it
+falls short; move the smallest tensor live at the peak whose removal brings the live peak within the bank to a
+bank with room for it (read off the live peak, not planned); close the gap between the plan and its
+lower bound with an exact solver; nothing. Without a fitting lever, the best one tried is named too.
 """
 
 from __future__ import annotations
@@ -115,10 +117,12 @@ def verdicts(report: ProgramReport, budget: list[BudgetBank]) -> list[Verdict]:
     for b in budget:
         if need[b.name] <= b.capacity:
             change = ""
+        elif measured := _measured(report, b, budget):
+            change = measured  # a switch the user did not use beats moving tensors across banks
         elif banked is not None:
-            change = across_banks(banked)
+            change = across_banks(banked) + _best_try(report)
         else:
-            change = _change(report, b, need[b.name], spare)
+            change = _change(report, b, need[b.name], spare) + _best_try(report)
         found.append(Verdict(b.name, b.capacity, need[b.name], change))
     return found
 
@@ -157,6 +161,31 @@ def across_banks(banked: BankedPlan) -> str:
         + (f" ({'; '.join(moved)})" if moved else "")
         + "; give these banks as --memory-map to report that plan"
     )
+
+
+def _measured(report: ProgramReport, bank: BudgetBank, budget: list[BudgetBank]) -> str:
+    """The lever or lowering tried that brings the program within `bank` with the most to spare, when
+    every arena is in that bank (the first, planned without a map); "" when none does."""
+    if bank != budget[0] or not assumes_first_bank(report, budget):
+        return ""
+    fits = [t for t in report.tries if t.arena is not None and t.arena <= bank.capacity and t.saving > 0]
+    if not fits:
+        return ""
+    best = max(fits, key=lambda t: t.saving)
+    arena = best.baseline - best.saving
+    return (
+        f"{best.flag} ({best.what}): measured, the program's arenas drop from {best.baseline:,} to"
+        f" {arena:,} B with {best.solver}, {format_bytes(bank.capacity - arena)} within {bank.name}"
+    )
+
+
+def _best_try(report: ProgramReport) -> str:
+    """What the best lever tried saves, when none brings the bank within budget ("" without tries)."""
+    saved = [t for t in report.tries if t.saving > 0]
+    if not saved:
+        return "; no lever or lowering memplan tried saves bytes" if report.tries else ""
+    best = max(saved, key=lambda t: t.saving)
+    return f"; of the levers tried, {best.flag} saves the most, {best.baseline:,} -> {best.arena:,} B: not enough"
 
 
 def _bank_of(lane: str, budget: list[BudgetBank]) -> str:

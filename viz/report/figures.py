@@ -1,7 +1,7 @@
 """The interactive figures of a report, with plotly: the arena chart and the live-bytes profile.
 
-Plotly, not bokeh: its figures are plain JSON, embed in one HTML file with the library inlined
-(`include_plotlyjs=True`), show inline in Jupyter without a server, and hover, zoom and pan need no
+Plotly, not bokeh: its figures are plain JSON, embed in one HTML file with the library inlined once
+(viz.report.plotlyjs: its basic bundle), show inline in Jupyter without a server, and hover, zoom and pan need no
 JavaScript of ours. Rectangles are bars (`base` = byte offset, `width` = lifetime), one SVG path each
 with its own hover; past `HOVER_LIMIT` tensors per plan the smallest (bytes x steps) are drawn as
 outlines in one line trace without hover, so a 20-layer LLM stays a few MB and responsive. No WebGL:
@@ -156,6 +156,19 @@ def _outlines(tensors: list[TensorInfo], plan: PlanView, bases: dict[int, int]) 
     )
 
 
+def arena_lines(plans: list[PlanView]) -> list[tuple[str, str, int]]:
+    """(colour, label, bytes) of one dashed line per distinct arena size: plans of equal arenas share a
+    line and one label ("arena memplan (cpsat) = ExecuTorch (stock): 1,572,864 B"), since labels drawn
+    at the same height overprint each other."""
+    lines: dict[int, tuple[str, list[str]]] = {}
+    for colour, plan in zip(PLAN_COLOURS, plans):
+        lines.setdefault(plan.arena_bytes, (colour, []))[1].append(plan.label)
+    return [
+        (colour, f"arena {' = '.join(labels)}: {arena:,} B", arena)
+        for arena, (colour, labels) in lines.items()
+    ]
+
+
 def profile_figure(method: MethodReport, height: int = 320) -> go.Figure:
     """Bytes live at each step under every plan, each plan's arena, memplan's lower bound, the peak."""
     fig = go.Figure()
@@ -171,10 +184,11 @@ def profile_figure(method: MethodReport, height: int = 320) -> go.Figure:
                 hovertemplate="step %{x}: %{y:,} B live<extra></extra>",
             )
         )
+    for colour, text, arena in arena_lines(method.plans):
         fig.add_hline(
-            y=plan.arena_bytes,
+            y=arena,
             line={"color": colour, "dash": "dash", "width": 1},
-            annotation_text=f"arena {plan.label}: {plan.arena_bytes:,} B",
+            annotation_text=text,
             annotation_position="top left",
         )
     primary = method.primary

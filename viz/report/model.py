@@ -141,6 +141,24 @@ class BankedPlan:
         return not self.short_bank
 
 
+@dataclass(frozen=True)
+class LeverTry:
+    """The model re-planned with one lever or lowering the user did not use, and what that measured:
+    the program's arenas (per mem_id the largest method's, summed) with it, next to the same solver's
+    without it."""
+
+    flag: str  # how to ask for it: "--const-prop", "--tiling"
+    what: str  # in words: "fold constant subgraphs"
+    solver: str  # the solver both plans were made with
+    baseline: int  # the program's arena bytes without it, same solver
+    arena: int | None = None  # with it; None when the try failed
+    failed: str = ""  # why the try gave no plan, or why it changed nothing (one line)
+
+    @property
+    def saving(self) -> int:
+        return 0 if self.arena is None else self.baseline - self.arena
+
+
 @dataclass
 class ProgramReport:
     """Every method of one program, plus what the file holds outside the arenas."""
@@ -153,6 +171,8 @@ class ProgramReport:
     source: str = ""  # how the program was made: "zoo model", ".pte file", ...
     banked: BankedPlan | None = None  # memplan's plan across the budget's or map's banks, when made
     pte: bytes = field(default=b"", repr=False)  # the program the report describes, as built (a .pte)
+    names_nodes: bool = True  # tensors are named after graph nodes (False: a .pte's value numbers)
+    tries: list[LeverTry] = field(default_factory=list)  # levers the user did not use, measured
 
     def method(self, name: str) -> MethodReport:
         for m in self.methods:

@@ -1,4 +1,5 @@
-"""One self-contained HTML page of a program's report: opens offline, plotly's JavaScript inlined once.
+"""One self-contained HTML page of a program's report: opens offline, plotly.js's basic bundle inlined
+once in the head (viz.report.plotlyjs), each figure only its data.
 
 Top: the verdict per bank (when a budget is given) and the whole budget; then per method the
 numbers, the arena chart, the live-bytes profile and "the peak explained". Elements carry classes and
@@ -14,7 +15,8 @@ from pathlib import Path
 from memplan.viz.report.budget import BudgetBank, assumes_first_bank, budget_rows, verdicts
 from memplan.viz.report.explain import peak_rows
 from memplan.viz.report.figures import arena_figure, profile_figure
-from memplan.viz.report.model import MethodReport, PlanView, ProgramReport
+from memplan.viz.report.model import LeverTry, MethodReport, PlanView, ProgramReport
+from memplan.viz.report.plotlyjs import head_script
 from memplan.viz.style import format_bytes
 
 PEAK_ROWS = 25  # tensors listed in "the peak explained"; the rest are summed in one line
@@ -41,18 +43,16 @@ def render(report: ProgramReport, budget: list[BudgetBank] | None = None) -> str
     """The page as a string."""
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
-        f"<title>memplan report: {_e(report.name)}</title><style>{_STYLE}</style></head><body>",
+        f"<title>memplan report: {_e(report.name)}</title><style>{_STYLE}</style>{head_script()}</head><body>",
         f"<h1>memplan report: {_e(report.name)}</h1>",
         f"<p class='note'>{_e(report.source)}; levers: "
         + (_e(", ".join(f"{k} {'on' if v else 'off'}" for k, v in report.levers.items())) or "n/a")
         + "</p>",
         _summary(report),
         _budget(report, budget),
+        _tries(report),
     ]
-    first = True
-    for method in report.methods:
-        parts.append(_method(method, first))
-        first = False
+    parts += [_method(method, report.tries) for method in report.methods]
     parts.append("</body></html>")
     return "\n".join(parts)
 
@@ -117,27 +117,55 @@ def _budget(report: ProgramReport, budget: list[BudgetBank] | None) -> str:
     return "\n".join(parts)
 
 
-def figure_html(fig, div_id: str, include_js: bool) -> str:
-    return fig.to_html(full_html=False, include_plotlyjs=include_js, div_id=div_id, config=_CONFIG)
+def _tries(report: ProgramReport) -> str:
+    """The levers and lowerings the user did not use, each measured, largest saving first."""
+    if not report.tries:
+        return ""
+    rows = []
+    for t in report.tries:
+        if t.arena is None:
+            cells = "<td class='num'></td><td class='num'></td>"
+            said = f"failed: {t.failed}"
+        else:
+            share = f" ({t.saving / t.baseline:.1%})" if t.baseline else ""
+            verb = "saves" if t.saving >= 0 else "adds"
+            cells = f"<td class='num'>{t.arena:,}</td><td class='num'>{verb} {abs(t.saving):,} B{share}</td>"
+            said = t.failed
+        rows.append(
+            f"<tr data-flag='{_e(t.flag)}' data-arena='{'' if t.arena is None else t.arena}'"
+            f" data-saving='{t.saving}'><td><code>{_e(t.flag)}</code></td><td>{_e(t.what)}</td>"
+            f"<td class='num'>{t.baseline:,}</td>{cells}<td>{_e(said)}</td></tr>"
+        )
+    return (
+        "<h2>Levers and lowerings not used, measured</h2><p class='note'>The model re-planned once with each"
+        f" (solver {_e(report.tries[0].solver)}, no stock lowering): the program's arena bytes without and with"
+        " it, largest saving first.</p><table class='tries'><tr><th>change</th><th>what</th><th>arena without</th>"
+        f"<th>arena with</th><th>saving</th><th>note</th></tr>{''.join(rows)}</table>"
+    )
 
 
-def _method(method: MethodReport, include_js: bool) -> str:
+def figure_html(fig, div_id: str) -> str:
+    """One figure's div and data; the library is in the page's head."""
+    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config=_CONFIG)
+
+
+def _method(method: MethodReport, tries: list[LeverTry]) -> str:
     slug = "".join(c if c.isalnum() else "_" for c in method.method)
     parts = [f"<section class='method' data-method='{_e(method.method)}'><h2>Method {_e(method.method)}</h2>"]
     emitted = " + ".join(f"{s:,}" for s in method.emitted[1:]) or "0"
     parts.append(f"<p>arenas written into the program (mem_id 1, 2, ...): {emitted} B</p>")
     parts += [f"<p class='note'>{_e(n)}</p>" for n in method.notes]
     parts.append("<h3>Arena</h3>")
-    parts.append(figure_html(arena_figure(method), f"arena_{slug}", include_js))
+    parts.append(figure_html(arena_figure(method), f"arena_{slug}"))
     parts.append("<h3>Live bytes over the instruction stream</h3>")
-    parts.append(figure_html(profile_figure(method), f"profile_{slug}", False))
-    parts.append(_peak(method))
+    parts.append(figure_html(profile_figure(method), f"profile_{slug}"))
+    parts.append(_peak(method, tries))
     parts.append("</section>")
     return "\n".join(parts)
 
 
-def _peak(method: MethodReport) -> str:
-    peak, step, rows = peak_rows(method)
+def _peak(method: MethodReport, tries: list[LeverTry]) -> str:
+    peak, step, rows = peak_rows(method, tries=tries)
     shown = rows[:PEAK_ROWS]
     body = []
     for r in shown:

@@ -50,6 +50,28 @@ def test_diff_names_the_tensor_that_grew_and_fails_past_max_growth(ptes, capsys)
     assert code == 0 and "grew" not in out
 
 
+def test_diff_of_the_stock_and_memplans_pte_of_one_model_pairs_no_unrelated_tensors(tmp_path, capsys) -> None:
+    import memplan
+
+    planned = memplan.plan_model(
+        "unet", "bestfit", time_limit_s=2.0
+    )  # cat fusion turns two cats into aliases
+    stock, ours = tmp_path / "stock.pte", tmp_path / "memplan.pte"
+    stock.write_bytes(planned.stock_program.buffer)
+    planned.save(ours)
+    code, out, err = run_cli(["diff", str(stock), str(ours), "--solver", "bestfit"], capsys)
+    assert code == 0, err
+    tensors = [line for line in out.splitlines() if line.startswith("tensor ")]
+    # Same model, same ops: no tensor changed size; only the fused cats' outputs changed what writes them.
+    assert not [line for line in tensors if "grew" in line or "shrank" in line]
+    assert sum("(aten::cat.out): gone" in line for line in tensors) == 2
+    assert sum("(alias of v" in line and ": new," in line for line in tensors) == 2
+    from memplan.planner.pte.program import read_program
+
+    values = len(read_program(stock).methods["forward"].tensors)
+    assert f"method forward: {values - 2} tensors matched by what computes them, 2 new, 2 gone" in out
+
+
 def test_report_of_a_pte_compares_the_file_with_memplans_replan(ptes, tmp_path, capsys) -> None:
     before, _ = ptes
     out_file = tmp_path / "r.html"
@@ -102,6 +124,14 @@ def test_report_rejects_a_bad_budget_and_out(tmp_path, capsys) -> None:
         ["report", "cat_seed", "--out", str(tmp_path / "r.html"), "--budget", "sram"], capsys
     )
     assert code == 2 and "budget" in err
+    code, _, err = run_cli(
+        ["report", "cat_seed", "--out", str(tmp_path / "r.html"), "--try-time-limit", "0"], capsys
+    )
+    assert code == 2 and "--try-time-limit must be a positive number of seconds, got 0.0" in err
+    code, _, err = run_cli(
+        ["report", "cat_seed", "--out", str(tmp_path / "r.html"), "--tries", "maybe"], capsys
+    )
+    assert code == 2 and "--tries" in err
     code, _, err = run_cli(["report", "cat_seed", "--out", str(tmp_path / "r.png")], capsys)
     assert code == 2 and ".html" in err
 
@@ -150,7 +180,20 @@ def across() -> tuple[dict[int, int], dict[int, int], list[str]]:
 def _report(tmp_path: Path, capsys, *flags: str) -> tuple[int, str, str, str]:
     page = tmp_path / "r.html"
     code, out, err = run_cli(
-        ["report", "ds_cnn", "--out", str(page), "--solver", "bestfit", "--time-limit", "2", *flags], capsys
+        [
+            "report",
+            "ds_cnn",
+            "--out",
+            str(page),
+            "--solver",
+            "bestfit",
+            "--time-limit",
+            "2",
+            "--tries",
+            "off",
+            *flags,
+        ],
+        capsys,
     )
     return code, out, err, page.read_text() if page.exists() else ""
 
@@ -201,3 +244,80 @@ def test_report_rejects_a_bad_memory_map_and_a_pte_with_one(ptes, tmp_path, caps
         ["report", str(ptes[0]), "--out", str(tmp_path / "r.html"), "--memory-map", BANKS], capsys
     )
     assert code == 2 and "--memory-map cannot re-plan" in err and "never moved across banks" in err
+
+
+# -- levers and lowerings the user did not use, measured ---------------------------------------------
+
+_MLP = (
+    "import torch\n"
+    "import torch.nn as nn\n\n"
+    "def make():\n"
+    "    torch.manual_seed(0)\n"
+    "    net = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 8))\n"
+    "    return net.eval(), (torch.randn(1, 64),)\n"
+)
+_TRY_ROW = re.compile(r"<tr data-flag='([^']*)' data-arena='(\d*)' data-saving='(-?\d+)'>")
+
+
+def _arena(spec: str, **lowering) -> int:
+    import memplan
+
+    planned = memplan.plan_model(spec, "bestfit", stock=False, **lowering)
+    return sum(planned.program.executorch_program.execution_plan[0].non_const_buffer_sizes)
+
+
+def test_report_measures_the_lowerings_a_user_model_did_not_use(tmp_path, capsys) -> None:
+    source = tmp_path / "mlp.py"
+    source.write_text(_MLP)
+    spec, page = f"{source}:make", tmp_path / "r.html"
+    plain, folded = _arena(spec), _arena(spec, const_prop=True)
+    assert folded < plain  # the weight transposes are planned activations until folded
+    code, out, err = run_cli(
+        [
+            "report",
+            spec,
+            "--out",
+            str(page),
+            "--solver",
+            "bestfit",
+            "--budget",
+            f"sram:{folded + 64}B,dram:1MiB",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    rows = _TRY_ROW.findall(page.read_text())
+    assert [flag for flag, _, _ in rows] == [
+        "--const-prop",
+        "--const-prop --convert-linear",
+        "--convert-linear",
+        "--tiling --const-prop --convert-linear",
+        "--tiling",
+    ]
+    tried = {flag: (int(arena), int(saving)) for flag, arena, saving in rows}
+    assert tried["--const-prop"] == (folded, plain - folded)
+    assert tried["--convert-linear"][0] == _arena(spec, convert_linear=True)
+    savings = [saving for _, (_, saving) in tried.items()]
+    assert savings == sorted(savings, reverse=True)
+    assert "not tiled" in page.read_text()  # an MLP has no CNN region: the try says why it changed nothing
+    assert (
+        f"smallest change: --const-prop (fold constant subgraphs (weight transposes)): measured, the program's arenas drop from {plain:,} to {folded:,} B"
+        in out
+    )
+    assert "trying --tiling with bestfit" in err
+
+
+def test_a_try_over_its_time_limit_raising_or_dying_is_listed_as_failed(tmp_path) -> None:
+    from memplan.experiments.cli.tries import Candidate, measure
+
+    tiling = Candidate("--tiling", "bands", {"tiling": True})
+    tried = measure("cat_seed", {}, tiling, "bestfit", {}, 100, 0.001)
+    assert tried.arena is None and tried.failed == "over the 0.001 s limit per try"
+    wrong = Candidate("--x", "bad", {"not_an_option": 1})
+    tried = measure("cat_seed", {}, wrong, "bestfit", {}, 100, 120)
+    assert tried.arena is None
+    assert tried.failed.startswith("TypeError: ") and "not_an_option" in tried.failed
+    source = tmp_path / "dies.py"
+    source.write_text("import os\n\ndef make():\n    os.abort()\n")
+    tried = measure(f"{source}:make", {}, tiling, "bestfit", {}, 100, 120)
+    assert tried.arena is None and tried.failed == "the try's process died (exit code -6)"
