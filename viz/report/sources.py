@@ -305,7 +305,14 @@ def from_pte(layout: ProgramLayout, solver: str, time_limit_s: float) -> Program
         )
     constants, delegate = _file_bytes(layout)
     return ProgramReport(
-        layout.path or "program", reports, constants, delegate, {}, ".pte file", pte=layout.data, names_nodes=False
+        layout.path or "program",
+        reports,
+        constants,
+        delegate,
+        {},
+        ".pte file",
+        pte=layout.data,
+        names_nodes=False,
     )
 
 
