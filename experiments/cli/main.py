@@ -356,7 +356,7 @@ def _report(args: argparse.Namespace) -> int:
     if not math.isfinite(args.try_time_limit) or args.try_time_limit <= 0:
         raise UsageError(f"--try-time-limit must be a positive number of seconds, got {args.try_time_limit}")
     data = _program_report(args, args.model, args.memory_map)
-    if tries:
+    if tries and (out is not None or budget):  # the tries are shown on the page and in the verdicts
         data.tries = _lever_tries(args, data)
     planned_across = parse_budget(args.memory_map) if args.memory_map else None
     budget = budget or planned_across

@@ -208,7 +208,8 @@ def _add_file_commands(sub) -> None:
         "--tries",
         default="on",
         help="on or off: re-plan a model with each lever and lowering it did not use and list what each"
-        " saves (default: %(default)s)",
+        " saves, on the page (--out) and in the budget's verdicts; --model-explorer alone makes none"
+        " (default: %(default)s)",
     )
     p.add_argument(
         "--try-time-limit",
