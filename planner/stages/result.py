@@ -15,7 +15,7 @@ from memplan.planner.levers.slice_noop.decisions import SliceNoops
 from memplan.planner.levers.slice_noop.report import SliceReport
 from memplan.planner.levers.state_in_place.report import StateReport
 from memplan.planner.memory.devices import DeviceArenas
-from memplan.planner.tiling.report import TilingReport
+from memplan.planner.tiling.report import TilingReport, tiling_note
 from memplan.problem import Problem
 
 _Report = TypeVar("_Report")
@@ -89,6 +89,14 @@ class MethodResult:
     def tiling(self) -> TilingReport | None:
         """Set when tiling is on and `PlannerPass.tile` tiled the method (memplan.planner.tiling)."""
         return self._report("tiling", TilingReport)
+
+    def attach_tiling(self, report: TilingReport | None) -> None:
+        """With tiling on: keep the method's tiling report (None: `PlannerPass.tile` did not tile it)
+        and say in the note what tiling did."""
+        if report is not None:
+            self.reports["tiling"] = report
+        why = tiling_note(report)
+        self.note = f"{self.note}; {why}" if self.note else why
 
     def _report(self, name: str, kind: type[_Report]) -> _Report | None:
         report = self.reports.get(name)
