@@ -1,7 +1,7 @@
 """Issue 36: under a memory map, `PlannerPass` is never below ExecuTorch's BankedGreedy, on random bank sizes.
 
 For each model and a fast/slow bank pair drawn at random (as fractions of the model's single-arena
-lower bound, the way `bench.bank_traffic` sizes them), both programs are lowered and their traffic is
+lower bound, `bench.bank_traffic.random_maps`), both programs are lowered and their traffic is
 counted on what they emit (`emitted_traffic`: every kernel and delegate call's tensor arguments, by
 bank). memplan's program must move no more bytes through the slow bank and serve no smaller share of
 its traffic from the fast bank. Slice no-ops on by default broke the second: their deleted copies were
@@ -11,8 +11,6 @@ fast-bank traffic, so at an equal slow-bank count memplan's share came out lower
 
 from __future__ import annotations
 
-import random
-
 import pytest
 from executorch.exir.banked_memory_planning import Bank, BankedGreedy, BankPlacementError, TargetMemoryMap
 from executorch.exir.memory_planning import MemoryPlanningAlgorithmSuite
@@ -20,17 +18,12 @@ from executorch.exir.passes import MemoryPlanningPass
 
 from memplan import PlannerPass
 from memplan.experiments import zoo
+from memplan.experiments.bench.bank_traffic import MODELS, random_maps
 from memplan.experiments.zoo import runtime
 from memplan.peak_bound import lower_bound
 from memplan.planner.memory.instruction_traffic import emitted_traffic
 
 FAST, SLOW_BANK = 1, 2
-
-
-def draws(seed: int, count: int) -> list[tuple[float, float]]:
-    """`count` (fast, slow) bank sizes as fractions of the bound: fast 5-90 %, slow 100 or 400 %."""
-    rng = random.Random(seed)
-    return [(round(rng.uniform(0.05, 0.9), 3), rng.choice((1.0, 4.0))) for _ in range(count)]
 
 
 def bound(model: zoo.ZooModel) -> int:
@@ -52,7 +45,7 @@ def assert_never_below_banked_greedy(name: str, seed: int, count: int) -> None:
     model = zoo.get(name)
     base = bound(model)
     compared = 0
-    for fast, slow in draws(seed, count):
+    for fast, slow in random_maps(seed, count):
         memory_map = TargetMemoryMap(
             [Bank("sram", int(base * fast), FAST), Bank("dram", int(base * slow), SLOW_BANK)]
         )
@@ -81,24 +74,12 @@ def assert_never_below_banked_greedy(name: str, seed: int, count: int) -> None:
         )
         runtime.check_outputs(model, program.buffer)
         compared += 1
-    assert compared, f"{name}: BankedGreedy fit none of {draws(seed, count)}"
+    assert compared, f"{name}: BankedGreedy fit none of {random_maps(seed, count)}"
 
 
 @pytest.mark.parametrize(("name", "seed", "count"), [("llama_nokv", 36, 2), ("cat_seed", 2, 3)])
 def test_memplan_is_never_below_banked_greedy_on_random_bank_sizes(name: str, seed: int, count: int) -> None:
     assert_never_below_banked_greedy(name, seed, count)
-
-
-MODELS = (
-    "llama_nokv",
-    "llama_decode",
-    "lstm",
-    "unet",
-    "densenet_block",
-    "mobilenet_v1_025",
-    "ds_cnn",
-    "cat_seed",
-)
 
 
 @pytest.mark.slow
