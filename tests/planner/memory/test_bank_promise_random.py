@@ -77,7 +77,7 @@ def assert_never_below_banked_greedy(name: str, seed: int, count: int) -> None:
     assert compared, f"{name}: BankedGreedy fit none of {random_maps(seed, count)}"
 
 
-@pytest.mark.parametrize(("name", "seed", "count"), [("llama_nokv", 36, 2), ("cat_seed", 2, 3)])
+@pytest.mark.parametrize(("name", "seed", "count"), [("llama_nokv", 692, 1), ("cat_seed", 2, 3)])
 def test_memplan_is_never_below_banked_greedy_on_random_bank_sizes(name: str, seed: int, count: int) -> None:
     assert_never_below_banked_greedy(name, seed, count)
 
