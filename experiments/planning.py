@@ -70,8 +70,23 @@ class PlannedModel:
 
         return write(self.report_data(), path, parse_budget(budget) if budget else None)
 
+    def model_explorer(self, path: str | Path) -> list[Path]:
+        """Write Model Explorer node data for the program (memplan.viz.model_explorer: `path` the live
+        bytes, the other overlays beside it) and the program itself as `path` with .pte; returns the
+        node data files. Needs the explorer extra (pip install 'memplan[explorer]')."""
+        from memplan.viz.model_explorer import require_explorer, write_overlays
+
+        require_explorer()
+        path = Path(path)
+        self.save(path.with_suffix(".pte"))
+        return write_overlays(self.report_data(), path)
+
     def _repr_html_(self) -> str:
-        return f"<b>{self.model.name}</b>, solver {self.solver}<br>" + self.summary.to_html(index=False)
+        """In Jupyter: the per-method table and a small live-bytes chart per method (inline SVG)."""
+        from memplan.viz.report.notebook import program_html
+
+        heading = f"{self.model.name}, solver {self.solver}"
+        return program_html(self.report_data(), heading, self.summary.to_html(index=False, na_rep=""))
 
     def __repr__(self) -> str:
         by_method = self.summary.set_index("method")["arena_bytes"]
@@ -97,6 +112,7 @@ SUMMARY_COLUMNS = (
     "solve_seconds",
     "cats_fused",
     "state_copies_removed",
+    "not_proven_because",
 )
 
 
@@ -243,6 +259,7 @@ def _summary(lowered: Any, methods: list[str], stock_program: Any, whole_program
         summary[column] = pd.array(summary[column], dtype="Int64")
     summary["state_copies_removed"] = pd.array(summary["state_copies_removed"], dtype="Int64")
     summary["proven_optimal"] = pd.array(summary["proven_optimal"], dtype="boolean")
+    summary["not_proven_because"] = summary["not_proven_because"].astype("string")
     summary["saving_vs_stock"] = 1 - summary["arena_bytes"].astype("float64") / summary[
         "stock_arena_bytes"
     ].astype("float64")

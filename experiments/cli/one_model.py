@@ -32,7 +32,7 @@ LOWERING_HINTS = (
 
 def format_summary(result: PlannedModel) -> str:
     """A title line (solver, how the program was lowered, the levers), then the summary as a Markdown table."""
-    from memplan.experiments.markdown import markdown
+    from memplan.experiments.markdown import markdown_with_notes
 
     title = f"{result.model.name}: solver {result.solver}; lowered with {result.model.lowering}"
     tiling = "".join(
@@ -40,7 +40,8 @@ def format_summary(result: PlannedModel) -> str:
         for method in result.methods
         if getattr(result.results[method], "tiling", None) is not None
     )
-    return f"{title}; levers: {result.summary.attrs.get('levers', '')}{tiling}\n" + markdown(result.summary)
+    table = markdown_with_notes(result.summary, "not_proven_because", ["method"])
+    return f"{title}; levers: {result.summary.attrs.get('levers', '')}{tiling}\n" + table
 
 
 def format_banks(result: PlannedModel) -> str:
@@ -106,12 +107,9 @@ def check_against_stock(result: PlannedModel, atol: float | None = None) -> int:
 
 def lowering_hint(exc: BaseException) -> str | None:
     """One line saying which flag a failed lowering needs, or None when the error is not one we know."""
-    chain: list[BaseException] = []
-    link: BaseException | None = exc
-    while link is not None and all(link is not seen for seen in chain):
-        chain.append(link)
-        link = link.__cause__ or link.__context__
-    text = " ".join(str(e) for e in chain)
+    from memplan.experiments.zoo.model_errors import error_chain
+
+    text = " ".join(str(e) for e in error_chain(exc))
     for words, hint in LOWERING_HINTS:
         if all(w in text for w in words):
             return hint

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -9,6 +10,7 @@ from typing import TypeVar
 
 from executorch.exir.tensor import TensorSpec
 
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.planner.levers.cat.report import CatReport
 from memplan.planner.levers.slice_noop.decisions import SliceNoops
@@ -19,6 +21,7 @@ from memplan.planner.tiling.report import TilingReport, tiling_note
 from memplan.problem import Problem
 
 _Report = TypeVar("_Report")
+UNKNOWN_BOUND = "the emitted program's lower bound is unknown"  # how `not_proven_because` says it
 
 
 @dataclass
@@ -59,10 +62,35 @@ class MethodResult:
     # (planner.stages.proof_check); a proof it does not bear out is withdrawn from `plan`. Like the
     # plan's arena it counts tensors only: `buffer_sizes` adds `padding` (XNNPACK's 64 B, stock too).
     emitted_lower_bound: int | None = None
+    # The graph's node names in order when the method was planned: `steps[i]` is the node at step i of
+    # `problem`'s lifetimes (ExecuTorch's node index), so a step can be traced to the instruction the
+    # emitted program runs for that node (viz.report.instructions) after the levers removed nodes.
+    steps: tuple[str, ...] = ()
+    # Why that bound could not be derived, in one line ("" when it was, or was not looked for).
+    emitted_bound_unknown: str = ""
 
     @cached_property
     def stock_sizes(self) -> list[int]:
         return self.stock()
+
+    @property
+    def lower_bound(self) -> int:
+        """The lower bound a table shows beside the arena: the emitted program's when it was derived
+        (the program the user builds), else that of the problem the pass solved."""
+        if self.emitted_lower_bound is not None:
+            return self.emitted_lower_bound
+        return lower_bound(self.problem)
+
+    @property
+    def not_proven_because(self) -> str:
+        """Why the plan is not proven optimal, in one line ("" when it is): a table's column."""
+        if self.plan.proven_optimal:
+            return ""
+        if self.emitted_bound_unknown:
+            why = f"{UNKNOWN_BOUND}: {self.emitted_bound_unknown}"
+        else:
+            why = self.plan.status or self.plan.outcome.value
+        return " ".join(why.split())  # one line, whatever an exception's message held
 
     @property
     def cat_report(self) -> CatReport | None:
@@ -89,6 +117,38 @@ class MethodResult:
     def tiling(self) -> TilingReport | None:
         """Set when tiling is on and `PlannerPass.tile` tiled the method (memplan.planner.tiling)."""
         return self._report("tiling", TilingReport)
+
+    def _repr_html_(self) -> str:
+        """In Jupyter: the arena against the stock plan's and the bound, what the levers did, and the
+        bytes live at each step of the problem (inline SVG, memplan.html) with the peak marked."""
+        from memplan.html import Series, step_chart, table
+        from memplan.peak_bound import lower_bound
+        from memplan.timeline import peak, profile
+
+        problem = self.problem
+        spans = [(b.start, b.end, b.size) for b in problem.buffers if problem.parent_of(b.id) is None]
+        most, at = peak(spans)
+        numbers = table(
+            ["buffers", "arena (B)", "stock arena (B)", "lower bound (B)", "proven optimal", "solver"],
+            [
+                [
+                    len(problem.buffers),
+                    sum(self.buffer_sizes),
+                    sum(self.stock_sizes) if self.stock_sizes else None,
+                    lower_bound(problem),
+                    self.plan.proven_optimal,
+                    self.plan.solver,
+                ]
+            ],
+        )
+        said = [r.summary() for r in self.reports.values() if hasattr(r, "summary")] + [self.note]
+        words = "".join(f"<div style='font-size:11px'>{html.escape(w)}</div>" for w in said if w)
+        chart = step_chart(
+            f"live bytes, peak {most:,} B at step {at}",
+            [Series("live bytes", "#222", *profile(spans))],
+            [(at, most)],
+        )
+        return f"<div class='memplan'>{numbers}{words}{chart}</div>"
 
     def attach_tiling(self, report: TilingReport | None) -> None:
         """With tiling on: keep the method's tiling report (None: `PlannerPass.tile` did not tile it)

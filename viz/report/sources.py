@@ -24,6 +24,7 @@ from memplan.plan import Plan
 from memplan.planner.pte.layout import MethodLayout, ProgramLayout
 from memplan.problem import BufferKind, Problem
 from memplan.viz.report.explain import actions_of, lever_notes
+from memplan.viz.report.instructions import execution_plan, lowered_instructions, pte_instructions
 from memplan.viz.report.model import (
     BankedPlan,
     BankUse,
@@ -188,9 +189,15 @@ def from_lowered(
             graphs.insert(0, stock.graph_module)
         nodes = _node_index(graphs)
         plans = [memplan_view(result.problem, result.plan, result.specs, nodes, f"memplan ({solver})")]
+        plans[0].lower_bound = result.lower_bound  # the emitted program's, when derived
+        plans[0].proven, plans[0].not_proven_because = result.plan.proven_optimal, result.not_proven_because
         if stock is not None:
             plans.append(stock_view(stock))
         file_method = layout.methods.get(method) if layout else None
+        emitted = program.exported_program(method)
+        instructions = lowered_instructions(
+            emitted, execution_plan(program.executorch_program, method), result.steps, plans[0].tensors, stock
+        )
         reports.append(
             MethodReport(
                 method,
@@ -203,11 +210,18 @@ def from_lowered(
                 or (file_method.arenas if file_method else []),
                 state_bytes=_state_bytes(plans[0]),
                 delegates=file_method.delegates if file_method else [],
+                instructions=instructions,
             )
         )
     constants, delegate = _file_bytes(layout) if layout else (None, 0)
     return ProgramReport(
-        name, reports, constants, delegate, dict(levers), "lowered with memplan's PlannerPass"
+        name,
+        reports,
+        constants,
+        delegate,
+        dict(levers),
+        "lowered with memplan's PlannerPass",
+        pte=program.buffer,
     )
 
 
@@ -275,7 +289,8 @@ def from_pte(layout: ProgramLayout, solver: str, time_limit_s: float) -> Program
         if m.problem is not None and m.problem.buffers:
             plan = solvers.solve(m.problem, solver, time_limit_s, fallback=True)
             plans.append(_replanned_view(m, plan, f"memplan re-plan ({plan.solver})"))
-            plans[0].lower_bound = lower_bound(m.problem)
+            plans[0].lower_bound = m.lower_bound
+        plans[0].proven, plans[0].not_proven_because = _file_proof(m)
         notes.append("a .pte holds no source lines: export with the model (memplan report MODEL) to see them")
         reports.append(
             MethodReport(
@@ -285,10 +300,13 @@ def from_pte(layout: ProgramLayout, solver: str, time_limit_s: float) -> Program
                 emitted=list(m.arenas),
                 state_bytes=sum(t.nbytes for t in m.tensors if t.role == "state"),
                 delegates=list(m.delegates),
+                instructions=pte_instructions(execution_plan(layout.pte.program, m.name), m),
             )
         )
     constants, delegate = _file_bytes(layout)
-    return ProgramReport(layout.path or "program", reports, constants, delegate, {}, ".pte file")
+    return ProgramReport(
+        layout.path or "program", reports, constants, delegate, {}, ".pte file", pte=layout.data
+    )
 
 
 _ROLE_KINDS = {
@@ -299,12 +317,28 @@ _ROLE_KINDS = {
 }
 
 
+def _file_proof(m: MethodLayout) -> tuple[bool, str]:
+    """Whether the file's own layout is proven optimal (its tensors' bytes at the lower bound), and why not."""
+    if m.lower_bound is None:
+        return False, f"lower bound unknown: {'; '.join(m.cannot) or 'no planned tensors'}"
+    tensors = sum(m.arenas) - sum(m.slack.values())  # what the runtime adds past the tensors is not planned
+    if tensors == m.lower_bound:
+        return True, ""
+    return (
+        False,
+        f"the file's arenas hold {tensors:,} B of tensors, above the lower bound {m.lower_bound:,} B",
+    )
+
+
 def _file_view(m: MethodLayout) -> PlanView:
     """The file's own placement of every planned tensor value ("v12"); aliases inside their block's first."""
     parent_of = _block_parents(m)
     span = _block_spans(m)
     tensors, offsets = {}, {}
+    dead = set(m.dead)
     for t in m.tensors:
+        if t.value in dead:  # never read or written: no bytes of the arena are its
+            continue
         name = f"v{t.value}"
         start, end = span.get(name) or (
             (t.first, t.last + 1)

@@ -245,6 +245,13 @@ def vision(name: str, partitioner: str | None = None) -> ZooModel:
     lowered by the zoo's recipe (the classifier stays `aten.linear`, not a transposed weight copy in
     the arena)."""
     description, build, size = VISION[name]
+    return cnn(name, description, build, size, partitioner)
+
+
+def cnn(
+    name: str, description: str, build: Callable[[], nn.Module], size: int, partitioner: str | None = None
+) -> ZooModel:
+    """`build()` as a ZooModel on 1x3x`size`x`size` inputs, as `vision` makes one."""
     with seeded():
         module = randomize_batchnorm(build().eval())
         return single_method(
