@@ -26,8 +26,11 @@ every method's plan is proven optimal, `to_executorch` seconds and the ratio.
 The second table says where memplan's pass spends its time (seconds summed
 over methods, wall clock): state in place, extraction, cat-fusion analysis and
 solving together, the solver alone, writing the plan, inserting frees,
-removing fused cats, the storage-reuse check, cross-method state; and the
-stock pass's whole `run` for comparison.
+removing fused cats, the storage-reuse check, slice no-ops, the proof
+re-check on the emitted program (within it: emitting the program a second
+time and reading it back, when the cheap certificate does not settle it),
+cross-method state (which holds the re-check); and the stock pass's whole
+`run` for comparison.
 """
 
 from __future__ import annotations
@@ -55,9 +58,11 @@ SHAPES: dict[str, dict[str, int]] = {
     "smollm2-135m": dict(dim=576, n_layers=30, n_heads=9, n_kv_heads=3, hidden_dim=1536, vocab_size=49152),
     "qwen3-0.6b": dict(dim=1024, n_layers=28, n_heads=16, n_kv_heads=8, hidden_dim=3072, vocab_size=151936),
     "llama3.2-1b": dict(dim=2048, n_layers=16, n_heads=32, n_kv_heads=8, hidden_dim=8192, vocab_size=128256),
+    # A dim-256 class model (TinyStories-sized): deep and narrow, so the pass's per-tensor work shows.
+    "llama-d256": dict(dim=256, n_layers=20, n_heads=8, n_kv_heads=4, hidden_dim=768, vocab_size=32000),
 }
 # Layers used by default: the whole model where it fits the time and memory of a shared 2-core machine.
-DEFAULT_LAYERS = {"smollm2-135m": 30, "qwen3-0.6b": 8, "llama3.2-1b": 2}
+DEFAULT_LAYERS = {"smollm2-135m": 30, "qwen3-0.6b": 8, "llama3.2-1b": 2, "llama-d256": 20}
 # Cases deeper than any real model above, run by default too: the pass's cost at 10,000 tensors.
 DEEP_CASES = "smollm2-135m:48:two-method"
 MAX_CONTEXT = 256
@@ -78,6 +83,8 @@ PHASES: dict[str, tuple[str, tuple[str, ...]]] = {
     "remove fused cats": ("cat", ("fuse_cats",)),
     "storage-reuse check": ("verify", ("verify_storage_reuse",)),
     "slice no-ops": ("slice_noop", ("analyze_slices", "remove_noop_slices")),
+    "proof re-check": ("proof_check", ("check_proofs",)),
+    "re-check: emit + read back": ("proof_check", ("emitted_bounds",)),
 }
 
 

@@ -5,11 +5,19 @@ Under a memory map, less traffic cost as the emitted program counts it
 their bytes, by bank); then fewer bytes. memplan's plans are counted without
 the instructions their levers delete (fused cats, no-op slices); a reference
 plan keeps every instruction (`removed` empty).
+
+A lever that deletes instructions lowers the traffic of the banks they
+touched, so a plan can cost no more than the reference's and still serve a
+smaller share of the program's traffic from the fast banks (no-op slices of
+fast-bank tensors: the same slow bytes, fewer fast ones). `per_byte` is
+what the share says: traffic cost per byte moved (with two banks, the slow
+bank's share).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from fractions import Fraction
 
 import torch
 
@@ -45,6 +53,13 @@ class Costs:
         if not problem.banks:
             return 0.0, plan.arena_size
         return traffic_cost(problem, plan.pools, self.moved(removed)), plan.arena_size
+
+    def per_byte(self, problem: Problem, plan: Plan, removed: frozenset[str]) -> Fraction:
+        """Traffic cost per byte the emitted program moves (0 without banks or traffic); exact."""
+        total = sum(self.traffic(problem, plan, removed).values())
+        if not problem.banks or not total:
+            return Fraction(0)
+        return Fraction(traffic_cost(problem, plan.pools, self.moved(removed))) / total
 
 
 def shown(cost: tuple[float, int]) -> str:

@@ -8,6 +8,10 @@ reference plans the extraction before any lever, as stock would; it is
 replaced only by a better plan (`stages.costs`: under a memory map the
 emitted program's traffic cost first, then bytes; on a tie, memplan's only
 when its levers remove instructions), so its exact offsets stay on a tie.
+Under a memory map memplan's must also serve no smaller share of the
+emitted traffic from the faster banks (traffic cost per byte moved): a
+lever that deletes fast-bank instructions lowers that share at an equal
+slow-bank count.
 """
 
 from __future__ import annotations
@@ -102,9 +106,14 @@ def choose(algorithm: Algorithm, graph: Graph, reshaped: Reshaped, costs: Costs,
             f"{translation.name} translated; memplan {algorithm.solver.name}: {shown(mine)}, the reference"
             f" ({reference.plan.solver}): {shown(theirs)}{aside}"
         )
-        if theirs < mine or (
-            theirs == mine and not reshaped.changes
-        ):  # memplan's replaces it only when better
+        thinner = costs.per_byte(planned.problem, plan, reshaped.removed) > costs.per_byte(
+            reference.problem, reference.plan, frozenset()
+        )
+        if thinner:
+            note += "; memplan's serves a smaller share of the traffic from the faster banks"
+        if (
+            thinner or theirs < mine or (theirs == mine and not reshaped.changes)
+        ):  # memplan's only when better
             kept = dataclasses.replace(plain, problem=reference.problem)
             return Choice(kept, reference.plan, note + ", the reference's kept", levers=False)
     else:

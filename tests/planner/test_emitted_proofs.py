@@ -182,3 +182,54 @@ def test_the_output_specs_name_the_state_after_every_kind_of_write_back():
     assert {d.status.value for d in result.state_report.decisions} >= {"in_place", "moved"}
     assert not any(b.id.startswith("output") for b in result.problem.buffers)
     assert_replan_finds_nothing_smaller(data, pass_)
+
+
+@pytest.mark.parametrize("name", ["cat_seed", "llama_decode"])
+def test_a_proof_the_certificate_settles_needs_no_second_emission(name, monkeypatch):
+    """Fused cats (cat_seed) and state live for the whole method (llama_decode's caches): the bound
+    read off the graph reaches the arena, so the proof stands without emitting the program again,
+    and it is the bound `pte` reads from the file."""
+
+    def emitted_again(*args):
+        raise AssertionError("the program was emitted a second time")
+
+    monkeypatch.setattr("memplan.planner.stages.proof_check.emitted_bounds", emitted_again)
+    data, pass_ = planned(zoo.get(name))
+    result = pass_.results["forward"]
+    assert result.plan.proven_optimal, result.plan.status  # emitting again would have withdrawn it
+    assert (
+        result.emitted_lower_bound
+        == result.plan.arena_size
+        == read_program(data).methods["forward"].lower_bound
+    )
+
+
+def certified_on(model: ZooModel, monkeypatch) -> tuple[bytes, dict[str, dict[int, int]]]:
+    """The model lowered by `PlannerPass()`, with each method's certificate on the graph about to be
+    emitted (read where the pass re-checks its proofs)."""
+    from memplan.planner import pass_ as pass_module
+    from memplan.planner.stages.emitted_certificate import certified_bound
+
+    found: dict[str, dict[int, int]] = {}
+    check = pass_module.check_proofs
+
+    def recording(results, programs, alignment):
+        for method, program in programs.items():
+            found[method] = certified_bound(program, alignment, shared=len(programs) > 1)
+        check(results, programs, alignment)
+
+    monkeypatch.setattr(pass_module, "check_proofs", recording)
+    data, _ = planned(model)
+    return data, found
+
+
+@pytest.mark.parametrize("seed", [3, 15, pytest.param(21, marks=pytest.mark.slow)])
+def test_the_certificate_is_never_above_the_emitted_programs_bound(seed, monkeypatch):
+    data, found = certified_on(generate(seed).model(), monkeypatch)
+    emitted = read_program(data)
+    assert set(found) == set(emitted.methods)
+    assert any(emitted.methods[m].lower_bound is not None for m in found), "pte derived no method"
+    for method, certified in found.items():
+        bound = emitted.methods[method].lower_bound
+        if bound is not None:  # pte derives it: the certificate is below it
+            assert sum(certified.values()) <= bound, (method, certified, bound)
