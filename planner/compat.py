@@ -30,6 +30,7 @@ __all__ = [
     "PTEFile",
     "contains_xnnpack_delegate",
     "convert_to_linear_pass",
+    "default_decomposition_table",
     "deserialize_pte_binary",
     "export_context",
     "extend_storage_base_lifetimes",
@@ -47,6 +48,13 @@ def convert_to_linear_pass() -> Any:
     from executorch.backends.xnnpack._passes.convert_to_linear import ConvertToLinearPass
 
     return ConvertToLinearPass()
+
+
+def default_decomposition_table() -> dict[Any, Any]:
+    """The decompositions `to_edge` applies (`exir.tracer._default_decomposition_table`)."""
+    from executorch.exir.tracer import _default_decomposition_table
+
+    return _default_decomposition_table()
 
 
 @dataclass(frozen=True)

@@ -32,9 +32,9 @@ def transient_bytes(node: Node) -> int:
 @functools.cache
 def _edge_decompositions() -> frozenset:
     """The ops `to_edge` decomposes: ExecuTorch's own decomposition table."""
-    from executorch.exir.tracer import _default_decomposition_table
+    from memplan.planner.compat import default_decomposition_table
 
-    return frozenset(_default_decomposition_table())
+    return frozenset(default_decomposition_table())
 
 
 def _transient(node: Node) -> int:
