@@ -81,6 +81,15 @@ from memplan.planner.tiling import TilingOptions, TilingReport, tile, tiling_opt
 Flags = tuple[bool, bool, bool]  # (alloc_graph_input, alloc_graph_output, alloc_mutable_buffers) of one graph
 
 
+NOT_TILED_HERE = (
+    "tiling: not applied; planned untiled. This pass runs inside to_executorch, after lowering, where it"
+    " can only remove instructions (cat fusion, slice no-ops), not add the bands' ops (under a delegate"
+    " the convolutions are inside its blobs): tile the exported program before to_edge with"
+    " PlannerPass.tile(ep, method), or run the export under `memplan run --tiling`"
+)
+"""The note of a method planned with tiling on but handed over untiled: what the pass did and did not."""
+
+
 class PlannerPass(MemoryPlanningPass):
     """Memory planning by a memplan solver; `MemoryPlanningPass`'s signature, same meanings.
 
@@ -190,6 +199,7 @@ class PlannerPass(MemoryPlanningPass):
         self.shared_state: SharedLayout | None = None
         self.tiling = tiling_options(tiling)
         self.tiling_reports: dict[str, TilingReport] = {}  # method -> what `tile` did to it
+        self.tiling_failures: dict[str, str] = {}  # method -> why it was lowered untiled (memplan run)
 
     # -- the pass ---------------------------------------------------------------
     def run(
@@ -256,8 +266,10 @@ class PlannerPass(MemoryPlanningPass):
         if self.tiling is None:
             return
         report = self.tiling_reports.get(method)
-        if report is None:
-            why = "tiling: not applied (tile the exported program with PlannerPass.tile before to_edge)"
+        if method in self.tiling_failures:
+            why = f"tiling: {self.tiling_failures[method]}"
+        elif report is None:
+            why = NOT_TILED_HERE
         else:
             result.reports["tiling"] = report
             why = f"tiling: {report.summary()}"

@@ -371,6 +371,7 @@ def _run(args: argparse.Namespace) -> int:
         "time_limit_s": args.time_limit,
         "cat_fusion": not args.no_cat_fusion,
         "state_in_place": not args.no_state_in_place,
+        **tiling_of(args),
     }
     if args.memory_map:
         try:

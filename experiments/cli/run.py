@@ -112,6 +112,10 @@ COLUMNS = (
     "planned_by",
 )
 
+TILING_COLUMNS = ("region", "bands", "extra_macs")
+"""With --tiling: the region tiled before lowering, its bands and extra MACs (memplan_bytes is then the
+tiled program's arena)."""
+
 
 def tables(programs: Sequence[Any]) -> str:
     """One Markdown table per program, headed by its name."""
@@ -119,7 +123,8 @@ def tables(programs: Sequence[Any]) -> str:
         return "memplan run: the script built no ExecuTorch program (no to_executorch call)"
     parts = []
     for program in programs:
-        frame = pd.DataFrame(program.rows(), columns=list(COLUMNS))
+        columns = list(COLUMNS) + (list(TILING_COLUMNS) if program.tiled else [])
+        frame = pd.DataFrame(program.rows(), columns=columns)
         parts.append(f"memplan: {program.name}\n\n{markdown(frame)}\n")
     return "\n".join(parts)
 

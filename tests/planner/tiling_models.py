@@ -76,3 +76,16 @@ def whole_region(module: GraphModule) -> Region:
     region = index.region(start, end, index.descendants(start))
     assert isinstance(region, Region), region
     return region
+
+
+class Expand(nn.Module):
+    """3 -> 24 channels at full resolution, a depthwise conv, back to 4: the peak is the expanded pair."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 24, 3, 2, 1)
+        self.dw = nn.Conv2d(24, 24, 3, 1, 1, groups=24)
+        self.b = nn.Conv2d(24, 4, 1)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.dw(torch.relu(self.a(x)))))
