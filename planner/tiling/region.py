@@ -5,7 +5,10 @@ ops on every path from X to O. It is legal when every op in it has row semantics
 every activation it reads is X, an op of the region, or broadcast along H (a per-channel constant),
 and nothing but O is read outside it. Given O's row bands, the rows every op must compute for a band
 follow by walking the region backwards (`band_rows`): the hull of what its consumers read, clipped to
-the tensor; what a consumer reads beyond the tensor is the zero (or -inf) padding of its window.
+the tensor; what a consumer reads beyond the tensor is the zero (or -inf) padding of its window. A
+dequantize read only by windows of one pad value is not clipped (`Region.borders`): it computes the
+border rows too, from its integer input padded with the integer that maps to the pad value
+(`semantics.integer_border`), so the pad sits on the int8 side of the dequantize -> conv pair.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from dataclasses import dataclass, field
 
 from torch.fx import Graph, Node
 
-from memplan.planner.tiling.semantics import H, Refusal, Rule, rule, shape
+from memplan.planner.tiling.semantics import H, Refusal, Rule, integer_border, rule, shape
 
 Rows = tuple[int, int]
 
@@ -27,6 +30,8 @@ class Region:
     end: Node
     nodes: tuple[Node, ...]  # graph order, `end` last
     rules: dict[Node, Rule] = field(compare=False, hash=False)
+    # Region ops whose rows may reach past the tensor -> the integer their input is padded with.
+    borders: dict[Node, int] = field(default_factory=dict, compare=False, hash=False)
 
 
 class GraphIndex:
@@ -72,7 +77,23 @@ class GraphIndex:
             if n is not end and any(u not in inside for u in n.users):
                 return Refusal.ESCAPING_INTERMEDIATE
             rules[n] = r
-        return Region(start, end, tuple(members), rules)
+        return Region(start, end, tuple(members), rules, _borders(members, rules, end))
+
+
+def _borders(members: list[Node], rules: dict[Node, Rule], end: Node) -> dict[Node, int]:
+    """The region's integer -> float pointwise ops read only by windows padding with one value, and
+    the integer their input is padded with in its place."""
+    borders = {}
+    for n in members:
+        if n is end or rules[n].window is not None:
+            continue
+        windows = {rules[u].window is not None for u in n.users}
+        values = {rules[u].pad_value for u in n.users}
+        if windows == {True} and len(values) == 1:
+            value = integer_border(n, values.pop())
+            if value is not None:
+                borders[n] = value
+    return borders
 
 
 def _spatial(node: Node) -> bool:
@@ -113,8 +134,9 @@ def band_rows(region: Region, out_rows: Rows) -> dict[Node, Rows]:
         for pos, (lo, hi) in reads(region, node, rows).items():
             arg = node.args[pos]
             assert isinstance(arg, Node)
-            height = shape(arg)[H]  # type: ignore[index]
-            lo, hi = max(lo, 0), min(hi, height)
+            if arg not in region.borders:
+                height = shape(arg)[H]  # type: ignore[index]
+                lo, hi = max(lo, 0), min(hi, height)
             if arg in need:
                 old = need[arg]
                 lo, hi = min(lo, old[0]), max(hi, old[1])

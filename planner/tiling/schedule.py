@@ -3,7 +3,8 @@
 For each band of the end's rows, in order: the start's rows the band needs (a slice of the start,
 unless the band needs all of it), then every region op on the rows it must compute, each fed a slice
 of its input when it needs fewer rows than were computed, and an explicit pad where its window reaches
-past the tensor's true border (so inside the image a band reads real neighbours, never zeros). Last,
+past the tensor's true border (so inside the image a band reads real neighbours, never zeros); a
+dequantize the region lets reach past the border pads its integer input instead. Last,
 one cat along H assembles the end from the bands.
 """
 
@@ -73,14 +74,15 @@ def schedule(region: Region, count: int) -> list[Piece] | None:
             for pos, (lo, hi) in reads(region, node, need[node]).items():
                 arg = node.args[pos]
                 assert isinstance(arg, Node)
-                height = shape(arg)[H]  # type: ignore[index]
-                clo, chi = max(lo, 0), min(hi, height)
+                clo, chi = lo, hi  # a border op holds its padding rows itself
+                if arg not in region.borders:
+                    clo, chi = max(lo, 0), min(hi, shape(arg)[H])  # type: ignore[index]
                 source, rows = held[arg]
                 if (clo, chi) != rows:
                     cut = (clo - rows[0], chi - rows[0])
                     source = add(Piece("slice", arg, (clo, chi), (source,), cut=cut))
                 if (lo, hi) != (clo, chi):
-                    pad = (clo - lo, hi - chi, region.rules[node].pad_value)
+                    pad = (clo - lo, hi - chi, region.borders.get(node, region.rules[node].pad_value))
                     source = add(Piece("pad", arg, (lo, hi), (source,), pad=pad))
                 args[pos] = source
             index = add(Piece("op", node, need[node], tuple(args.values()), args=args))

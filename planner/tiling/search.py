@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from torch.fx import Graph
+import torch
+from torch.fx import Graph, Node
 
 from memplan.planner.tiling.cost import Step, graph_macs, graph_steps, node_bytes, peak_bytes, tiled_macs
 from memplan.planner.tiling.options import TilingOptions
@@ -111,16 +112,17 @@ def _regions(graph: Graph, base_steps: list[Step], base_peak: int, result: Searc
     """Legal regions that could lower the peak (refused ones counted in `result` by reason)."""
     index = GraphIndex(graph)
     at_peak = _live_at_peak(base_steps, base_peak)
+    cut = _cut_points(index.nodes)
     regions = []
     for start in index.nodes:
         s = shape(start)
         if start.op not in ("placeholder", "call_function") or s is None or len(s) != 4:
             continue
-        if node_bytes(start) >= base_peak:
+        if node_bytes(start) >= base_peak or start not in cut:
             continue
         below = index.descendants(start)
         for end in index.nodes[index.index[start] + 1 :]:
-            if not below >> index.index[end] & 1 or end.op != "call_function":
+            if not below >> index.index[end] & 1 or end.op != "call_function" or end not in cut:
                 continue
             if 2 * node_bytes(end) >= base_peak:
                 continue
@@ -132,6 +134,19 @@ def _regions(graph: Graph, base_steps: list[Step], base_peak: int, result: Searc
             if at_peak & (set(region.nodes) - {end}):
                 regions.append(region)
     return regions
+
+
+def _cut_points(nodes: list[Node]) -> set[Node]:
+    """Tensors a region may start or end at. In a quantized graph (integer activations) only the
+    integer ones, graph inputs and what the graph returns: a slice or cat on a float between a
+    dequantize and a quantize would split the dq -> op -> q pattern an int8 kernel is matched on."""
+    values = {n: n.meta.get("val") for n in nodes}
+    floats = {n for n, v in values.items() if isinstance(v, torch.Tensor) and v.dtype.is_floating_point}
+    activations = [n for n in nodes if n.op == "call_function" and len(shape(n) or ()) == 4]
+    if all(n in floats for n in activations):
+        return set(nodes)
+    returned = {a for n in nodes if n.op == "output" for a in n.all_input_nodes}
+    return {n for n in nodes if n not in floats or n.op == "placeholder" or n in returned}
 
 
 def _floor(graph: Graph, region: Region) -> int:

@@ -11,6 +11,10 @@ derived from what the op declares, not from a list of names expected to be safe:
   without the tag (`aten.hardswish`) is pointwise when its decomposition is (`pointwise`);
 * batch norm in inference (`training` false): a per-channel affine map, so pointwise in space.
 
+A pointwise op from integers to floats (a dequantize) can carry a window's border into its input:
+`integer_border` finds the integer whose image is the pad value (0.0: the zero point), so a band pads
+the int8 tensor and the dequantize -> conv pair an int8 kernel matches stays whole.
+
 Anything else gets a `Refusal` that ends a region there. Nothing here changes a graph.
 """
 
@@ -75,6 +79,7 @@ class Rule:
 
 _ARGS = "memplan_tiling_args"  # node.meta keys caching what is read here again and again
 _SHAPE = "memplan_tiling_shape"
+_BORDER = "memplan_tiling_integer_border"
 
 
 def arguments(node: Node) -> dict[str, Any]:
@@ -172,6 +177,38 @@ def _sliding(node: Node, args: dict[str, Any]) -> Rule | Refusal:
     if args.get("count_include_pad") is False and padding > 0:
         return Refusal.PAD_EXCLUDED_FROM_AVERAGE
     return Rule(Window(kernel, stride, padding, dilation), pad_value)
+
+
+def integer_border(node: Node, value: float) -> int | None:
+    """The integer input a pointwise integer -> float op maps to `value` (the pad a window reads past
+    the border), found by running the op on every integer of its input dtype; for -inf (max pooling)
+    the one mapped lowest, which never wins a max. None when `node` is not such an op or none fits."""
+    key = f"{_BORDER}_{value}"
+    if key not in node.meta:
+        node.meta[key] = _integer_border(node, value)
+    return node.meta[key]
+
+
+def _integer_border(node: Node, value: float) -> int | None:
+    tensors = [
+        i
+        for i, a in enumerate(node.args)
+        if isinstance(a, Node) and isinstance(a.meta.get("val"), torch.Tensor)
+    ]
+    out = node.meta.get("val")
+    if len(tensors) != 1 or not isinstance(out, torch.Tensor) or not out.dtype.is_floating_point:
+        return None
+    source = node.args[tensors[0]].meta["val"]  # type: ignore[union-attr]
+    if source.dtype.is_floating_point or source.dtype.itemsize > 2 or not is_pointwise(node):
+        return None
+    info = torch.iinfo(source.dtype)
+    domain = torch.arange(info.min, info.max + 1, dtype=torch.int64).to(source.dtype)
+    args = [domain if i == tensors[0] else a for i, a in enumerate(node.args)]
+    image = node.target(*args, **node.kwargs)  # type: ignore[operator]
+    if value == -math.inf:
+        return int(domain[int(torch.argmin(image))])
+    hits = torch.nonzero(image == value).flatten()
+    return int(domain[int(hits[0])]) if len(hits) else None
 
 
 def rebuilt_args(node: Node, inputs: dict[int, Any]) -> tuple[tuple, dict]:

@@ -72,6 +72,10 @@ def whole_region(module: GraphModule) -> Region:
     output = next(n for n in graph.nodes if n.op == "output")
     end = output.args[0][0]
     assert isinstance(end, Node)
+    return _region(graph, start, end)
+
+
+def _region(graph, start: Node, end: Node) -> Region:
     index = GraphIndex(graph)
     region = index.region(start, end, index.descendants(start))
     assert isinstance(region, Region), region
@@ -89,3 +93,47 @@ class Expand(nn.Module):
 
     def forward(self, x):
         return self.b(torch.relu(self.dw(torch.relu(self.a(x)))))
+
+
+class Int8Stage(nn.Module):
+    """A MobileNetV2-like stage to quantize: conv s2 + ReLU, depthwise + ReLU with a residual add, a
+    3x3 max pool (its border pads with the lowest integer) and a 1x1 projection."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, 2, 1)
+        self.dw = nn.Conv2d(8, 8, 3, 1, 1, groups=8)
+        self.pool = nn.MaxPool2d(3, 1, 1)
+        self.project = nn.Conv2d(8, 4, 1)
+
+    def forward(self, x):
+        y = torch.relu(self.stem(x))
+        return self.project(self.pool(torch.relu(self.dw(y)) + y))
+
+
+def quantized_program(model: nn.Module, example: tuple[torch.Tensor, ...], seed: int = 0):
+    """`model` quantized to int8 by pt2e with XNNPACK's quantizer (per-channel weights, calibrated on
+    random inputs) and exported again: the ATen program a user's int8 export script lowers."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    torch.manual_seed(seed)
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True))
+    with torch.no_grad():
+        prepared = prepare_pt2e(torch.export.export(model.eval(), example).module(), quantizer)
+        for _ in range(4):
+            prepared(*(torch.randn_like(x) for x in example))
+        return torch.export.export(convert_pt2e(prepared), example)
+
+
+def int8_region(module: GraphModule) -> Region:
+    """The region from the input to the last int8 tensor (what the graph's final dequantize reads)."""
+    graph = module.graph
+    start = next(n for n in graph.nodes if n.op == "placeholder")
+    output = next(n for n in graph.nodes if n.op == "output")
+    end = output.args[0][0].args[0]
+    assert isinstance(end, Node) and end.meta["val"].dtype == torch.int8, end
+    return _region(graph, start, end)

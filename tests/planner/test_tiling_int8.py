@@ -1,0 +1,119 @@
+"""int8 tiling: pt2e-quantized programs (XNNPACK's quantizer) cut into row bands across their
+quantize/dequantize pairs, the border padded on the int8 side with the zero point (the lowest integer
+before a max pool), run in executorch.runtime bit-identical to the untiled int8 program: one op per
+XNNPACK delegate, and portable kernels with ExecuTorch's quantized kernel library."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
+
+from memplan import PlannerPass
+from memplan.experiments.zoo import runtime
+from memplan.planner.tiling import TilingOptions, tile
+from memplan.planner.tiling.pointwise import derived_pointwise
+from memplan.planner.tiling.rewrite import rewrite
+from memplan.planner.tiling.schedule import schedule
+from tests.planner.tiling_models import Int8Stage, int8_region, quantized_program
+
+QD = torch.ops.quantized_decomposed
+SIZE = (1, 3, 30, 31)
+F, I8 = torch.empty(1, 4, 6, 6), torch.empty(1, 4, 6, 6, dtype=torch.int8)
+
+
+@pytest.fixture(scope="module")
+def program() -> torch.export.ExportedProgram:
+    return quantized_program(Int8Stage(), (torch.randn(SIZE),))
+
+
+def banded(program: torch.export.ExportedProgram, count: int) -> torch.export.ExportedProgram:
+    """The whole int8 stage (input to last int8 tensor) in `count` row bands, exported again."""
+    module = program.module()
+    region = int8_region(module)
+    pieces = schedule(region, count)
+    assert pieces is not None
+    rewrite(module, region, pieces)
+    return torch.export.export(module, (torch.randn(SIZE),))
+
+
+@pytest.mark.parametrize(
+    "op, args, pointwise",
+    [
+        (QD.quantize_per_tensor.default, (F, 0.1, 3, -128, 127, torch.int8), True),
+        (QD.dequantize_per_tensor.default, (I8, 0.1, 3, -128, 127, torch.int8), True),
+        # per-channel along C: its kernel permutes and views, which the derivation does not follow
+        (
+            QD.dequantize_per_channel.default,
+            (I8, torch.ones(4), torch.zeros(4, dtype=torch.long), 1, -128, 127, torch.int8),
+            False,
+        ),
+    ],
+    ids=["quantize_per_tensor", "dequantize_per_tensor", "dequantize_per_channel"],
+)
+def test_quantize_and_dequantize_are_derived_pointwise_from_their_kernels(op, args, pointwise):
+    assert torch.Tag.pointwise not in op.tags  # else this shows nothing
+    assert derived_pointwise(op, args) is pointwise
+
+
+def test_the_border_is_padded_on_the_int8_side_with_the_zero_point(program):
+    module = banded(program, 3).module()
+    pads = [n for n in module.graph.nodes if n.target is torch.ops.aten.constant_pad_nd.default]
+    assert pads
+    for pad in pads:
+        source, (dequantize,) = pad.args[0], pad.users
+        assert source.meta["val"].dtype == torch.int8
+        assert dequantize.target is QD.dequantize_per_tensor.default
+        conv_or_pool = next(iter(dequantize.users))
+        zero_point, quant_min = dequantize.args[2], dequantize.args[3]
+        want = quant_min if conv_or_pool.target is torch.ops.aten.max_pool2d.default else zero_point
+        assert pad.args[2] == want, (pad.name, pad.args, want)
+    assert {next(iter(next(iter(p.users)).users)).target for p in pads} >= {
+        torch.ops.aten.max_pool2d.default,
+        torch.ops.aten.conv2d.default,
+    }
+
+
+@pytest.mark.parametrize("count", [2, 5])
+def test_int8_bands_equal_the_whole_int8_program_in_eager(program, count):
+    tiled = banded(program, count).module()
+    whole = program.module()
+    for _ in range(3):
+        x = torch.randn(SIZE)
+        assert torch.equal(tiled(x), whole(x))
+
+
+def _lowered(program: torch.export.ExportedProgram, xnnpack: bool) -> bytes:
+    if xnnpack:
+        edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner(per_op_mode=True)])
+    else:
+        import executorch.kernels.quantized  # noqa: F401  registers the quantized_decomposed out kernels
+
+        edge = to_edge(program)
+    config = ExecutorchBackendConfig(memory_planning_pass=PlannerPass(alloc_graph_input=False))
+    return edge.to_executorch(config).buffer
+
+
+@pytest.mark.parametrize("xnnpack", [True, False], ids=["xnnpack_per_op", "portable"])
+def test_tiled_int8_program_runs_bit_identical_to_the_untiled_one(program, xnnpack):
+    calls = [("forward", (torch.randn(SIZE),)) for _ in range(3)]
+    tiled = runtime.run_pte(_lowered(banded(program, 3), xnnpack), calls)
+    whole = runtime.run_pte(_lowered(program, xnnpack), calls)
+    for got, want in zip(tiled, whole, strict=True):
+        assert torch.equal(got[0], want[0])
+    assert not torch.equal(whole[0][0], whole[1][0])  # different inputs, different outputs
+
+
+def test_the_search_cuts_a_quantized_graph_only_at_int8_tensors_or_the_input(program):
+    tiled = tile(program, TilingOptions())
+    report = tiled.report
+    assert report.tiled, report.summary()
+    nodes = {n.name: n for n in program.graph_module.graph.nodes}
+    for name in (report.start, report.end):
+        node = nodes[name]
+        assert node.op == "placeholder" or node.meta["val"].dtype == torch.int8, name
+    calls = [("forward", (torch.randn(SIZE),)) for _ in range(2)]
+    got = runtime.run_pte(_lowered(tiled.program, True), calls)
+    want = runtime.run_pte(_lowered(program, True), calls)
+    assert all(torch.equal(g[0], w[0]) for g, w in zip(got, want, strict=True))
