@@ -79,6 +79,7 @@ def _sweep(args: argparse.Namespace) -> int:
         fmt=args.format,
         memory_map=args.memory_map,
         **lowering_of(args),
+        **tiling_of(args),
     )
     if not args.quiet:
         print(report.summary_markdown(df))

@@ -93,6 +93,7 @@ def _add_sweep(sub) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     _add_lowering(p)
+    _add_tiling(p)
 
 
 def _add_plan_and_plot(sub) -> None:
