@@ -40,12 +40,14 @@ def quantized(model: torch.nn.Module, example: tuple[torch.Tensor, ...], seed: i
     return torch.export.export(convert_pt2e(prepared), example, strict=False)
 
 
-def lowered(program: ExportedProgram) -> ExecutorchProgramManager:
-    """`program` one op per XNNPACK delegate, planned with the input left to the caller."""
+def lowered(
+    program: ExportedProgram, planning_pass: MemoryPlanningPass | None = None
+) -> ExecutorchProgramManager:
+    """`program` one op per XNNPACK delegate, planned with the input left to the caller (by
+    `planning_pass`, default the stock pass)."""
     edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner(per_op_mode=True)])
-    return edge.to_executorch(
-        ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False))
-    )
+    chosen = planning_pass if planning_pass is not None else MemoryPlanningPass(alloc_graph_input=False)
+    return edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=chosen))
 
 
 def main() -> None:
