@@ -14,7 +14,7 @@ from torch import nn
 
 from memplan.experiments.checks import check_alignment, check_choice, check_time_limit
 from memplan.experiments.zoo import ZooModel
-from memplan.experiments.zoo.lowering import PROGRAM_ROW
+from memplan.experiments.zoo.lowering import PROGRAM_ROW, Lowered, levers
 from memplan.experiments.zoo.programs import from_module, load, with_lowering
 from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER, DEFAULT_TIME_LIMIT_S
 
@@ -143,7 +143,7 @@ def plan_model(
     """
     from memplan import solvers
     from memplan.experiments.zoo import runtime
-    from memplan.experiments.zoo.lowering import levers, library_warnings_silenced, lower_planned
+    from memplan.experiments.zoo.lowering import library_warnings_silenced, lower_planned
 
     check_choice("solver", solver, solvers.available())
     check_alignment(alignment)
@@ -175,8 +175,24 @@ def plan_model(
             say(f"{model.name}: running the program against eager PyTorch")
             runtime.check_outputs(model, lowered.program.buffer)
             verdict = True
+    return _planned_model(
+        model, solver, lowered, methods, stock_program, verdict, whole_program=method is None
+    )
+
+
+def _planned_model(
+    model: ZooModel,
+    solver: str,
+    lowered: Lowered,
+    methods: list[str],
+    stock_program: Any,
+    verdict: bool | None,
+    whole_program: bool,
+) -> PlannedModel:
+    """`plan_model`'s answer: the lowered program, its results and the summary table against stock
+    (with how it was lowered and which levers were on in `summary.attrs`), for the `methods` planned."""
     methods = [m for m in methods if m in lowered.planner_pass.results]
-    summary = _summary(lowered, methods, stock_program, whole_program=method is None)
+    summary = _summary(lowered, methods, stock_program, whole_program=whole_program)
     summary.attrs["lowering"] = model.lowering
     summary.attrs["levers"] = levers(lowered.planner_pass)
     arenas = dict(zip(summary["method"], summary["stock_arena_bytes"]))

@@ -2,8 +2,10 @@
 
 A lever is one folder under `levers/` with a `lever.py` holding its options
 (a frozen dataclass whose `enabled` switches it) and a class following
-`Lever`; registering it is one line in `stages.run_levers.LEVERS`. The pass
-runs every lever the same way:
+`Lever`, which names its `PlannerPass` keyword and options class;
+registering it is one line in `levers.registry.LEVERS` (and its keywords in
+`PlannerPass.__init__`, which a test holds to the registry). The pass runs
+every lever the same way:
 
 * `decide(site, extraction)`: every candidate instruction decided, each one
   left alone naming its `levers.refusals.Refusal` reasons; the `Decided`
@@ -90,11 +92,18 @@ class Lever(Protocol):
     """One lever, configured by its options (see the module docstring)."""
 
     name: ClassVar[str]  # how notes, reports and `results[method].reports` name it
+    keyword: ClassVar[str]  # its `PlannerPass` keyword; `<keyword>_<field>` sets one field of its options
+    options_type: ClassVar[type[Any]]  # its options class (a frozen dataclass with `enabled`)
     phase: ClassVar[Phase]
     # Places a tensor at an offset inside another's allocation: off when the given algorithm plans
     # shared objects (algorithms.translate.NO_FUSION).
     nests: ClassVar[bool]
-    options: Any  # its frozen options; `options.enabled` switches it
+
+    def __init__(self, options: Any) -> None: ...
+
+    @property
+    def options(self) -> Any:
+        """Its frozen options (of `options_type`); `options.enabled` switches it."""
 
     def decide(self, site: Site, extraction: Extraction | None) -> Decided: ...
 

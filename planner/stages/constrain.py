@@ -9,14 +9,40 @@ where ExecuTorch's algorithms read them.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 
 import torch
+from torch.export.exported_program import ExportGraphSignature
 
 from memplan.planner.algorithms.translation import Translation
-from memplan.planner.graph.extract import Extraction
+from memplan.planner.graph.extract import Extraction, extract
 from memplan.planner.memory.bank_maps import with_memory_map
 from memplan.planner.memory.devices import DeviceArenas, split_by_device
 from memplan.planner.stages.solver import Algorithm
+
+Flags = tuple[bool, bool, bool]  # (alloc_graph_input, alloc_graph_output, alloc_mutable_buffers) of one graph
+
+
+def extracted(
+    graph_module: torch.fx.GraphModule,
+    signature: ExportGraphSignature | None,
+    alignment: int,
+    flags: Flags,
+    submodules: Callable[[], Sequence[int]] | Sequence[int] = (),
+    name: str = "",
+) -> Extraction:
+    """`graph.extract` of one graph with its `flags` (the submodules' reservation: `submodules`)."""
+    alloc_input, alloc_output, alloc_mutable = flags
+    return extract(
+        graph_module,
+        signature,
+        alignment=alignment,
+        alloc_graph_input=alloc_input,
+        alloc_graph_output=alloc_output,
+        alloc_mutable_buffers=alloc_mutable,
+        submodules=submodules,
+        name=name,
+    )
 
 
 def in_form(ex: Extraction, algorithm: Algorithm) -> Extraction:

@@ -15,10 +15,19 @@ from memplan.planner.levers.slice_noop.decisions import SliceNoops
 from memplan.planner.levers.slice_noop.report import SliceReport
 from memplan.planner.levers.state_in_place.report import StateReport
 from memplan.planner.memory.devices import DeviceArenas
-from memplan.planner.tiling.report import TilingReport
+from memplan.planner.tiling.report import TilingReport, tiling_note
 from memplan.problem import Problem
 
 _Report = TypeVar("_Report")
+
+
+NOT_TILED_HERE = (
+    "tiling: not applied; planned untiled. The memory planning pass runs inside to_executorch, after"
+    " lowering, where it can only remove instructions (cat fusion, slice no-ops), not add the bands' ops"
+    " (under a delegate the convolutions are inside its blobs): tile the exported program before to_edge"
+    " with PlannerPass.tile(ep, method), or run the export under `memplan run --tiling`"
+)
+"""The note of a method planned with tiling on but handed over untiled: what the pass did and did not."""
 
 
 @dataclass
@@ -89,6 +98,17 @@ class MethodResult:
     def tiling(self) -> TilingReport | None:
         """Set when tiling is on and `PlannerPass.tile` tiled the method (memplan.planner.tiling)."""
         return self._report("tiling", TilingReport)
+
+    def attach_tiling(self, report: TilingReport | None, failure: str | None = None) -> None:
+        """With tiling on: keep the method's tiling report (None: `PlannerPass.tile` did not tile it)
+        and say in the note what tiling did, or why the method was lowered untiled (`failure`)."""
+        if report is not None:
+            self.reports["tiling"] = report
+        if failure is not None:
+            why = f"tiling: {failure}"
+        else:
+            why = tiling_note(report) if report is not None else NOT_TILED_HERE
+        self.note = f"{self.note}; {why}" if self.note else why
 
     def _report(self, name: str, kind: type[_Report]) -> _Report | None:
         report = self.reports.get(name)

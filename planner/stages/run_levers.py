@@ -1,11 +1,10 @@
-"""The levers stage: every registered lever, run the same way (memplan.planner.levers.lever).
+"""The levers stage: every lever the pass configured, run the same way (memplan.planner.levers.lever).
 
-`LEVERS` is the registration: each lever's `PlannerPass` keyword, its class
-and its options, in the order they run. Graph levers (state in place) decide
-and rewrite the method's graph before it is extracted; problem levers (slice
-no-ops, then cat fusion: cats leave grouped slices alone) each decide on the
-problem the previous one left and reshape it, and rewrite the graph once the
-plan is in the specs, last decided first.
+The levers and their keywords are registered in `levers.registry`. Graph
+levers (state in place) decide and rewrite the method's graph before it is
+extracted; problem levers (slice no-ops, then cat fusion: cats leave grouped
+slices alone) each decide on the problem the previous one left and reshape
+it, and rewrite the graph once the plan is in the specs, last decided first.
 """
 
 from __future__ import annotations
@@ -13,50 +12,12 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from executorch.exir.tensor import TensorSpec
 
-from memplan.errors import PlanningError
 from memplan.plan import Plan
 from memplan.planner.graph.extract import Extraction
-from memplan.planner.levers.cat.lever import CatFusionLever, CatFusionOptions
 from memplan.planner.levers.lever import Decided, Lever, Phase, Site
-from memplan.planner.levers.slice_noop.lever import SliceNoopLever, SliceNoopOptions
-from memplan.planner.levers.state_in_place.lever import StateInPlaceLever, StateInPlaceOptions
-
-LEVERS: tuple[tuple[str, type[Any], type[Any]], ...] = (
-    ("state_in_place", StateInPlaceLever, StateInPlaceOptions),
-    ("slice_noop", SliceNoopLever, SliceNoopOptions),
-    ("cat_fusion", CatFusionLever, CatFusionOptions),
-)
-"""(`PlannerPass` keyword, lever class, options class) per lever, in the order they run."""
-
-
-def configured(keywords: dict[str, Any]) -> tuple[Lever, ...]:
-    """The levers switched on, in the order they run.
-
-    `keywords[keyword]` is a lever's options object or a bool (`enabled`);
-    `<keyword>_<field>` (e.g. `cat_fusion_partial`), when not None, sets one
-    field of its options.
-    """
-    levers = []
-    for keyword, lever, options_type in LEVERS:
-        value = keywords.get(keyword)
-        options = value if isinstance(value, options_type) else options_type()
-        if isinstance(value, bool):
-            options = dataclasses.replace(options, enabled=value)
-        elif value is not None and not isinstance(value, options_type):
-            raise PlanningError(f"{keyword} must be a bool or a {options_type.__name__}, not {value!r}")
-        flat = {
-            f.name: keywords[f"{keyword}_{f.name}"]
-            for f in dataclasses.fields(options_type)
-            if keywords.get(f"{keyword}_{f.name}") is not None
-        }
-        options = dataclasses.replace(options, **flat)
-        if options.enabled:
-            levers.append(lever(options))
-    return tuple(levers)
 
 
 def rewrite_before_extraction(

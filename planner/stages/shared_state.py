@@ -31,7 +31,9 @@ from torch.export.exported_program import ExportedProgram, ExportGraphSignature
 
 from memplan.errors import SharedStatePolicyError
 from memplan.plan import Outcome, Plan
-from memplan.planner.graph.extract import StateRef
+from memplan.planner.compat import ExportContext
+from memplan.planner.graph.extract import StateRef, state_buffers
+from memplan.planner.memory.bank_maps import state_pool as banked_state_pool
 from memplan.planner.memory.instruction_traffic import argument_bytes, argument_counts
 from memplan.planner.stages.verify import verify_storage_reuse
 from memplan.problem import Buffer, BufferKind, Problem, SameOffset
@@ -94,6 +96,46 @@ def current_session(key: Any, method: str) -> Session:
         session = Session(key)
         _local.session = session
     return session
+
+
+def shares(
+    alloc_mutable_buffers: bool, share_mutable_buffers: bool | None, context: ExportContext | None
+) -> bool:
+    """Whether a method's state is shared across the program's methods: as asked, else exactly when the
+    program has more than one method (`share_mutable_buffers=None`)."""
+    if not alloc_mutable_buffers:
+        return False
+    if share_mutable_buffers is not None:
+        return share_mutable_buffers
+    return context is not None and context.num_methods > 1
+
+
+def register(
+    owner: Any,
+    key: Any,
+    method: str,
+    graph_module: torch.fx.GraphModule,
+    graph_signature: ExportGraphSignature,
+    shared: bool,
+) -> None:
+    """Record `method`, just planned by `owner` (a PlannerPass: its alignment, flags, memory map and
+    `results[method]` are read), in the session of export `key` for `run_multimethod`;
+    `graph_signature` is read only from here on."""
+    memory_map = owner.algorithm.memory_map
+    current_session(key, method).methods[method] = MethodState(
+        method=method,
+        graph_module=graph_module,
+        graph_signature=graph_signature,
+        refs=state_buffers(graph_module, graph_signature, unplaced=shared),
+        num_nodes=len(graph_module.graph.nodes),
+        alignment=owner.alignment,
+        shared=shared,
+        flags=(owner.alloc_graph_input, owner.alloc_graph_output),
+        owner=owner,
+        state_pool=(
+            STATE_POOL if memory_map is None else banked_state_pool(memory_map, owner.results[method].problem)
+        ),
+    )
 
 
 def finish_session() -> Session | None:

@@ -18,10 +18,10 @@ from executorch.exir.tensor import TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
-from memplan.planner.graph.extract import Extraction, extract
+from memplan.planner.graph.extract import Extraction
 from memplan.planner.memory.bank_maps import stock_sizes as banked_stock_sizes
 from memplan.planner.memory.bank_maps import with_memory_map
-from memplan.planner.stages.constrain import in_form
+from memplan.planner.stages.constrain import Flags, extracted, in_form
 from memplan.planner.stages.shared_state import SharedLayout
 from memplan.planner.stages.solver import Algorithm
 
@@ -47,20 +47,12 @@ def before_rewrite(
     signature: ExportGraphSignature | None,
     algorithm: Algorithm,
     alignment: int,
-    flags: tuple[bool, bool, bool],
+    flags: Flags,
 ) -> Stock:
     """The stock figure of the graph as it is now (before a graph lever rewrites it); `flags` are
     (alloc_graph_input, alloc_graph_output, alloc_mutable_buffers). The graph's lifetimes are
     forgotten after, as ExecuTorch's lifetime analysis only ever widens them."""
-    alloc_input, alloc_output, alloc_mutable = flags
-    before = extract(
-        graph_module,
-        signature,
-        alignment=alignment,
-        alloc_graph_input=alloc_input,
-        alloc_graph_output=alloc_output,
-        alloc_mutable_buffers=alloc_mutable,
-    )
+    before = extracted(graph_module, signature, alignment, flags)
     if algorithm.memory_map is not None:
         before = with_memory_map(before, graph_module, algorithm.memory_map, alignment)
     stock = stock_of(in_form(before, algorithm), graph_module, signature, algorithm, alignment)

@@ -54,3 +54,11 @@ class TilingReport:
             f"peak {self.base_peak:,} -> {self.peak:,} B ({self.reduction:.2f}x), "
             f"extra MACs {100 * self.extra_macs:.1f} %"
         )
+
+
+def tiling_note(report: TilingReport | None) -> str:
+    """What the planner's note says about tiling a method: the report's summary, or that the method
+    was not tiled (`PlannerPass.tile` was not called on its exported program)."""
+    if report is None:
+        return "tiling: not applied (tile the exported program with PlannerPass.tile before to_edge)"
+    return f"tiling: {report.summary()}"

@@ -138,6 +138,31 @@ class _FloorHeap:
     ranks: list[int] = field(default_factory=list)
 
 
+@dataclass(slots=True)
+class _Order:
+    """The state of one order's placement (`Skyline.place`), per unit unless said otherwise.
+
+    A plain unit (`plain_pool`) whose neighbours' top is at or below its pool's floor waits in a
+    heap per pool and alignment (`_FloorHeap`): such units all sit at the floor, so a spanning unit
+    raising it raises them all without touching one (one heap for every unit raised them one pop
+    each: 3 million pops in one order at 100,000 buffers). The others wait in one heap keyed by the
+    lowest offset known for them, checked when they come out on top. A key is
+    `offset * len(units) + rank`, one int: offset first, ties in `order`.
+    """
+
+    offsets: list[int]
+    lowest: list[int]  # below each unit's lowest offset or at it; a plain one's exact above its floor
+    placed: list[bool]
+    at_floor: list[bool]  # waiting in its floor heap
+    pool_top: dict[int, int]  # highest placed byte per pool
+    pool_floor: dict[int, int]  # top of the spanning units placed per pool
+    rank: list[int]  # its place in the order
+    by_rank: list[int]  # the unit of each rank
+    heap: list[int]  # keys of the units waiting off their floor
+    floor_heap_of: list[_FloorHeap | None]
+    floor_heaps: list[_FloorHeap]
+
+
 class Skyline:
     """Who lives with whom, built once and reused for every order."""
 
@@ -227,16 +252,10 @@ class Skyline:
     def place(
         self, order: Sequence[Unit], deadline: Deadline | None = None, reserve: float = 0.0
     ) -> list[int] | None:
-        """Unit offsets: fixed units where pinned, free ones lowest first, ties in `order`; None when
-        less than `reserve` seconds are left before `deadline` and some unit is not placed.
-
-        A plain unit (`plain_pool`) whose neighbours' top is at or below its pool's floor waits in a
-        heap per pool and alignment (`_FloorHeap`): such units all sit at the floor, so a spanning
-        unit raising it raises them all without touching one (one heap for every unit raised them
-        one pop each: 3 million pops in one order at 100,000 buffers). The others wait in one heap
-        keyed by the lowest offset known for them, checked when they come out on top. A key is
-        `offset * len(units) + rank`, one int: offset first, ties in `order`. `align_up` is written out
-        inline (`-(-x // step) * step`): a call per neighbour costs a tenth of the loop."""
+        """Unit offsets: fixed units where pinned, free ones lowest first, ties in `order` (how they
+        wait: `_Order`); None when less than `reserve` seconds are left before `deadline` and some unit
+        is not placed. One loop, its state in locals, `align_up` inline (`-(-x // step) * step`): a
+        call per neighbour costs a tenth of the loop."""
         units, spanning, alignment = self.units, self.spanning, self.alignment
         neighbour_at, neighbour_unit, neighbour_bytes = (
             self.neighbour_at,
@@ -244,17 +263,10 @@ class Skyline:
             self.neighbour_bytes,
         )
         n = len(units)
-        offsets = [u.fixed if u.fixed is not None else 0 for u in units]
-        lowest = [0] * n  # below each unit's lowest offset or at it; a plain one's exact above its floor
-        placed = [u.fixed is not None for u in units]
-        pool_top: dict[int, int] = defaultdict(int)  # highest placed byte per pool
-        pool_floor: dict[int, int] = defaultdict(int)  # top of the spanning units placed per pool
-        rank = [0] * n
-        for r, u in enumerate(order):
-            rank[u.index] = r
-        by_rank = [u.index for u in order]
-        heap, floor_heap_of, floor_heaps = self._waiting(rank)
-        at_floor = [f is not None for f in floor_heap_of]  # every unit starts at 0, every floor too
+        start = self._start(order)
+        offsets, lowest, placed, at_floor = start.offsets, start.lowest, start.placed, start.at_floor
+        pool_top, pool_floor, rank, by_rank = start.pool_top, start.pool_floor, start.rank, start.by_rank
+        heap, floor_heap_of, floor_heaps = start.heap, start.floor_heap_of, start.floor_heaps
         steps = 0
         while True:
             steps += 1
@@ -316,6 +328,28 @@ class Skyline:
                                 continue
                             at_floor[j] = False
                         heapq.heappush(heap, top * n + rank[j])
+
+    def _start(self, order: Sequence[Unit]) -> _Order:
+        """One order's placement before its first unit: fixed units placed, free ones waiting at 0."""
+        units = self.units
+        n = len(units)
+        rank = [0] * n
+        for r, u in enumerate(order):
+            rank[u.index] = r
+        heap, floor_heap_of, floor_heaps = self._waiting(rank)
+        return _Order(
+            offsets=[u.fixed if u.fixed is not None else 0 for u in units],
+            lowest=[0] * n,
+            placed=[u.fixed is not None for u in units],
+            at_floor=[f is not None for f in floor_heap_of],  # every unit starts at 0, every floor too
+            pool_top=defaultdict(int),
+            pool_floor=defaultdict(int),
+            rank=rank,
+            by_rank=[u.index for u in order],
+            heap=heap,
+            floor_heap_of=floor_heap_of,
+            floor_heaps=floor_heaps,
+        )
 
     def _waiting(self, rank: list[int]) -> tuple[list[int], list[_FloorHeap | None], list[_FloorHeap]]:
         """Where `place` starts: every free unit at offset 0, plain ones (`plain_pool`) in a heap per

@@ -37,6 +37,8 @@ class CatFusionLever:
     """Cat inputs placed inside the cat output, the cat instruction removed (see the package docstring)."""
 
     name: ClassVar[str] = "cat fusion"
+    keyword: ClassVar[str] = "cat_fusion"
+    options_type: ClassVar[type[CatFusionOptions]] = CatFusionOptions
     phase: ClassVar[Phase] = Phase.PROBLEM
     nests: ClassVar[bool] = True
     options: CatFusionOptions

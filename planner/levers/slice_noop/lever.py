@@ -28,6 +28,8 @@ class SliceNoopLever:
     """Slice, select and split outputs placed inside their input, their copies removed."""
 
     name: ClassVar[str] = "slice no-ops"
+    keyword: ClassVar[str] = "slice_noop"
+    options_type: ClassVar[type[SliceNoopOptions]] = SliceNoopOptions
     phase: ClassVar[Phase] = Phase.PROBLEM
     nests: ClassVar[bool] = True
     options: SliceNoopOptions

@@ -29,6 +29,8 @@ class StateInPlaceLever:
     """The write-back `copy_` removed where legal, moved up where not (see the package docstring)."""
 
     name: ClassVar[str] = "state in place"
+    keyword: ClassVar[str] = "state_in_place"
+    options_type: ClassVar[type[StateInPlaceOptions]] = StateInPlaceOptions
     phase: ClassVar[Phase] = Phase.GRAPH
     nests: ClassVar[bool] = False
     options: StateInPlaceOptions

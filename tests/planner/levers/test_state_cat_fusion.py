@@ -6,6 +6,7 @@ over six calls (the initial state serialized) and matches eager PyTorch."""
 from __future__ import annotations
 
 import copy
+from unittest import mock
 
 import pytest
 import torch
@@ -14,11 +15,13 @@ from torch import nn
 
 from memplan.experiments.bench.state_report import state_copies
 from memplan.experiments.zoo import ZooModel, runtime
+from memplan.planner import pass_
 from memplan.planner.levers.cat.decisions import CatStatus
 from memplan.planner.levers.refusals import Refusal
 from memplan.planner.levers.state_in_place import StateStatus
 from memplan.planner.levers.write_window import ExtraWrite, late_reads
 from memplan.planner.pass_ import PlannerPass
+from memplan.planner.stages.plan_graph import plan_graph
 
 N_CALLS = 6
 
@@ -194,18 +197,20 @@ def test_a_cat_whose_pieces_follow_the_last_read_is_fused_into_the_state():
 # -- the rule itself, on a planning graph ----------------------------------------------------------
 
 
-class GraphRecorder(PlannerPass):
-    """Keeps the graph planning receives (after the state rewrite, before cat fusion)."""
-
-    def _plan_graph(self, graph_module, *args, **kwargs):
-        self.graph = copy.deepcopy(graph_module)
-        return super()._plan_graph(graph_module, *args, **kwargs)
-
-
 def planning_graph(module: nn.Module, rows: int = 4) -> list[torch.fx.Node]:
-    recorder = GraphRecorder(solver="bestfit", cat_fusion=False)
-    runtime.lower(model(module, rows), memory_planning_pass=recorder)
-    return list(recorder.graph.graph.nodes)
+    """The nodes of the graph planning receives (after the state rewrite, before cat fusion)."""
+    graphs: list[torch.fx.GraphModule] = []
+
+    def recording(planning, graph_module, *args):
+        graphs.append(copy.deepcopy(graph_module))
+        return plan_graph(planning, graph_module, *args)
+
+    with mock.patch.object(pass_, "plan_graph", recording):
+        runtime.lower(
+            model(module, rows), memory_planning_pass=PlannerPass(solver="bestfit", cat_fusion=False)
+        )
+    [graph] = graphs
+    return list(graph.graph.nodes)
 
 
 def node(nodes: list[torch.fx.Node], prefix: str, n: int = 0) -> torch.fx.Node:

@@ -13,7 +13,7 @@ from torch import nn
 
 import memplan
 from memplan.errors import UsageError
-from memplan.planner.pass_ import PlannerPass
+from memplan.planner import pass_
 from memplan.problem import BufferKind
 
 CALLS = 3
@@ -134,14 +134,14 @@ def test_per_method_dict_and_a_method_left_out() -> None:
 
 
 def test_a_method_memplan_fails_on_falls_back_alone(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = PlannerPass._plan_graph
+    original = pass_.plan_graph
 
-    def failing(self, graph_module, graph_signature, where, *args):
+    def failing(planning, graph_module, graph_signature, where, *args):
         if where == "other":
             raise RuntimeError("forced failure for the test")
-        return original(self, graph_module, graph_signature, where, *args)
+        return original(planning, graph_module, graph_signature, where, *args)
 
-    monkeypatch.setattr(PlannerPass, "_plan_graph", failing)
+    monkeypatch.setattr(pass_, "plan_graph", failing)
     with memplan.substituted(solver="bestfit", build_stock=True) as run:
         edge(("forward", "other")).to_executorch()
     (result,) = run.programs
@@ -154,14 +154,14 @@ def test_a_method_memplan_fails_on_falls_back_alone(monkeypatch: pytest.MonkeyPa
 
 
 def test_shared_state_falls_back_for_every_method_sharing_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = PlannerPass._plan_graph
+    original = pass_.plan_graph
 
-    def failing(self, graph_module, graph_signature, where, *args):
+    def failing(planning, graph_module, graph_signature, where, *args):
         if where == "other":
             raise RuntimeError("forced failure")
-        return original(self, graph_module, graph_signature, where, *args)
+        return original(planning, graph_module, graph_signature, where, *args)
 
-    monkeypatch.setattr(PlannerPass, "_plan_graph", failing)
+    monkeypatch.setattr(pass_, "plan_graph", failing)
     with memplan.substituted(solver="bestfit", build_stock=True) as run:
         edge(("forward", "other")).to_executorch(
             ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True))

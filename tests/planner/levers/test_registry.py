@@ -1,21 +1,25 @@
-"""The levers stage's registration: options objects and flat keywords mean the same levers."""
+"""The lever registry: options objects and flat keywords mean the same levers, and `PlannerPass`'s
+written-out lever keywords are exactly the ones the registry derives."""
+
+import inspect
 
 import pytest
 
 from memplan.errors import PlanningError
 from memplan.planner.levers.cat.lever import CatFusionLever, CatFusionOptions
 from memplan.planner.levers.lever import Phase
+from memplan.planner.levers.registry import LEVERS, configured, keywords, lever_arguments
 from memplan.planner.levers.slice_noop.lever import SliceNoopLever, SliceNoopOptions
 from memplan.planner.levers.state_in_place.lever import StateInPlaceLever
 from memplan.planner.pass_ import PlannerPass
-from memplan.planner.stages.run_levers import LEVERS, configured, switched_off
+from memplan.planner.stages.run_levers import switched_off
 
 
 def test_defaults_switch_on_every_lever_in_the_order_they_run():
     levers = configured({})
     assert [type(lever) for lever in levers] == [StateInPlaceLever, SliceNoopLever, CatFusionLever]
     assert [lever.phase for lever in levers] == [Phase.GRAPH, Phase.PROBLEM, Phase.PROBLEM]
-    assert [keyword for keyword, _, _ in LEVERS] == ["state_in_place", "slice_noop", "cat_fusion"]
+    assert [lever.keyword for lever in LEVERS] == ["state_in_place", "slice_noop", "cat_fusion"]
 
 
 def test_flat_keywords_set_the_same_options_as_an_options_object():
@@ -62,3 +66,34 @@ def test_the_front_door_names_every_levers_options_object():
     assert {"CatFusionOptions", "StateInPlaceOptions", "SliceNoopOptions", "TilingOptions"} <= set(
         dir(memplan)
     )
+
+
+STOCK = ("self", "memory_planning_algo", "allow_lifetime_and_storage_overlap", "alloc_graph_input")
+STOCK += ("alloc_graph_output", "alloc_mutable_buffers", "share_mutable_buffers", "alignment")
+NOT_LEVERS = ("solver", "time_limit_s", "solver_options", "capacity", "memory_map", "tiling")
+
+
+def test_the_pass_takes_exactly_the_keywords_the_registry_derives():
+    parameters = inspect.signature(PlannerPass.__init__).parameters
+    lever_keywords = [name for name in parameters if name not in STOCK + NOT_LEVERS]
+    assert sorted(lever_keywords) == sorted(
+        keywords()
+    )  # a lever registered without its keyword, or vice versa
+    assert keywords() == [
+        "state_in_place",
+        "slice_noop",
+        "cat_fusion",
+        "cat_fusion_relax_alignment",
+        "cat_fusion_partial",
+        "cat_fusion_allow_growth",
+    ]
+    for lever in LEVERS:  # on by default; a field keyword left at None keeps its options' value
+        assert parameters[lever.keyword].default is lever.options_type().enabled is True
+        assert all(
+            parameters[name].default is None for name in keywords() if name.startswith(f"{lever.keyword}_")
+        )
+
+
+def test_a_registered_keyword_missing_from_the_arguments_is_named():
+    with pytest.raises(PlanningError, match="registered without a PlannerPass keyword: cat_fusion_partial"):
+        lever_arguments({name: None for name in keywords() if name != "cat_fusion_partial"})
