@@ -76,15 +76,15 @@ class EdgeTiling:
 def tiling_entry_points(tiling: EdgeTiling) -> Iterator[None]:
     """Inside the block, `to_edge` and `to_edge_transform_and_lower` tile first, wherever bound."""
     originals = {name: getattr(_program, name) for name in ENTRY_POINTS}
-    wrappers = {id(original): tiling.wrapped(original) for original in originals.values()}
-    rebound = _rebind(wrappers)
+    pairs = [(original, tiling.wrapped(original)) for original in originals.values()]
+    rebound = _rebind({id(original): wrapper for original, wrapper in pairs})
     try:
         yield
     finally:
         for module, name, original in rebound:
             setattr(module, name, original)
         # modules imported inside the block (a script's globals) bound the wrappers themselves
-        _rebind({id(w): w.__wrapped_by_memplan__ for w in wrappers.values()})
+        _rebind({id(wrapper): original for original, wrapper in pairs})
 
 
 def _rebind(replacements: dict[int, Callable[..., Any]]) -> list[tuple[Any, str, Any]]:
