@@ -74,8 +74,8 @@ def random_cnn(seed: int) -> tuple[nn.Module, tuple[torch.Tensor]]:
 
 
 def longest_region(module: GraphModule, int8_end: bool = False) -> tuple[Region | None, list[str]]:
-    """The legal region from the input to the latest end possible (with `int8_end`, an int8 tensor:
-    a quantized region is cut only there), and the refusals of the ends tried after it (latest
+    """The legal region from the input to the latest end of two rows or more (with `int8_end`, an int8
+    tensor: a quantized region is cut only there), and the refusals of the ends tried after it (latest
     first), which say what the core does not band yet."""
     graph = module.graph
     start = next(n for n in graph.nodes if n.op == "placeholder")
@@ -85,6 +85,8 @@ def longest_region(module: GraphModule, int8_end: bool = False) -> tuple[Region 
     for end in reversed(list(graph.nodes)):
         value = end.meta.get("val")
         if end.op != "call_function" or not isinstance(value, torch.Tensor) or value.dim() != 4:
+            continue
+        if value.shape[2] < 2:  # one row cannot be cut into bands (seed 9 ends at 1x3)
             continue
         if int8_end and value.dtype != torch.int8:
             continue
