@@ -9,7 +9,9 @@ script's own globals once it imports them, flows imported before) is rebound to 
 restored afterwards.
 
 The user's export never breaks because of tiling: a method whose tiling fails is lowered untiled and
-the failure is kept as that method's note. What was done waits in `pending` until the next
+the failure is kept as that method's note. Only the flow's own call tiles: ExecuTorch's code calls the
+entry points itself while lowering (with the per-op XNNPACK partitioner, on pieces of the program), and
+those calls pass through untouched. What was done waits in `pending` until the next
 `to_executorch` takes it, for the `PlannerPass` that plans the method to report.
 """
 
@@ -37,6 +39,7 @@ class EdgeTiling:
     def __init__(self, options: TilingOptions) -> None:
         self.options = options
         self.pending: dict[str, TilingReport | str] = {}
+        self.depth = 0  # entry-point calls under way: only the outermost (the flow's own) tiles
 
     def programs(self, programs: Any) -> Any:
         """`programs` (one program, or a dict method -> program) with each method tiled."""
@@ -66,7 +69,13 @@ class EdgeTiling:
     def wrapped(self, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def entry(programs: Any, *args: Any, **kwargs: Any) -> Any:
-            return original(self.programs(programs), *args, **kwargs)
+            if self.depth:  # called by ExecuTorch itself inside the flow's call: not the user's program
+                return original(programs, *args, **kwargs)
+            self.depth += 1
+            try:
+                return original(self.programs(programs), *args, **kwargs)
+            finally:
+                self.depth -= 1
 
         entry.__wrapped_by_memplan__ = original  # type: ignore[attr-defined]
         return entry

@@ -86,3 +86,25 @@ def test_without_tiling_the_entry_points_are_left_alone() -> None:
         assert exir.to_edge.__wrapped_by_memplan__ is original
         assert globals()["to_edge"] is exir.to_edge  # this module's own binding, too
     assert exir.to_edge is original and globals()["to_edge"] is original
+
+
+def test_only_the_flows_own_call_tiles_not_the_calls_executorch_makes_inside_it(monkeypatch) -> None:
+    """Regression: under `memplan run --tiling`, int8 MobileNetV2's program was tiled by the script's
+    call, then a call ExecuTorch made inside it (on another program) replaced the method's report."""
+    tiled = []
+    monkeypatch.setattr(
+        edge_tiling, "tile", lambda program, options: tiled.append(program) or _Tiled(program)
+    )
+    tiling = edge_tiling.EdgeTiling(TilingOptions())
+    inner = tiling.wrapped(lambda programs: programs)
+    outer = tiling.wrapped(lambda programs: inner(_exported()))
+    program = _exported()
+    outer(program)
+    assert tiled == [program] and set(tiling.take(["forward"])) == {"forward"}
+    inner(program)  # a call of its own, later: tiled again
+    assert len(tiled) == 2
+
+
+class _Tiled:
+    def __init__(self, program) -> None:
+        self.program, self.report = program, "report"
