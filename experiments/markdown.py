@@ -29,6 +29,22 @@ def markdown(df: pd.DataFrame, formats: Mapping[str, str] | None = None) -> str:
     return shown.to_markdown(index=False, disable_numparse=True, colalign=align)
 
 
+def markdown_with_notes(
+    df: pd.DataFrame, note: str, key: Sequence[str], formats: Mapping[str, str] | None = None
+) -> str:
+    """`df` as `markdown` without its `note` column, then one line per row whose `note` holds text
+    (a reason too long for a cell): `* <key values>: <note>`."""
+    if note not in df:
+        return markdown(df, formats)
+    lines = [
+        f"* {' / '.join(str(row[k]) for k in key)}: {row[note]}"
+        for _, row in df.iterrows()
+        if isinstance(row[note], str) and row[note]
+    ]
+    table = markdown(df.drop(columns=[note]), formats)
+    return table + "".join(f"\n{line}" for line in ([""] + lines if lines else []))
+
+
 def _numeric(column: pd.Series) -> bool:
     """Numbers align right, text (and yes/no) left."""
     return pd.api.types.is_numeric_dtype(column) and not pd.api.types.is_bool_dtype(column)

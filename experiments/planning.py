@@ -97,6 +97,7 @@ SUMMARY_COLUMNS = (
     "solve_seconds",
     "cats_fused",
     "state_copies_removed",
+    "not_proven_because",
 )
 
 
@@ -243,6 +244,7 @@ def _summary(lowered: Any, methods: list[str], stock_program: Any, whole_program
         summary[column] = pd.array(summary[column], dtype="Int64")
     summary["state_copies_removed"] = pd.array(summary["state_copies_removed"], dtype="Int64")
     summary["proven_optimal"] = pd.array(summary["proven_optimal"], dtype="boolean")
+    summary["not_proven_because"] = summary["not_proven_because"].astype("string")
     summary["saving_vs_stock"] = 1 - summary["arena_bytes"].astype("float64") / summary[
         "stock_arena_bytes"
     ].astype("float64")

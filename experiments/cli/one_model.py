@@ -32,7 +32,7 @@ LOWERING_HINTS = (
 
 def format_summary(result: PlannedModel) -> str:
     """A title line (solver, how the program was lowered, the levers), then the summary as a Markdown table."""
-    from memplan.experiments.markdown import markdown
+    from memplan.experiments.markdown import markdown_with_notes
 
     title = f"{result.model.name}: solver {result.solver}; lowered with {result.model.lowering}"
     tiling = "".join(
@@ -40,7 +40,8 @@ def format_summary(result: PlannedModel) -> str:
         for method in result.methods
         if getattr(result.results[method], "tiling", None) is not None
     )
-    return f"{title}; levers: {result.summary.attrs.get('levers', '')}{tiling}\n" + markdown(result.summary)
+    table = markdown_with_notes(result.summary, "not_proven_because", ["method"])
+    return f"{title}; levers: {result.summary.attrs.get('levers', '')}{tiling}\n" + table
 
 
 def format_banks(result: PlannedModel) -> str:

@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from memplan.errors import UsageError
-from memplan.experiments.markdown import markdown
+from memplan.experiments.markdown import markdown_with_notes
 
 USAGE = "memplan run [OPTIONS] -- script.py [ARGS...]  or  memplan run [OPTIONS] -m package.module [ARGS...]"
 
@@ -111,6 +111,7 @@ COLUMNS = (
     "planning_seconds",
     "planned_by",
 )
+NOTE = "not_proven_because"  # under the table, one line per method memplan did not prove
 
 TILING_COLUMNS = ("region", "bands", "extra_macs")
 """With --tiling: the region tiled before lowering, its bands and extra MACs (memplan_bytes is then the
@@ -123,9 +124,9 @@ def tables(programs: Sequence[Any]) -> str:
         return "memplan run: the script built no ExecuTorch program (no to_executorch call)"
     parts = []
     for program in programs:
-        columns = list(COLUMNS) + (list(TILING_COLUMNS) if program.tiled else [])
+        columns = [*COLUMNS, *(TILING_COLUMNS if program.tiled else ()), NOTE]
         frame = pd.DataFrame(program.rows(), columns=columns)
-        parts.append(f"memplan: {program.name}\n\n{markdown(frame)}\n")
+        parts.append(f"memplan: {program.name}\n\n{markdown_with_notes(frame, NOTE, ['method'])}\n")
     return "\n".join(parts)
 
 

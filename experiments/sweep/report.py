@@ -92,9 +92,10 @@ def summary_markdown(df: pd.DataFrame) -> str:
         _rows_sentence(df, programs, solvers) + f"; {len(failed)} rows with an error.",
         "",
         "Cell: arena / lower bound (1.000 = provably minimal), then the saving vs the stock"
-        " ExecuTorch planner (positive = smaller arena); `*` = the solver proved its plan optimal"
-        " for the problem it solved. The lower bound is the lowest over the solvers' problems"
-        " (cat fusion, kept only where it pays for a solver, lowers it), so it bounds every column.",
+        " ExecuTorch planner (positive = smaller arena); `*` = proven optimal: the solver proved it,"
+        " or the arena is the emitted program's lower bound. The lower bound is the lowest over the"
+        " solvers' programs (cat fusion, kept only where it pays for a solver, lowers it), so it"
+        " bounds every column.",
     ]
     if "reproducible" not in df:  # a table from before the setting existed
         df = df.assign(reproducible=False)
@@ -112,6 +113,7 @@ def summary_markdown(df: pd.DataFrame) -> str:
         lines += _settings_table(group, solvers)
         lines += _bank_lines(group)
     lines += _program_lines(programs)
+    lines += _unknown_bound_lines(df)
     lines += _lowering_lines(df)
     if len(failed):
         lines += [
@@ -206,6 +208,22 @@ def _program_lines(programs: pd.DataFrame) -> list[str]:
         saving = "" if pd.isna(row.saving_vs_stock) else f"{row.saving_vs_stock:+.1%}"
         cells = [row.model, row.solver, _int(row.arena_bytes), _int(row.stock_arena_bytes), saving]
         lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def _unknown_bound_lines(df: pd.DataFrame) -> list[str]:
+    """The rows whose emitted program's lower bound could not be derived, each with why (one line)."""
+    from memplan.planner.stages.result import UNKNOWN_BOUND
+
+    if "not_proven_because" not in df:  # a table from before the column existed
+        return []
+    unknown = df[df["not_proven_because"].fillna("").str.startswith(UNKNOWN_BOUND)]
+    if not len(unknown):
+        return []
+    lines = ["", "## Lower bounds not derived", "", "| model | method | solver | why |", "|---|---|---|---|"]
+    for row in unknown.itertuples():
+        why = str(row.not_proven_because).removeprefix(UNKNOWN_BOUND).lstrip(": ").replace("|", "\\|")
+        lines.append(f"| {row.model} | {row.method} | {row.solver} | {why} |")
     return lines
 
 

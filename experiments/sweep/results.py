@@ -19,7 +19,16 @@ from memplan.experiments.sweep.table import COLUMNS, DTYPES
 CSV_FILE = "results.csv"
 PARQUET_FILE = "results.parquet"
 FORMATS = ("csv", "parquet")
-STRING_COLUMNS = ("model", "method", "solver", "plan_solver", "levers", "lowering", "error")
+STRING_COLUMNS = (
+    "model",
+    "method",
+    "solver",
+    "not_proven_because",
+    "plan_solver",
+    "levers",
+    "lowering",
+    "error",
+)
 
 
 def require_pyarrow() -> None:

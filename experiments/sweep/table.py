@@ -28,6 +28,7 @@ COLUMNS = (
     "stock_arena_bytes",
     "saving_vs_stock",
     "proven_optimal",
+    "not_proven_because",
     "plan_solver",
     "levers",
     "lowering",
@@ -97,6 +98,7 @@ def table(log: RunLog) -> pd.DataFrame:
     df = pd.DataFrame.from_records(records, columns=list(COLUMNS) + extra)
     df = df.astype(DTYPES)
     df["error"] = df["error"].astype("string")
+    df["not_proven_because"] = df["not_proven_because"].astype("string")
     df["arena_over_lb"] = df["arena_bytes"] / df["lower_bound_bytes"]
     df["saving_vs_stock"] = 1 - df["arena_bytes"] / df["stock_arena_bytes"]
     order = ["model", "method", "solver", *TABLE_SETTINGS]

@@ -74,7 +74,6 @@ class Lowered:
         """One sweep row per method under the table's column names (sweep.table.COLUMNS), without the
         model/solver/settings columns."""
         from memplan.experiments.zoo import runtime
-        from memplan.peak_bound import lower_bound
 
         emitted = runtime.stock_arena_bytes(self.program)  # non_const_buffer_sizes, whatever the planner
         rows = []
@@ -85,9 +84,10 @@ class Lowered:
                 {
                     "method": method,
                     "buffers": len(result.problem.buffers),
-                    "lower_bound_bytes": lower_bound(result.problem),
+                    "lower_bound_bytes": result.lower_bound,
                     "arena_bytes": sum(emitted[method]),
                     "proven_optimal": bool(result.plan.proven_optimal),
+                    "not_proven_because": result.not_proven_because,
                     "plan_solver": result.plan.solver,
                     "solve_seconds": result.plan.seconds,
                     "export_seconds": self.export_seconds,

@@ -155,9 +155,17 @@ class MethodScan:
         self._collect()
         if not self.cannot:
             self._walk()
-        self.layout.tensors = [self._public(t) for t in self.tensors.values()]
-        self.unused = {t.value for t in self.layout.tensors if t.role == "unused"}
+        # A tensor no instruction names is never read or written at run time: it takes no bytes, and
+        # leaves `tensors` (which the problem is built from) for `dead` (the runtime still wants its
+        # bytes inside the arena). A split output the slice no-op lever left without a copy is one (its
+        # views read the input's bytes), and so is a cat fused into the cat it feeds.
+        self.dead = {v: t for v, t in self.tensors.items() if self.role(t) == "unused"}
+        for t in self.dead.values():
+            t.writer = "nothing: no instruction names it (dead)"
+        self.tensors = {v: t for v, t in self.tensors.items() if v not in self.dead}
+        self.layout.tensors = self._public_tensors()
         self.layout.zero_size = list(self.zero_size)
+        self.layout.dead = sorted(self.dead)
 
     # -- planned tensors --------------------------------------------------------------
     def _collect(self) -> None:
@@ -367,10 +375,15 @@ class MethodScan:
             t.value, t.mem_id, t.offset, t.nbytes, t.shape, t.dtype, self.role(t), t.first, t.last, t.writer
         )
 
+    def _public_tensors(self) -> list[PlannedTensor]:
+        """Every planned tensor of the method, dead ones too, in the order of the values table."""
+        every = sorted([*self.tensors.values(), *self.dead.values()], key=lambda t: t.value)
+        return [self._public(t) for t in every]
+
     def lifetime(self, t: ScannedTensor) -> tuple[int, int]:
         end_of_method = max(self.num_instructions, 1)
         role = self.role(t)
-        if t.pinned or role == "unused":
+        if t.pinned:
             return 0, end_of_method
         start = 0 if role.startswith("input") or t.first is None else t.first
         end = end_of_method if "output" in role else (t.last if t.last is not None else 0) + 1
@@ -395,11 +408,11 @@ class MethodScan:
                 t.pinned, adopted = True, True
                 t.writer = f"state of another method, written by {t.writer}"
         if adopted:
-            self.layout.tensors = [self._public(t) for t in self.tensors.values()]  # their role is now state
+            self.layout.tensors = self._public_tensors()  # their role is now state
 
     def fixed(self, t: ScannedTensor) -> bool:
-        """Stays at its offset: unused (nothing says when), or state in an arena another method uses."""
-        return t.value in self.unused or (t.pinned and t.mem_id in self.shared_arenas)
+        """Stays at its offset: state in an arena another method plans tensors in."""
+        return t.pinned and t.mem_id in self.shared_arenas
 
     def pinned_ranges(self) -> list[tuple[int, int, int]]:
         """(mem_id, lo, hi) of the bytes this method keeps at their place for the whole method."""

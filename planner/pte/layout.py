@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memplan.peak_bound import lower_bound
+from memplan.peak_bound import lower_bounds
 from memplan.plan import Plan
 from memplan.planner.compat import PTEFile
 from memplan.problem import Problem
@@ -67,6 +67,9 @@ class MethodLayout:
     members: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
     slack: dict[int, int] = field(default_factory=dict)
     zero_size: list[int] = field(default_factory=list)  # planned values of 0 bytes: any offset in the arena
+    # Planned values no instruction names: never read or written, so in no buffer of the problem; their
+    # bytes may be any in the arena (at least as large as the largest of them: the runtime checks that)
+    dead: list[int] = field(default_factory=list)
     alignment: int = DEFAULT_ALIGNMENT
     cannot: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -76,8 +79,23 @@ class MethodLayout:
 
     @property
     def lower_bound(self) -> int | None:
-        """Most bytes live at once for this instruction order (None when not derivable)."""
-        return None if self.problem is None else lower_bound(self.problem)
+        """Most bytes live at once for this instruction order, per arena at least its largest dead
+        tensor (None when not derivable)."""
+        if self.problem is None:
+            return None
+        bounds = lower_bounds(self.problem)
+        for mem_id, nbytes in self.dead_floor().items():
+            bounds[mem_id] = max(bounds.get(mem_id, 0), nbytes)
+        return sum(bounds.values())
+
+    def dead_floor(self) -> dict[int, int]:
+        """Per arena the bytes of its largest dead tensor: the runtime wants every tensor inside its arena."""
+        floor: dict[int, int] = {}
+        dead = set(self.dead)
+        for t in self.tensors:
+            if t.value in dead:
+                floor[t.mem_id] = max(floor.get(t.mem_id, 0), t.nbytes)
+        return floor
 
     @property
     def planned_bytes(self) -> int:

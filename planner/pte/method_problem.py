@@ -1,5 +1,5 @@
 """A scanned method's problem (`method_layout`): its tensors as buffers (aliases as one block, state
-and unused tensors pinned, other methods' state kept off), checked against the file's own layout."""
+pinned, other methods' state kept off, dead tensors left out), checked against the file's own layout."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from memplan.validate import validate
 
 
 def _state_placement(scan: MethodScan) -> str:
-    state = [t for t in scan.tensors.values() if t.pinned and t.value not in scan.unused]
+    state = [t for t in scan.tensors.values() if t.pinned]
     if not state:
         return ""
     total = sum(t.nbytes for t in state)
@@ -50,9 +50,6 @@ def method_layout(scan: MethodScan, other_state: list[tuple[int, int, int]], ali
         return layout
     scan.adopt_state(other_state)
     layout.state_placement = _state_placement(scan)
-    for t in scan.tensors.values():
-        if scan.role(t) == "unused":
-            t.pinned = True  # nothing says when it is used: it stays where it is
     lifetimes = {v: scan.lifetime(t) for v, t in scan.tensors.items()}
     _join_overlapping(scan, lifetimes)
     components: dict[int, list[ScannedTensor]] = defaultdict(list)

@@ -19,8 +19,12 @@ delegate calls alike. What each instruction reads and writes decides what must s
   host methods share arenas. A tensor written over those bytes by another method is that state's new
   value (state in place: an encoder filling the caches a decoder reads): state there too;
 * tensors whose bytes and lifetimes overlap in the file are aliases and stay together;
-* a planned tensor no instruction names (and that is no input or output) stays where it is, for the
-  whole method: nothing says when it is used. Zero-byte tensors are not in the problem.
+* a planned tensor no instruction names (and that is no input or output) is dead: the runtime never
+  reads or writes it (a split whose copy the slice no-op lever removed leaves its outputs so, their
+  views reading the input's bytes; so does a cat fused into the cat it feeds, Inception's). It is not
+  in the problem; re-planned, it goes to offset 0, and
+  each arena stays at least as large as its largest dead tensor (the runtime checks every tensor lies
+  inside its arena), which the lower bound counts. Zero-byte tensors are not in the problem either.
 
 The layout in the file must then be a valid plan of the derived problem; if it is not, or the method
 has control flow (jumps, moves, several chains), an operator without a known schema or an element

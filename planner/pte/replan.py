@@ -94,8 +94,9 @@ def _replan_method(
         report.kept_because = f"{solver} failed: {(str(exc).splitlines() or [type(exc).__name__])[0]}"
         return report
     after = list(layout.arenas)
+    floor = layout.dead_floor()
     for pool, size in plan.arena_sizes.items():
-        after[pool] = size + layout.slack.get(pool, 0)
+        after[pool] = max(size, floor.get(pool, 0)) + layout.slack.get(pool, 0)
     grew = [p for p in range(len(after)) if after[p] > layout.arenas[p]]
     if grew or (require_saving and sum(after) >= sum(layout.arenas)):
         where = f" (arena {grew[0]} would grow)" if grew else ""
@@ -118,7 +119,8 @@ def _write(program: ProgramLayout, layout: MethodLayout, report: MethodReplan) -
             info = execution_plan.values[value].val.allocation_info
             offset = base + rel
             info.memory_offset_low, info.memory_offset_high = offset & 0xFFFFFFFF, offset >> 32
-    for value in layout.zero_size:  # no bytes, but the runtime wants the offset inside the (smaller) arena
+    # No bytes (or none ever touched), but the runtime wants them inside the (smaller) arena
+    for value in [*layout.zero_size, *layout.dead]:
         info = execution_plan.values[value].val.allocation_info
         info.memory_offset_low = info.memory_offset_high = 0
     execution_plan.non_const_buffer_sizes = list(report.after)

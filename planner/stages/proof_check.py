@@ -7,7 +7,9 @@ instruction names, an instruction a lever removed). So after planning every meth
 the program as `to_executorch` is about to, derives each method's lifetimes from its instructions as
 `memplan inspect` does (planner.pte), and keeps a proof only when the plan's arena equals that
 program's lower bound: no layout of those instructions can then be smaller. Otherwise the plan is
-reported as not proven, with both figures.
+reported as not proven, with both figures. The same equality proves a plan the solver did not (a time
+limit, a heuristic, a bound of its problem below the program's): an arena at the emitted program's
+lower bound is optimal by definition, so every method's plan is checked, claimed or not.
 """
 
 from __future__ import annotations
@@ -65,23 +67,34 @@ def with_checked_proof(plan: Plan, emitted: EmittedBound) -> Plan:
     return dataclasses.replace(plan, outcome=Outcome.NOT_PROVEN, status=status)
 
 
+def proven_at_bound(plan: Plan, emitted: EmittedBound) -> Plan:
+    """`plan`, proven optimal when its arena equals the emitted program's lower bound, whatever the
+    solver concluded: no layout of that program's instructions is smaller."""
+    if plan.proven_optimal or emitted.bound != plan.arena_size:
+        return plan
+    was = plan.status or plan.outcome.value
+    status = f"optimal: the arena is the emitted program's lower bound, {plan.arena_size:,} B (solver: {was})"
+    return dataclasses.replace(plan, outcome=Outcome.OPTIMAL, status=status, lower_bound=plan.arena_size)
+
+
 def check_proofs(results: Mapping[str, MethodResult], programs: Mapping[str, Any], alignment: int) -> None:
-    """Keep each method's "proven optimal" only if its arena is the emitted program's lower bound.
+    """Keep each method's "proven optimal" only if its arena is the emitted program's lower bound, and
+    give it to every plan at that bound.
 
     `programs` are the ExportedPrograms `to_executorch` is about to emit; `results` the pass's.
-    Emitting is skipped when no method claims a proof; a failure to emit withdraws the proofs and
-    never breaks the export.
+    A failure to emit withdraws the proofs and never breaks the export.
     """
-    claimed = [m for m in programs if m in results and results[m].plan.proven_optimal]
-    claimed = [m for m in claimed if results[m].emitted_lower_bound is None]
-    if not claimed:
+    checked = [m for m in programs if m in results and results[m].emitted_lower_bound is None]
+    checked = [m for m in checked if not results[m].emitted_bound_unknown]
+    if not checked:
         return
     try:
         bounds = emitted_bounds(programs, alignment)
     except Exception as e:  # the export goes on; the proofs cannot be checked, so they go
-        bounds = {m: EmittedBound(None, f"emitting it raised {type(e).__name__}: {e}") for m in claimed}
-    for method in claimed:
+        bounds = {m: EmittedBound(None, f"emitting it raised {type(e).__name__}: {e}") for m in checked}
+    for method in checked:
         result = results[method]
         emitted = bounds.get(method, EmittedBound(None, "the method is not in the emitted program"))
         result.emitted_lower_bound = emitted.bound
-        result.plan = with_checked_proof(result.plan, emitted)
+        result.emitted_bound_unknown = "" if emitted.bound is not None else emitted.why or "not derived"
+        result.plan = proven_at_bound(with_checked_proof(result.plan, emitted), emitted)

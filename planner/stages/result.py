@@ -9,6 +9,7 @@ from typing import TypeVar
 
 from executorch.exir.tensor import TensorSpec
 
+from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.planner.levers.cat.report import CatReport
 from memplan.planner.levers.slice_noop.decisions import SliceNoops
@@ -19,6 +20,7 @@ from memplan.planner.tiling.report import TilingReport, tiling_note
 from memplan.problem import Problem
 
 _Report = TypeVar("_Report")
+UNKNOWN_BOUND = "the emitted program's lower bound is unknown"  # how `not_proven_because` says it
 
 
 NOT_TILED_HERE = (
@@ -68,10 +70,31 @@ class MethodResult:
     # (planner.stages.proof_check); a proof it does not bear out is withdrawn from `plan`. Like the
     # plan's arena it counts tensors only: `buffer_sizes` adds `padding` (XNNPACK's 64 B, stock too).
     emitted_lower_bound: int | None = None
+    # Why that bound could not be derived, in one line ("" when it was, or was not looked for).
+    emitted_bound_unknown: str = ""
 
     @cached_property
     def stock_sizes(self) -> list[int]:
         return self.stock()
+
+    @property
+    def lower_bound(self) -> int:
+        """The lower bound a table shows beside the arena: the emitted program's when it was derived
+        (the program the user builds), else that of the problem the pass solved."""
+        if self.emitted_lower_bound is not None:
+            return self.emitted_lower_bound
+        return lower_bound(self.problem)
+
+    @property
+    def not_proven_because(self) -> str:
+        """Why the plan is not proven optimal, in one line ("" when it is): a table's column."""
+        if self.plan.proven_optimal:
+            return ""
+        if self.emitted_bound_unknown:
+            why = f"{UNKNOWN_BOUND}: {self.emitted_bound_unknown}"
+        else:
+            why = self.plan.status or self.plan.outcome.value
+        return " ".join(why.split())  # one line, whatever an exception's message held
 
     @property
     def cat_report(self) -> CatReport | None:

@@ -49,6 +49,11 @@ class MethodRow:
         """The fraction of stock's bytes memplan saves (0.25 = a quarter smaller)."""
         return None if not self.stock_bytes else 1 - self.memplan_bytes / self.stock_bytes
 
+    @property
+    def not_proven_because(self) -> str:
+        """Why memplan's plan is not proven optimal, in one line ("" when it is, or stock planned it)."""
+        return "" if self.result is None else self.result.not_proven_because
+
 
 @dataclass
 class ProgramResult:
@@ -99,6 +104,7 @@ class ProgramResult:
                 "levers": m.levers,
                 "planning_seconds": m.seconds,
                 "planned_by": m.planner if not m.note else f"{m.planner}: {m.note}",
+                "not_proven_because": m.not_proven_because,
                 **(m.tiling_columns() if self.tiled else {}),
             }
             for m in self.methods

@@ -5,7 +5,9 @@ needed: the module is plain torch, with random weights.
 
 `static_cache_decoder(n_layers, ...)` is a one-method `ZooModel` (decode one token per call, the
 caches serialized with their initial zeros by `InitializedMutableBufferPass`), `cache_stack(n)` the
-smallest such program: `n` caches written at one position and read whole.
+smallest such program: `n` caches written at one position and read whole. `fused_qkv=True` projects
+queries, keys and values with one linear and splits its output (as many user decoders do): the slice
+no-op lever then removes the split's copy, and its outputs are tensors no instruction names.
 """
 
 from __future__ import annotations
@@ -27,13 +29,17 @@ def write_cache(cache: torch.Tensor, position: torch.Tensor, states: torch.Tenso
 
 
 class Layer(nn.Module):
-    def __init__(self, dim: int, heads: int, kv_heads: int, context: int, hidden: int, how: str) -> None:
+    def __init__(
+        self, dim: int, heads: int, kv_heads: int, context: int, hidden: int, how: str, fused_qkv: bool
+    ) -> None:
         super().__init__()
         self.heads, self.kv_heads, self.head_dim, self.how = heads, kv_heads, dim // heads, how
         self.norm1, self.norm2 = nn.RMSNorm(dim), nn.RMSNorm(dim)
-        self.q = nn.Linear(dim, dim, bias=False)
-        self.k = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
-        self.v = nn.Linear(dim, kv_heads * self.head_dim, bias=False)
+        self.widths = [dim, kv_heads * self.head_dim, kv_heads * self.head_dim]
+        self.qkv = nn.Linear(dim, sum(self.widths), bias=False) if fused_qkv else None
+        self.q, self.k, self.v = (
+            (None, None, None) if fused_qkv else (nn.Linear(dim, w, bias=False) for w in self.widths)
+        )
         self.o = nn.Linear(dim, dim, bias=False)
         self.gate = nn.Linear(dim, hidden, bias=False)
         self.up = nn.Linear(dim, hidden, bias=False)
@@ -43,9 +49,13 @@ class Layer(nn.Module):
 
     def forward(self, h: torch.Tensor, position: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         x = self.norm1(h)
-        q = self.q(x).view(1, 1, self.heads, self.head_dim).transpose(1, 2)
-        k = self.k(x).view(1, 1, self.kv_heads, self.head_dim).transpose(1, 2)
-        v = self.v(x).view(1, 1, self.kv_heads, self.head_dim).transpose(1, 2)
+        if self.qkv is not None:
+            q, k, v = self.qkv(x).split(self.widths, dim=-1)
+        else:
+            q, k, v = self.q(x), self.k(x), self.v(x)
+        q = q.view(1, 1, self.heads, self.head_dim).transpose(1, 2)
+        k = k.view(1, 1, self.kv_heads, self.head_dim).transpose(1, 2)
+        v = v.view(1, 1, self.kv_heads, self.head_dim).transpose(1, 2)
         write_cache(self.k_cache, position, k, self.how)
         write_cache(self.v_cache, position, v, self.how)
         repeat = self.heads // self.kv_heads
@@ -61,13 +71,21 @@ class Decoder(nn.Module):
     """Embedding, `n_layers` attention + MLP layers over static caches, the LM head."""
 
     def __init__(
-        self, n_layers: int, dim: int, heads: int, kv_heads: int, context: int, vocab: int, how: str
+        self,
+        n_layers: int,
+        dim: int,
+        heads: int,
+        kv_heads: int,
+        context: int,
+        vocab: int,
+        how: str,
+        fused_qkv: bool = False,
     ) -> None:
         super().__init__()
         self.context = context
         self.embed = nn.Embedding(vocab, dim)
         self.layers = nn.ModuleList(
-            Layer(dim, heads, kv_heads, context, 2 * dim, how) for _ in range(n_layers)
+            Layer(dim, heads, kv_heads, context, 2 * dim, how, fused_qkv) for _ in range(n_layers)
         )
         self.norm = nn.RMSNorm(dim)
         self.head = nn.Linear(dim, vocab, bias=False)
@@ -126,12 +144,14 @@ def static_cache_decoder(
     vocab: int = 64,
     how: str = "index_copy",
     n_calls: int = 3,
+    fused_qkv: bool = False,
 ) -> ZooModel:
     """Decode `n_calls` tokens (positions 0, 1, ...) with a fresh random-weight decoder."""
     torch.manual_seed(0)
-    module = Decoder(n_layers, dim, heads, kv_heads, context, vocab, how)
+    module = Decoder(n_layers, dim, heads, kv_heads, context, vocab, how, fused_qkv)
     calls = _decode_calls(n_calls, lambda: torch.randint(0, vocab, (1, 1)))
-    return _model(f"hf_static_cache_{n_layers}l_{how}", module, calls)
+    fused = "_fused_qkv" if fused_qkv else ""
+    return _model(f"hf_static_cache_{n_layers}l_{how}{fused}", module, calls)
 
 
 def cache_stack(n: int = 8, context: int = 64, how: str = "index_copy", n_calls: int = 3) -> ZooModel:

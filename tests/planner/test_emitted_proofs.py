@@ -16,6 +16,8 @@ from random_programs import generate
 
 from memplan.experiments import zoo
 from memplan.experiments.zoo import ZooModel, runtime
+from memplan.experiments.zoo.models.inception import inception_v3
+from memplan.experiments.zoo.pte_check import ROUNDS, check_same_outputs
 from memplan.planner.pass_ import PlannerPass
 from memplan.planner.pte.program import read_program
 from memplan.planner.pte.replan import replan
@@ -67,6 +69,43 @@ def test_a_static_cache_decoder_planned_by_default_is_at_what_replan_reaches(how
     [decision_statuses] = [{d.status.value for d in r.state_report.decisions} for r in pass_.results.values()]
     assert decision_statuses == {"in_place"}
     assert_replan_finds_nothing_smaller(data, pass_)
+
+
+def test_a_decoder_whose_fused_qkv_split_leaves_dead_tensors_is_proven_at_its_emitted_bound():
+    """Issue 36: a 2-layer decoder with `index_copy_` caches and one fused q/k/v projection. The slice
+    no-op lever removes the split's copy, so the split's outputs are tensors no instruction names; the
+    reader took them for live the whole method, over bytes the file rightly gives to others, and
+    found no bound. They are dead: the bound is derived, equals the arena, and the proof stands."""
+    model = static_cache_decoder(n_layers=2, fused_qkv=True, n_calls=4)
+    data, pass_ = planned(model)  # == eager over the 4 decode steps
+    result = pass_.results["forward"]
+    emitted = read_program(data).methods["forward"]
+    assert emitted.cannot == [] and len(emitted.dead) == 2 * 4  # per layer: the split's input and 3 parts
+    dead = [t for t in emitted.tensors if t.value in emitted.dead]
+    assert {t.role for t in dead} == {"unused"} and all("no instruction names it" in t.writer for t in dead)
+    assert emitted.lower_bound == result.emitted_lower_bound == result.plan.arena_size
+    assert result.plan.proven_optimal, result.plan
+    assert_replan_finds_nothing_smaller(data, pass_)
+    rewritten = replan(data, "bestfit", require_saving=False)  # every offset written again, the dead at 0
+    assert rewritten.changed and check_same_outputs(data, rewritten.data, isolated=False) == ROUNDS
+
+
+def test_a_plan_the_solver_did_not_prove_is_proven_when_its_arena_is_the_emitted_bound():
+    """Issue 36: Inception-v3 (at 75x75, its smallest input; 299x299 behaves the same, slower) with
+    CP-SAT cut short before it can compare the heuristic with its bound: the solver says "not proven",
+    yet the arena is the emitted program's lower bound, so the plan is optimal by definition. The
+    cats fused into the cat they feed (two per InceptionE block) leave tensors no instruction names:
+    dead, so the bound is derived (at 299x299 the file overlaps them with live tensors)."""
+    model = inception_v3(75)
+    data, pass_ = planned(model, time_limit_s=1e-6, solver_options={"warm_start": False})
+    result = pass_.results["forward"]
+    emitted = read_program(data).methods["forward"]
+    assert [t.shape for t in emitted.tensors if t.value in emitted.dead] == [(1, 768, 1, 1)] * 4
+    assert result.plan.arena_size == result.emitted_lower_bound == emitted.lower_bound
+    assert result.plan.proven_optimal and result.not_proven_because == ""
+    assert "the emitted program's lower bound" in result.plan.status, result.plan.status
+    assert "(solver: not proven" in result.plan.status  # what the solver itself concluded, kept
+    assert result.plan.lower_bound == result.plan.arena_size
 
 
 def test_a_random_program_planned_by_default_is_at_what_replan_reaches():

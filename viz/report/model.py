@@ -45,6 +45,8 @@ class PlanView:
     arenas: dict[int, int]  # mem_id -> bytes
     lanes: dict[int, str] = field(default_factory=dict)  # mem_id -> "mem_id 1 · sram"
     lower_bound: int | None = None  # None: not known for this plan (then the live peak stands in)
+    proven: bool | None = None  # proven optimal (None: not said of this plan)
+    not_proven_because: str = ""  # why not, in one line
 
     @property
     def arena_bytes(self) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 from memplan.viz.report.budget import BudgetBank, assumes_first_bank, budget_rows, verdicts
 from memplan.viz.report.explain import peak_rows
 from memplan.viz.report.figures import arena_figure, profile_figure
-from memplan.viz.report.model import MethodReport, ProgramReport
+from memplan.viz.report.model import MethodReport, PlanView, ProgramReport
 from memplan.viz.style import format_bytes
 
 PEAK_ROWS = 25  # tensors listed in "the peak explained"; the rest are summed in one line
@@ -72,12 +72,22 @@ def _summary(report: ProgramReport) -> str:
         bound = m.primary.lower_bound
         rows.append(
             f"<tr><td>{_e(m.method)}</td><td class='num'>{len(m.primary.tensors):,}</td>{cells}"
-            f"<td class='num'>{'' if bound is None else f'{bound:,}'}</td></tr>"
+            f"<td class='num'>{'' if bound is None else f'{bound:,}'}</td>{_proof_cell(m.primary)}</tr>"
         )
     return (
         "<h2>Methods</h2><table class='summary'><tr><th>method</th><th>tensors</th>"
-        f"{head}<th>lower bound</th></tr>{''.join(rows)}</table><p class='note'>arena bytes per plan</p>"
+        f"{head}<th>lower bound</th><th>proven ({_e(labels[0] if labels else '')})</th></tr>{''.join(rows)}"
+        "</table><p class='note'>arena bytes per plan; proven: no smaller arena exists for the program"
+        " (the solver proved it, or the arena is the program's lower bound)</p>"
     )
+
+
+def _proof_cell(plan: PlanView) -> str:
+    if plan.proven is None:
+        return "<td></td>"
+    if plan.proven:
+        return "<td class='proven'>yes</td>"
+    return f"<td class='not-proven'>no: {_e(plan.not_proven_because)}</td>"
 
 
 def _budget(report: ProgramReport, budget: list[BudgetBank] | None) -> str:

@@ -188,6 +188,8 @@ def from_lowered(
             graphs.insert(0, stock.graph_module)
         nodes = _node_index(graphs)
         plans = [memplan_view(result.problem, result.plan, result.specs, nodes, f"memplan ({solver})")]
+        plans[0].lower_bound = result.lower_bound  # the emitted program's, when derived
+        plans[0].proven, plans[0].not_proven_because = result.plan.proven_optimal, result.not_proven_because
         if stock is not None:
             plans.append(stock_view(stock))
         file_method = layout.methods.get(method) if layout else None
@@ -275,7 +277,8 @@ def from_pte(layout: ProgramLayout, solver: str, time_limit_s: float) -> Program
         if m.problem is not None and m.problem.buffers:
             plan = solvers.solve(m.problem, solver, time_limit_s, fallback=True)
             plans.append(_replanned_view(m, plan, f"memplan re-plan ({plan.solver})"))
-            plans[0].lower_bound = lower_bound(m.problem)
+            plans[0].lower_bound = m.lower_bound
+        plans[0].proven, plans[0].not_proven_because = _file_proof(m)
         notes.append("a .pte holds no source lines: export with the model (memplan report MODEL) to see them")
         reports.append(
             MethodReport(
@@ -299,12 +302,28 @@ _ROLE_KINDS = {
 }
 
 
+def _file_proof(m: MethodLayout) -> tuple[bool, str]:
+    """Whether the file's own layout is proven optimal (its tensors' bytes at the lower bound), and why not."""
+    if m.lower_bound is None:
+        return False, f"lower bound unknown: {'; '.join(m.cannot) or 'no planned tensors'}"
+    tensors = sum(m.arenas) - sum(m.slack.values())  # what the runtime adds past the tensors is not planned
+    if tensors == m.lower_bound:
+        return True, ""
+    return (
+        False,
+        f"the file's arenas hold {tensors:,} B of tensors, above the lower bound {m.lower_bound:,} B",
+    )
+
+
 def _file_view(m: MethodLayout) -> PlanView:
     """The file's own placement of every planned tensor value ("v12"); aliases inside their block's first."""
     parent_of = _block_parents(m)
     span = _block_spans(m)
     tensors, offsets = {}, {}
+    dead = set(m.dead)
     for t in m.tensors:
+        if t.value in dead:  # never read or written: no bytes of the arena are its
+            continue
         name = f"v{t.value}"
         start, end = span.get(name) or (
             (t.first, t.last + 1)

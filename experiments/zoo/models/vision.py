@@ -253,14 +253,22 @@ def vision_module(name: str) -> tuple[nn.Module, tuple[torch.Tensor]]:
 
 
 def vision(name: str, partitioner: str | None = None) -> ZooModel:
-    """One of `VISION` as a ZooModel (`vision_module`'s weights), lowered by the zoo's recipe (the
-    classifier stays `aten.linear`, not a transposed weight copy in the arena)."""
-    module, _ = vision_module(name)
-    size = VISION[name][2]
+    """One of `VISION` as a ZooModel (seeded random weights, batch norm with non-trivial statistics),
+    lowered by the zoo's recipe (the classifier stays `aten.linear`, not a transposed weight copy in
+    the arena)."""
+    description, build, size = VISION[name]
+    return cnn(name, description, build, size, partitioner)
+
+
+def cnn(
+    name: str, description: str, build: Callable[[], nn.Module], size: int, partitioner: str | None = None
+) -> ZooModel:
+    """`build()` as a ZooModel on 1x3x`size`x`size` inputs, as `vision` makes one."""
     with seeded():
+        module = randomize_batchnorm(build().eval())
         return single_method(
             name,
-            VISION[name][0],
+            description,
             module,
             lambda: (torch.randn(1, 3, size, size),),
             partitioner=partitioner,
