@@ -70,8 +70,23 @@ class PlannedModel:
 
         return write(self.report_data(), path, parse_budget(budget) if budget else None)
 
+    def model_explorer(self, path: str | Path) -> list[Path]:
+        """Write Model Explorer node data for the program (memplan.viz.model_explorer: `path` the live
+        bytes, the other overlays beside it) and the program itself as `path` with .pte; returns the
+        node data files. Needs the explorer extra (pip install 'memplan[explorer]')."""
+        from memplan.viz.model_explorer import require_explorer, write_overlays
+
+        require_explorer()
+        path = Path(path)
+        self.save(path.with_suffix(".pte"))
+        return write_overlays(self.report_data(), path)
+
     def _repr_html_(self) -> str:
-        return f"<b>{self.model.name}</b>, solver {self.solver}<br>" + self.summary.to_html(index=False)
+        """In Jupyter: the per-method table and a small live-bytes chart per method (inline SVG)."""
+        from memplan.viz.report.notebook import program_html
+
+        heading = f"{self.model.name}, solver {self.solver}"
+        return program_html(self.report_data(), heading, self.summary.to_html(index=False, na_rep=""))
 
     def __repr__(self) -> str:
         by_method = self.summary.set_index("method")["arena_bytes"]

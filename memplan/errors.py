@@ -16,6 +16,8 @@
     │   │                                   cannot work (a name, a setting, an output path)
     │   ├── UnknownModelError (KeyError)    not a zoo model (experiments.zoo.catalog)
     │   └── ProgramSpecError                a .pt2 or file.py:factory that cannot be loaded (experiments.zoo.programs)
+    ├── ModelError                          the user's own model fails (torch.export of a method): names the
+    │                                       model, the method and the user's frame (experiments.zoo.model_errors)
     ├── ExecutorUnavailableError (RuntimeError)  the sweep's executor cannot run here (experiments.sweep.executors)
     └── CheckError (AssertionError)         a re-planned program runs differently from the original
                                             (experiments.zoo.pte_check)
@@ -122,3 +124,8 @@ class SolverFailure(MemplanError, RuntimeError):
 class UsageError(MemplanError, ValueError):
     """A command, script or sweep asked for something that does not exist or cannot work; the message
     names the value and the valid choices (an unknown name, a bad setting, an unwritable output)."""
+
+
+class ModelError(MemplanError):
+    """The user's own model fails where memplan is not involved yet (torch.export of a method): the
+    message names the model, the method and the user's own frame; the original error is the cause."""

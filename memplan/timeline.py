@@ -26,6 +26,20 @@ def events(spans: Iterable[tuple[int, int]]) -> list[tuple[int, bool, int]]:
     return found
 
 
+def profile(spans: Iterable[tuple[int, int, int]]) -> tuple[list[int], list[int]]:
+    """`(times, weight live from each time on)` over `(start, end, weight)` spans: a step function
+    that changes only at the times listed."""
+    change: dict[int, int] = {}
+    for start, end, weight in spans:
+        change[start] = change.get(start, 0) + weight
+        change[end] = change.get(end, 0) - weight
+    times, live, levels = sorted(change), 0, []
+    for t in times:
+        live += change[t]
+        levels.append(live)
+    return times, levels
+
+
 def peak(spans: Sequence[tuple[int, int, int]]) -> tuple[int, int]:
     """`(most weight live at once, first time it is reached)` over `(start, end, weight)` spans.
 

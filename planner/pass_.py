@@ -21,6 +21,7 @@ too. Problems and plans stay available as `pass_.results[method].problem` /
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -178,10 +179,11 @@ class PlannerPass(MemoryPlanningPass):
     def tile(
         self, program: torch.export.ExportedProgram, method: str = "forward"
     ) -> torch.export.ExportedProgram:
-        """`program` with its best region tiled by this pass's `tiling` options (before `to_edge`)."""
+        """`program` with its best region tiled by this pass's `tiling` options (before `to_edge`); the
+        search counts the input in the arena only when this pass allocates it (`alloc_graph_input`)."""
         if self.tiling is None:
             raise PlanningError("tile() needs PlannerPass(tiling=True or TilingOptions(...))")
-        tiled = tile(program, self.tiling)
+        tiled = tile(program, dataclasses.replace(self.tiling, input_in_arena=self.alloc_graph_input))
         self.tiling_reports[method] = tiled.report
         return tiled.program
 

@@ -26,11 +26,14 @@ FLAGS = (
     "--disable-sync",
     "--window-size=1500,1100",
 )
+# No host name resolves but the loopback address: a page that loads under these flags needs no network.
+OFFLINE = ("--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1",)
 
 
 @contextmanager
-def chromium() -> Iterator:
-    """A headless chromium WebDriver with a fresh profile, its console log readable."""
+def chromium(*extra_flags: str) -> Iterator:
+    """A headless chromium WebDriver with a fresh profile, its console log readable; `extra_flags` are
+    added to FLAGS (e.g. OFFLINE)."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 
@@ -40,7 +43,7 @@ def chromium() -> Iterator:
     profile = tempfile.mkdtemp(prefix="memplan-chromium-")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
-    for flag in FLAGS:
+    for flag in FLAGS + extra_flags:
         options.add_argument(flag)
     options.add_argument(f"--user-data-dir={profile}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})

@@ -1,19 +1,22 @@
 """MiniMalloc's benchmark problems: where they are, what their README says about them, how to read one.
 
-The files live outside the repository, in `../shared/benchmarks/minimalloc`
-(beside the checkout, for developers and CI alike). One table of the README's
-facts serves the benchmarks and the tests.
+The files ship inside memplan, as package data of `memplan.experiments.bench` (`data/minimalloc/`,
+Apache-2.0, Google LLC: the folder's README and LICENSE), so a clone or an installed wheel has them and
+no test, benchmark or example reads a file outside the package. One table of the README's facts
+serves the benchmarks and the tests.
 """
 
 from __future__ import annotations
 
+from importlib.resources import files
 from pathlib import Path
 from typing import NamedTuple
 
 from memplan.io import read_minimalloc_csv
 from memplan.problem import Problem
 
-MINIMALLOC_DIR = (Path(__file__).resolve().parents[3] / "shared" / "benchmarks" / "minimalloc").resolve()
+# An installed package is a folder on disk (setuptools, editable or not), so the resource is a Path.
+MINIMALLOC_DIR = Path(str(files("memplan.experiments.bench") / "data" / "minimalloc"))
 CAPACITY = 1_048_576  # the "challenging" instances are decision problems at this capacity
 
 

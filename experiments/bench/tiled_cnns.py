@@ -43,7 +43,8 @@ def seconds_per_run(pte: bytes, inputs: tuple, runs: int) -> float:
     """Median seconds of one `forward` in executorch.runtime (loaded once, one warm-up call)."""
     from executorch.runtime import Runtime
 
-    method = Runtime.get().load_program(pte).load_method("forward")
+    program = Runtime.get().load_program(pte)  # alive while its method runs (else a segfault)
+    method = program.load_method("forward")
     flat = runtime.flatten_inputs(inputs)
     method.execute(flat)
     times = []

@@ -1,6 +1,9 @@
 """Solvers on a folder of MiniMalloc CSV problems (e.g. MiniMalloc's own benchmark set).
 
-    memplan bench-csv DIR --solvers bestfit,cpsat --time-limit 30 [--capacity-from-name]
+    memplan bench-csv [DIR] --solvers bestfit,cpsat --time-limit 30 [--capacity-from-name]
+
+DIR defaults to MiniMalloc's benchmark problems, which ship with memplan
+(experiments.bench.minimalloc.MINIMALLOC_DIR).
 
 With `capacity_from_name` each file's capacity comes from its name
 (`A.1048576.csv`) and a run is a decision problem: it succeeds when its plan

@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from memplan.errors import MemplanError, UsageError
+from memplan.errors import MemplanError, ModelError, UsageError
 from memplan.experiments.cli.parser import (
     FAILURE_EXIT,
     USAGE_EXIT,
@@ -39,7 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             own, target = run.split(argv[1:])
         except MemplanError as exc:
             fail(str(exc), USAGE_EXIT)
-        args = parser.parse_args(["run", *own])
+        args = parser.parse_args(["run", *own])  # -h / --help prints run's help and exits here
+        if target is None:
+            fail(f"no script or module to run; usage: {run.USAGE}", USAGE_EXIT)
         args.target = target
     else:
         args = parser.parse_args(argv)
@@ -50,10 +53,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with filtered_stderr():
             return _COMMANDS[args.command](args)
+    except ModelError as exc:  # the user's own model failed: not a usage mistake
+        _traceback_if_verbose(args, exc)
+        fail(str(exc) + ("" if args.verbose else " (--verbose shows the full traceback)"), FAILURE_EXIT)
     except MemplanError as exc:
+        _traceback_if_verbose(args, exc)
         fail(str(exc), USAGE_EXIT)
     except KeyboardInterrupt:
         fail("interrupted", FAILURE_EXIT)
+
+
+def _traceback_if_verbose(args: argparse.Namespace, exc: BaseException) -> None:
+    """With --verbose, the whole chain (the user's own error first) before the one-line error."""
+    if args.verbose:
+        traceback.print_exception(exc, file=sys.stderr)
 
 
 def _sweep(args: argparse.Namespace) -> int:
@@ -312,7 +325,10 @@ def _report(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import report
     from memplan.viz.report import parse_budget, verdicts, write
 
-    out = report.check_out(args.out)
+    if not args.out and not args.model_explorer:
+        raise UsageError("memplan report needs --out FILE.html, --model-explorer FILE.json or both")
+    out = report.check_out(args.out) if args.out else None
+    explorer = report.check_node_data_out(args.model_explorer) if args.model_explorer else None
     try:
         budget = parse_budget(args.budget) if args.budget else None
     except ValueError as exc:
@@ -323,13 +339,27 @@ def _report(args: argparse.Namespace) -> int:
     if budget and len(budget) > 1 and budget != planned_across:
         if any(not v.fits for v in verdicts(data, budget)):  # check the change by planning across them
             data.banked = _across_banks(args, args.budget)
-    try:
-        write(data, out, budget)
-    except OSError as exc:
-        raise UsageError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
+    if out is not None:
+        try:
+            write(data, out, budget)
+        except OSError as exc:
+            raise UsageError(f"cannot write {args.out!r}: {exc.strerror or exc}") from None
     for verdict in verdicts(data, budget) if budget else []:
         print(verdict.sentence() + (f"; smallest change: {verdict.change}" if verdict.change else ""))
-    print(f"wrote {out} ({out.stat().st_size:,} bytes)", file=sys.stderr)
+    if out is not None:
+        print(f"wrote {out} ({out.stat().st_size:,} bytes)", file=sys.stderr)
+    if explorer is not None:
+        print(report.write_node_data(data, args.model, explorer), file=sys.stderr)
+    return 0
+
+
+def _explore(args: argparse.Namespace) -> int:
+    from memplan.experiments.cli.explore import check_port, explore
+    from memplan.viz.model_explorer import require_explorer
+
+    require_explorer()  # before planning: what cannot work is said first
+    check_port(args.host, args.port)
+    explore(_program_report(args, args.model), args.model, args.host, args.port, not args.no_browser)
     return 0
 
 
@@ -367,19 +397,15 @@ def _run(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import run
     from memplan.planner.memory.bank_maps import parse_memory_map
 
-    options = {
-        "solver": args.solver,
-        "time_limit_s": args.time_limit,
-        "cat_fusion": not args.no_cat_fusion,
-        "state_in_place": not args.no_state_in_place,
-        **tiling_of(args),
-    }
+    options = {"solver": args.solver, "time_limit_s": args.time_limit, **levers_of(args), **tiling_of(args)}
+    if args.cat_fusion is not None:
+        (options["cat_fusion"],) = one_switch(args.cat_fusion)
     if args.memory_map:
         try:
             options["memory_map"] = parse_memory_map(args.memory_map)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
-    return run.execute(args.target, options, args.report)
+    return run.execute(args.target, options, args.report, quiet=args.quiet)
 
 
 _COMMANDS = {
@@ -391,6 +417,7 @@ _COMMANDS = {
     "inspect": _inspect,
     "replan": _replan,
     "report": _report,
+    "explore": _explore,
     "diff": _diff,
     "bench-csv": _bench_csv,
     "models": _models,

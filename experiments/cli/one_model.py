@@ -107,12 +107,9 @@ def check_against_stock(result: PlannedModel, atol: float | None = None) -> int:
 
 def lowering_hint(exc: BaseException) -> str | None:
     """One line saying which flag a failed lowering needs, or None when the error is not one we know."""
-    chain: list[BaseException] = []
-    link: BaseException | None = exc
-    while link is not None and all(link is not seen for seen in chain):
-        chain.append(link)
-        link = link.__cause__ or link.__context__
-    text = " ".join(str(e) for e in chain)
+    from memplan.experiments.zoo.model_errors import error_chain
+
+    text = " ".join(str(e) for e in error_chain(exc))
     for words, hint in LOWERING_HINTS:
         if all(w in text for w in words):
             return hint

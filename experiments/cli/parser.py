@@ -43,6 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     sub.add_parser("models", help="list zoo models")
     sub.add_parser("solvers", help="list solvers")
+    for command in sub.choices.values():
+        command.add_argument(
+            "--verbose", action="store_true", help="the full traceback behind a one-line error"
+        )
     return parser
 
 
@@ -134,12 +138,14 @@ def _add_model_planning(p: argparse.ArgumentParser, method_help: str) -> None:
         help="plan across banks, fastest first, e.g. sram:64KiB,dram:16MiB (mem_ids 1, 2, ...)",
     )
     _add_levers(p)
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
     _add_lowering(p)
 
 
 def _add_file_commands(sub) -> None:
     """Commands on files: problems out (export-problem), programs in (inspect, replan), CSV problems in."""
     from memplan.experiments import flags
+    from memplan.experiments.bench.minimalloc import MINIMALLOC_DIR
     from memplan.solvers import DEFAULT_ALIGNMENT, DEFAULT_SOLVER
 
     p = sub.add_parser("export-problem", help="write each method's problem as MiniMalloc CSV and JSON")
@@ -179,7 +185,14 @@ def _add_file_commands(sub) -> None:
         help="an interactive HTML report of a program's plan (zoo name, .pt2, file.py:factory, .pte)",
     )
     p.add_argument("model", metavar="MODEL|FILE.pte|FILE.pt2")
-    p.add_argument("--out", required=True, metavar="FILE.html")
+    p.add_argument("--out", metavar="FILE.html", help="the HTML page (this, --model-explorer or both)")
+    p.add_argument(
+        "--model-explorer",
+        metavar="FILE.json",
+        help="also (or only) write Model Explorer node data for the program: FILE.json the live bytes,"
+        " FILE.output.json, .peak, .levers, .saving_vs_stock beside it, and the program as FILE.pte"
+        " for a model (pip install 'memplan[explorer]')",
+    )
     p.add_argument(
         "--budget",
         default="",
@@ -194,6 +207,17 @@ def _add_file_commands(sub) -> None:
     )
     _add_plan_options(p)
 
+    p = sub.add_parser(
+        "explore",
+        help="open the program in Google's Model Explorer with memplan's overlays (live bytes, output,"
+        " peak, levers, saving vs stock); serves on 127.0.0.1 until Ctrl+C",
+    )
+    p.add_argument("model", metavar="MODEL|FILE.pte|FILE.pt2")
+    p.add_argument("--host", default="127.0.0.1", help="(default: %(default)s)")
+    p.add_argument("--port", type=int, default=8080, help="(default: %(default)s)")
+    p.add_argument("--no-browser", action="store_true", help="print the page's address, open no browser")
+    _add_plan_options(p)
+
     p = sub.add_parser("diff", help="which methods, arenas and tensors of two programs grew or shrank")
     p.add_argument("before", metavar="A")
     p.add_argument("after", metavar="B")
@@ -204,7 +228,12 @@ def _add_file_commands(sub) -> None:
     _add_plan_options(p)
 
     p = sub.add_parser("bench-csv", help="solve a folder of MiniMalloc CSV problems and print a table")
-    p.add_argument("dir")
+    p.add_argument(
+        "dir",
+        nargs="?",
+        default=str(MINIMALLOC_DIR),
+        help="folder of CSV problems (default: MiniMalloc's benchmark problems, shipped with memplan)",
+    )
     flags.add_solvers(p, ("bestfit", "cpsat"))
     flags.add_time_limit(p)
     p.add_argument(
@@ -223,15 +252,30 @@ def _add_run(sub) -> None:
     p = sub.add_parser(
         "run",
         help="run an export script (-- script.py ARGS, or -m module ARGS) with memplan planning every program",
-        usage="memplan run [OPTIONS] -- script.py [ARGS...] | memplan run [OPTIONS] -m module [ARGS...]",
+        usage="memplan run [OPTIONS] -- [python] script.py [ARGS...] | memplan run [OPTIONS] -m module [ARGS...]",
     )
     p.add_argument("--solver", default=DEFAULT_SOLVER, help="memplan solver (default: %(default)s)")
     flags.add_time_limit(p)
     p.add_argument(
         "--memory-map", default="", help="plan across banks, fastest first, e.g. sram:64KiB,dram:16MiB"
     )
-    p.add_argument("--no-cat-fusion", action="store_true", help="leave every torch.cat as a copy")
-    p.add_argument("--no-state-in-place", action="store_true", help="keep ExecuTorch's state write-backs")
+    p.add_argument("--cat-fusion", help="on or off: place torch.cat inputs inside its output (default: on)")
+    _add_levers(p)
+    p.add_argument(
+        "--no-cat-fusion", dest="cat_fusion", action="store_const", const="off", help="= --cat-fusion off"
+    )
+    p.add_argument(
+        "--no-state-in-place",
+        dest="state_in_place",
+        action="store_const",
+        const="off",
+        help="= --state-in-place off",
+    )
+    p.add_argument(
+        "--quiet",
+        action="store_true",
+        help="no tables on stderr (--report still writes them); a method the stock pass planned is still named",
+    )
     p.add_argument(
         "--report", metavar="DIR", help="also write the tables to DIR/report.md and DIR/report.json"
     )
@@ -246,7 +290,6 @@ def _add_levers(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--slice-noop", help="on or off: place contiguous slices inside their source (default: on)"
     )
-    p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
 def levers_of(args: argparse.Namespace) -> dict:
@@ -312,7 +355,9 @@ def _add_tiling(p: argparse.ArgumentParser) -> None:
         help="with --tiling: the most extra MACs, a fraction of the model's (default: %(default)s)",
     )
     p.add_argument(
-        "--budget", type=int, help="with --tiling: the fewest bands whose peak fits this many bytes"
+        "--budget",
+        help="with --tiling: the fewest bands whose peak fits this size (150000, 146KiB or sram:146KiB:"
+        " the grammar of --memory-map and report's --budget, one bank)",
     )
 
 
@@ -323,7 +368,13 @@ def tiling_of(args: argparse.Namespace) -> dict:
         if getattr(args, "budget", None) is not None:
             raise UsageError("--budget is an option of --tiling; add --tiling")
         return {}
-    return {"tiling": TilingOptions(max_extra_macs=args.max_extra_macs, budget_bytes=args.budget)}
+    from memplan.planner.memory.bank_maps import parse_one_size
+
+    try:
+        budget = None if args.budget is None else parse_one_size(args.budget, "--budget")
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    return {"tiling": TilingOptions(max_extra_macs=args.max_extra_macs, budget_bytes=budget)}
 
 
 def lowering_of(args: argparse.Namespace) -> dict:

@@ -135,3 +135,35 @@ def parse_growth(text: str) -> float:
     if not match:
         raise UsageError(f"--max-growth {text!r} is not a percentage like 5%")
     return float(match.group(1)) / 100
+
+
+def check_node_data_out(path: str) -> Path:
+    out = Path(path)
+    if out.suffix.lower() != ".json":
+        raise UsageError(f"--model-explorer {path!r} must end in .json")
+    if not out.parent.is_dir():
+        raise UsageError(f"cannot write {path!r}: no folder {str(out.parent)!r}")
+    from memplan.viz.model_explorer import require_explorer
+
+    require_explorer()
+    return out
+
+
+def write_node_data(data: ProgramReport, spec: str, out: Path) -> str:
+    """Write the Model Explorer overlays of `data` (and, for a model, the program they describe, as
+    `out` with .pte) and say what was written and how to open it."""
+    from memplan.experiments.cli.explore import EXTENSION
+    from memplan.viz.model_explorer import write_overlays
+
+    pte = Path(spec) if spec.endswith(PTE_SUFFIX) else out.with_suffix(PTE_SUFFIX)
+    try:
+        if not spec.endswith(PTE_SUFFIX):
+            pte.write_bytes(data.pte)
+        written = write_overlays(data, out)
+    except OSError as exc:
+        raise UsageError(f"cannot write {str(out)!r}: {exc.strerror or exc}") from None
+    return (
+        f"wrote {', '.join(map(str, written))} (node data for {pte}); open them with: model-explorer {pte}"
+        f" --extensions={EXTENSION} --node_data_paths={','.join(map(str, written))}"
+        f" (or memplan explore {spec})"
+    )

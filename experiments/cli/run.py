@@ -1,6 +1,7 @@
 """`memplan run`: run someone's export script with memplan planning every program it builds.
 
-    memplan run [--solver cpsat --time-limit 5 --no-cat-fusion ...] -- export.py ARGS...
+    memplan run [--solver cpsat --time-limit 5 --cat-fusion off ...] -- export.py ARGS...
+    memplan run [...] -- python export.py ARGS...     (as `py-spy record -- python x.py`)
     memplan run [...] -m package.module ARGS...
 
 As `coverage run` does, the script runs in this process (runpy), as `__main__`, with its own
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import runpy
 import sys
 import traceback
@@ -28,7 +30,7 @@ import pandas as pd
 from memplan.errors import UsageError
 from memplan.experiments.markdown import markdown_with_notes
 
-USAGE = "memplan run [OPTIONS] -- script.py [ARGS...]  or  memplan run [OPTIONS] -m package.module [ARGS...]"
+USAGE = "memplan run [OPTIONS] -- [python] script.py [ARGS...]  or  memplan run [OPTIONS] -m package.module [ARGS...]"
 
 
 @dataclass(frozen=True)
@@ -40,22 +42,51 @@ class Target:
     module: bool
 
 
-def split(argv: Sequence[str]) -> tuple[list[str], Target]:
-    """memplan's own options, and the target after `--` or `-m` (or the first `.py` argument)."""
+def split(argv: Sequence[str]) -> tuple[list[str], Target | None]:
+    """memplan's own options, and the target after `--` or `-m` (or from the first `.py` argument or
+    Python interpreter); None when there is none (the options may ask for --help)."""
     argv = list(argv)
     for i, arg in enumerate(argv):
         if arg in ("--", "-m"):
             rest = argv[i + 1 :]
             if not rest:
                 raise UsageError(f"nothing to run after {arg!r}; usage: {USAGE}")
-            return argv[:i], Target(rest[0], rest[1:], arg == "-m")
-        if arg.endswith(".py") and not arg.startswith("-"):
-            return argv[:i], Target(arg, argv[i + 1 :], False)
-    raise UsageError(f"no script or module to run; usage: {USAGE}")
+            return argv[:i], _target(rest, module=arg == "-m")
+        if not arg.startswith("-") and (arg.endswith(".py") or is_interpreter(arg)):
+            return argv[:i], _target(argv[i:], module=False)
+    return argv, None
 
 
-def execute(target: Target, options: dict[str, Any], report: str | None = None) -> int:
-    """Run `target` under `memplan.substituted(**options)`; print the tables; its exit code."""
+def _target(words: list[str], module: bool) -> Target:
+    """What `words` run; a leading Python interpreter (`python x.py`, `python -m mod`) names the real
+    target, which runs in this process all the same."""
+    if module or not is_interpreter(words[0]):
+        return Target(words[0], words[1:], module)
+    rest = words[1:]
+    if rest[:1] == ["-m"] and len(rest) > 1:
+        return Target(rest[1], rest[2:], True)
+    if rest and not rest[0].startswith("-"):
+        return Target(rest[0], rest[1:], False)
+    shown = " ".join(words[:2])
+    raise UsageError(
+        f"{shown!r}: memplan runs the script in its own Python; give {words[0]} a script or -m module"
+        f" and no interpreter options; usage: {USAGE}"
+    )
+
+
+_INTERPRETER = re.compile(r"python(\d+(\.\d+)?)?(\.exe)?")
+
+
+def is_interpreter(word: str) -> bool:
+    """`python`, `python3`, `python3.11` (any folder) or this very interpreter, `sys.executable`."""
+    if _INTERPRETER.fullmatch(os.path.basename(word)):
+        return True
+    return bool(sys.executable) and os.path.realpath(word) == os.path.realpath(sys.executable)
+
+
+def execute(target: Target, options: dict[str, Any], report: str | None = None, quiet: bool = False) -> int:
+    """Run `target` under `memplan.substituted(**options)`; print the tables (`quiet`: only the methods
+    the stock pass planned, one line each); its exit code."""
     from memplan.planner.substitute import substituted
 
     if not target.module and not os.path.isfile(target.name):
@@ -63,7 +94,8 @@ def execute(target: Target, options: dict[str, Any], report: str | None = None) 
     with substituted(**options) as run:
         code = _run(target)
     text = tables(run.programs)
-    print(text, file=sys.stderr)
+    for line in stock_planned(run.programs) if quiet and run.programs else [text]:  # none built: said
+        print(line, file=sys.stderr)
     if report:
         write_report(report, text, run.programs)
         write_html_reports(report, run.programs, options)
@@ -128,6 +160,15 @@ def tables(programs: Sequence[Any]) -> str:
         frame = pd.DataFrame(program.rows(), columns=columns)
         parts.append(f"memplan: {program.name}\n\n{markdown_with_notes(frame, NOTE, ['method'])}\n")
     return "\n".join(parts)
+
+
+def stock_planned(programs: Sequence[Any]) -> list[str]:
+    """One line per method the stock pass planned, with the reason (what `--quiet` still says)."""
+    return [
+        f"memplan: {program.name}: {m.method} planned by {m.planner}" + (f": {m.note}" if m.note else "")
+        for program in programs
+        for m in program.fell_back
+    ]
 
 
 def write_report(folder: str, text: str, programs: Sequence[Any]) -> None:

@@ -141,7 +141,8 @@ def outputs(program: Any, inputs: list[list[torch.Tensor]]) -> list[torch.Tensor
     """Every output of `forward` over the calls, in one loaded method (its state carried)."""
     from executorch.runtime import Runtime
 
-    method = Runtime.get().load_program(program.buffer).load_method("forward")
+    loaded = Runtime.get().load_program(program.buffer)  # alive while its method runs (else a segfault)
+    method = loaded.load_method("forward")
     return [t.clone() for call in inputs for t in method.execute(call) if isinstance(t, torch.Tensor)]
 
 

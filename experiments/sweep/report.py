@@ -93,9 +93,10 @@ def summary_markdown(df: pd.DataFrame) -> str:
         "",
         "Cell: arena / lower bound (1.000 = provably minimal), then the saving vs the stock"
         " ExecuTorch planner (positive = smaller arena); `*` = proven optimal: the solver proved it,"
-        " or the arena is the emitted program's lower bound. The lower bound is the lowest over the"
-        " solvers' programs (cat fusion, kept only where it pays for a solver, lowers it), so it"
-        " bounds every column.",
+        " or the arena is the emitted program's lower bound (greedy's plan too), shown only where that"
+        " bound is the case's lowest (a solver whose program kept less fusion, its bound higher, gets no"
+        " `*`: others do better). The lower bound is the lowest over the solvers' programs (cat fusion,"
+        " kept only where it pays for a solver, lowers it), so it bounds every column.",
     ]
     if "reproducible" not in df:  # a table from before the setting existed
         df = df.assign(reproducible=False)
@@ -294,7 +295,7 @@ def _cell(row) -> str:
     text = f"{row.ratio:.3f}"
     if not pd.isna(row.saving_vs_stock):
         text += f" ({row.saving_vs_stock:+.1%})"
-    if _true(row.proven_optimal):
+    if _true(row.proven_optimal) and row.lower_bound_bytes == row.best_lb:  # its proof covers the case
         text += "*"
     if _false(row.matches_eager):
         text += " MISMATCH"

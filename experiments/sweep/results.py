@@ -45,6 +45,21 @@ def check_format(fmt: str) -> str:
     return fmt
 
 
+class SweepResults(pd.DataFrame):
+    """`load_results`' table: a DataFrame that, in Jupyter, shows the solvers compared (arena / lower
+    bound per model and method, their geometric means as bars) instead of its forty columns. Tables
+    derived from it (a filter, a pivot) are plain DataFrames."""
+
+    @property
+    def _constructor(self) -> type[pd.DataFrame]:
+        return pd.DataFrame
+
+    def _repr_html_(self) -> str:  # type: ignore[override]
+        from memplan.experiments.sweep.notebook import results_html
+
+        return results_html(self)
+
+
 def typed(df: pd.DataFrame) -> pd.DataFrame:
     """The results columns with their nullable dtypes (columns it does not know are left alone)."""
     for column, dtype in DTYPES.items():
@@ -77,22 +92,23 @@ def write_table(df: pd.DataFrame, folder: Path, fmt: str = "csv") -> Path:
     return path
 
 
-def load_results(folder: str | Path) -> pd.DataFrame:
-    """A sweep folder's results table, typed: from results.parquet, results.csv or the run log."""
+def load_results(folder: str | Path) -> SweepResults:
+    """A sweep folder's results table, typed: from results.parquet, results.csv or the run log (a
+    DataFrame; `SweepResults` only adds how it shows itself in Jupyter)."""
     folder = Path(folder)
     if (folder / PARQUET_FILE).is_file():
         require_pyarrow()
-        return typed(pd.read_parquet(folder / PARQUET_FILE))
+        return SweepResults(typed(pd.read_parquet(folder / PARQUET_FILE)))
     if (folder / CSV_FILE).is_file():
-        return typed(pd.read_csv(folder / CSV_FILE, keep_default_na=True))
+        return SweepResults(typed(pd.read_csv(folder / CSV_FILE, keep_default_na=True)))
     from memplan.experiments.sweep.run_log import RUNS_FILE, RunLog
     from memplan.experiments.sweep.table import table
 
     if (folder / RUNS_FILE).is_file():
-        return typed(table(RunLog(folder)))
+        return SweepResults(typed(table(RunLog(folder))))
     raise UsageError(
         f"{str(folder)!r} holds no sweep results ({CSV_FILE}, {PARQUET_FILE} or {RUNS_FILE}); run memplan sweep --out {folder}"
     )
 
 
-__all__ = ["COLUMNS", "FORMATS", "check_format", "load_results", "typed", "write_table"]
+__all__ = ["COLUMNS", "SweepResults", "FORMATS", "check_format", "load_results", "typed", "write_table"]

@@ -29,6 +29,7 @@ from torch import nn
 from memplan.errors import UsageError
 from memplan.experiments.checks import MODEL_HINT, PT2_SUFFIX, check_choice, check_regular_file, did_you_mean
 from memplan.experiments.zoo import ZooModel
+from memplan.experiments.zoo.model_errors import where
 
 PARTITIONERS = ("xnnpack",)
 
@@ -145,9 +146,19 @@ def _eval(module: nn.Module) -> nn.Module:
 
 
 def from_factory(path: str | Path, factory: str) -> ZooModel:
-    """Import `path` as a module and build the program from `factory()`."""
+    """Import `path` as a module and build the program from `factory()`, with the file's folder first on
+    `sys.path` meanwhile, as Python runs a script: the file imports the modules beside it."""
     path = Path(path)
     check_regular_file(path, f" (in spec {str(path)}:{factory})", ProgramSpecError)
+    saved_path = list(sys.path)
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        return _from_factory(path, factory)
+    finally:
+        sys.path[:] = saved_path
+
+
+def _from_factory(path: Path, factory: str) -> ZooModel:
     digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:10]
     module_name = f"memplan_user_{path.stem}_{digest}"
     module = sys.modules.get(module_name)
@@ -174,7 +185,7 @@ def from_factory(path: str | Path, factory: str) -> ZooModel:
             f"{name}() called sys.exit({exc.code!r}) instead of returning a program"
         ) from None
     except Exception as exc:
-        raise ProgramSpecError(f"{name}() failed: {type(exc).__name__}: {exc}") from exc
+        raise ProgramSpecError(f"{name}() failed{where(exc)}: {type(exc).__name__}: {exc}") from exc
     if isinstance(made, ZooModel):
         return made
     if isinstance(made, tuple) and len(made) == 2 and isinstance(made[0], nn.Module):

@@ -60,18 +60,24 @@ __all__ = [
 
 def export_methods(model: ZooModel) -> dict[str, torch.export.ExportedProgram]:
     """torch.export every method (non-strict) on a deep copy of the eager
-    modules, so exporting never touches the ZooModel's own state."""
+    modules, so exporting never touches the ZooModel's own state. A method that fails raises
+    ModelError naming the model, the method and the user's own frame (the error is its cause)."""
+    from memplan.experiments.zoo.model_errors import export_error
+
     mods = copy.deepcopy({n: m for n, (m, _) in model.methods.items()})  # one memo: sharing kept
     dyn = model.dynamic_shapes or {}
     eps = {}
     with torch.no_grad():
         for name, (_, example) in model.methods.items():
-            eps[name] = torch.export.export(
-                mods[name],
-                tuple(copy.deepcopy(example)),
-                dynamic_shapes=cast(Any, dyn.get(name)),
-                strict=False,
-            )
+            try:
+                eps[name] = torch.export.export(
+                    mods[name],
+                    tuple(copy.deepcopy(example)),
+                    dynamic_shapes=cast(Any, dyn.get(name)),
+                    strict=False,
+                )
+            except Exception as exc:  # the model's own error (or torch.export's about it), told in one line
+                raise export_error(model.name, name, exc) from exc
     return eps
 
 

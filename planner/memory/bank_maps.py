@@ -120,27 +120,50 @@ _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "kib": 1024, "m": 1000**2, "mb":
 _UNITS |= {"g": 1000**3, "gb": 1000**3, "gib": 1024**3}
 
 
-def parse_memory_map(spec: str) -> TargetMemoryMap:
+# The bank a bare size names (`--budget 150000`, `--memory-map 64KiB`): the one arena, mem_id 1.
+ONE_BANK = "arena"
+
+
+def parse_memory_map(spec: str, what: str = "memory map") -> TargetMemoryMap:
     """`"sram:64KiB,dram:16MiB"` -> a TargetMemoryMap, banks in that (preference) order at mem_ids 1, 2, ...
 
-    A bank may add its alignment, a power of two: `sram:64KiB:64`. Sizes take B, KB/KiB, MB/MiB, GB/GiB,
-    up to 2^62 bytes, in ASCII digits (as the CSV reader: `int` would also take '١٢'). Every fault
-    is a ValueError naming the map and the bank, before any run starts.
+    The one grammar of every bank list memplan takes (`--memory-map`, the report's `--budget`, the
+    tiling `--budget`): a size alone (`150000`, `256KiB`) is one bank, ONE_BANK. A bank may add its
+    alignment, a power of two: `sram:64KiB:64`. Sizes take B, KB/KiB, MB/MiB, GB/GiB, up to 2^62 bytes,
+    in ASCII digits (as the CSV reader: `int` would also take '١٢'). Every fault is a ValueError
+    naming `what` ("memory map", "budget"), the spec and the bank, before any run starts.
     """
     from executorch.exir.banked_memory_planning import Bank as EtBank
 
+    items = [t.strip() for t in spec.split(",") if t.strip()]
+    if len(items) == 1 and ":" not in items[0] and _SIZE.fullmatch(items[0]):
+        return TargetMemoryMap([EtBank(ONE_BANK, _bytes(f"{what} {_shown(spec)}", items[0]), 1, None)])
     banks = []
-    for mem_id, item in enumerate((t.strip() for t in spec.split(",") if t.strip()), start=1):
+    for mem_id, item in enumerate(items, start=1):
         parts = item.split(":")
         if len(parts) not in (2, 3) or not parts[0]:
-            raise ValueError(f"memory map {spec!r}: bank {item!r} is not name:size or name:size:alignment")
-        where = f"memory map {_shown(spec)}: bank {_shown(parts[0])}"
+            raise ValueError(
+                f"{what} {spec!r}: bank {item!r} is not name:size or name:size:alignment"
+                " (a size alone, e.g. 150000 or 256KiB, is one bank when it is the only one)"
+            )
+        where = f"{what} {_shown(spec)}: bank {_shown(parts[0])}"
         size = _bytes(where, parts[1])
         alignment = _alignment(where, parts[2]) if len(parts) == 3 else None
         banks.append(EtBank(parts[0], size, mem_id, alignment))
     if not banks:
-        raise ValueError(f"memory map {spec!r} names no bank; write it as sram:64KiB,dram:16MiB")
+        raise ValueError(f"{what} {spec!r} names no bank; write it as sram:64KiB,dram:16MiB (or one size)")
     return TargetMemoryMap(banks)
+
+
+def parse_one_size(spec: str, what: str) -> int:
+    """The bytes of a bank list that must name one bank (`150000`, `146KiB`, `sram:146KiB`): the tiling
+    budget, in the grammar of `parse_memory_map`; ValueError when it names several."""
+    banks = parse_memory_map(spec, what).banks
+    if len(banks) != 1:
+        raise ValueError(
+            f"{what} {_shown(spec)} names {len(banks)} banks; give one size, e.g. 150000 or 146KiB"
+        )
+    return banks[0].size
 
 
 _SIZE = re.compile(r"([0-9]+)\s*([A-Za-z]*)")

@@ -113,7 +113,8 @@ def planned(
     """The constrained extraction through levers -> solve -> apply; the lever rewrites after."""
     algorithm, levers = planning.algorithm, planning.levers
     graph_module, arenas = graph.graph_module, graph.arenas
-    costs = Costs(ex, list(graph_module.graph.nodes))
+    nodes = list(graph_module.graph.nodes)  # as extracted: node i is step i
+    costs = Costs(ex, nodes)
     site = Site(
         graph_module,
         graph.signature,
@@ -149,4 +150,5 @@ def planned(
         note=note,
         arenas=arenas,
         traffic=costs.traffic(chosen.problem, plan, removed),
+        steps=tuple(n.name for n in nodes),
     )

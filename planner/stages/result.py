@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -70,6 +71,10 @@ class MethodResult:
     # (planner.stages.proof_check); a proof it does not bear out is withdrawn from `plan`. Like the
     # plan's arena it counts tensors only: `buffer_sizes` adds `padding` (XNNPACK's 64 B, stock too).
     emitted_lower_bound: int | None = None
+    # The graph's node names in order when the method was planned: `steps[i]` is the node at step i of
+    # `problem`'s lifetimes (ExecuTorch's node index), so a step can be traced to the instruction the
+    # emitted program runs for that node (viz.report.instructions) after the levers removed nodes.
+    steps: tuple[str, ...] = ()
     # Why that bound could not be derived, in one line ("" when it was, or was not looked for).
     emitted_bound_unknown: str = ""
 
@@ -121,6 +126,38 @@ class MethodResult:
     def tiling(self) -> TilingReport | None:
         """Set when tiling is on and `PlannerPass.tile` tiled the method (memplan.planner.tiling)."""
         return self._report("tiling", TilingReport)
+
+    def _repr_html_(self) -> str:
+        """In Jupyter: the arena against the stock plan's and the bound, what the levers did, and the
+        bytes live at each step of the problem (inline SVG, memplan.html) with the peak marked."""
+        from memplan.html import Series, step_chart, table
+        from memplan.peak_bound import lower_bound
+        from memplan.timeline import peak, profile
+
+        problem = self.problem
+        spans = [(b.start, b.end, b.size) for b in problem.buffers if problem.parent_of(b.id) is None]
+        most, at = peak(spans)
+        numbers = table(
+            ["buffers", "arena (B)", "stock arena (B)", "lower bound (B)", "proven optimal", "solver"],
+            [
+                [
+                    len(problem.buffers),
+                    sum(self.buffer_sizes),
+                    sum(self.stock_sizes) if self.stock_sizes else None,
+                    lower_bound(problem),
+                    self.plan.proven_optimal,
+                    self.plan.solver,
+                ]
+            ],
+        )
+        said = [r.summary() for r in self.reports.values() if hasattr(r, "summary")] + [self.note]
+        words = "".join(f"<div style='font-size:11px'>{html.escape(w)}</div>" for w in said if w)
+        chart = step_chart(
+            f"live bytes, peak {most:,} B at step {at}",
+            [Series("live bytes", "#222", *profile(spans))],
+            [(at, most)],
+        )
+        return f"<div class='memplan'>{numbers}{words}{chart}</div>"
 
     def attach_tiling(self, report: TilingReport | None, failure: str | None = None) -> None:
         """With tiling on: keep the method's tiling report (None: `PlannerPass.tile` did not tile it)

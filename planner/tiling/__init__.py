@@ -23,7 +23,7 @@ from torch.export import ExportedProgram
 from torch.fx import GraphModule
 
 from memplan.errors import UsageError
-from memplan.planner.tiling.cost import graph_macs, graph_steps, peak_bytes
+from memplan.planner.tiling.cost import arena_tensors, graph_macs, graph_steps, peak_bytes
 from memplan.planner.tiling.options import TilingOptions, tiling_options
 from memplan.planner.tiling.report import TilingReport
 from memplan.planner.tiling.rewrite import rewrite
@@ -97,6 +97,10 @@ def tile(program: ExportedProgram, options: TilingOptions | bool = True) -> Tile
         exported = torch.export.export(module, tuple(args), kwargs or None, strict=False)
     graph = exported.module().graph
     counted = TilingReport(
-        **{**report.__dict__, "peak": peak_bytes(graph_steps(graph)), "macs": graph_macs(graph)}
+        **{
+            **report.__dict__,
+            "peak": peak_bytes(graph_steps(graph, held=arena_tensors(graph, chosen))),
+            "macs": graph_macs(graph),
+        }
     )
     return Tiled(exported, counted)

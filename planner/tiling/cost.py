@@ -5,21 +5,30 @@ yet read for the last time (graph inputs from the start, outputs to the end; con
 the arena; an op that returns an alias of its input adds no bytes). No placement can beat it and
 memplan's plans meet it on the CNNs tiled here, so the search ranks tilings by it; the planned
 arena of the chosen program is measured by lowering it (the report and the benchmark show both).
+What the arena holds depends on the lowering (`arena_tensors`): a graph input the caller passes in
+(`TilingOptions.input_in_arena` False, `alloc_graph_input=False`) is not in it, and under int8
+kernels (`TilingOptions.int8_kernels`: XNNPACK runs each dequantize -> op -> quantize as one kernel)
+neither are a quantized graph's float tensors between its int8 ones nor its dequantized weights. An
+op `to_edge` decomposes (hardswish) also holds its intermediates during its step (`transients`).
 MACs: every op with a `weight` of rank >= 2 (convolution, linear) does numel(output) * prod(weight
 dims after the first) multiply-accumulates, which for a convolution is N*Cout*Hout*Wout*Cin/groups*kh*kw.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 
+import torch
 from torch.fx import Graph, Node
 
+from memplan.planner.tiling.options import TilingOptions
 from memplan.planner.tiling.region import Region
 from memplan.planner.tiling.schedule import START, Piece
 from memplan.planner.tiling.semantics import arguments, itemsize, shape
+from memplan.planner.tiling.transients import transient_bytes
 
 
 @dataclass(frozen=True)
@@ -29,6 +38,7 @@ class Step:
     key: Hashable | None
     bytes: int
     reads: tuple[Hashable, ...]
+    transient: int = 0  # bytes live during this step only (a decomposed op's intermediates)
 
 
 def node_bytes(node: Node) -> int:
@@ -45,51 +55,114 @@ def _aliases(node: Node) -> bool:
     return bool(schema and schema.returns and schema.returns[0].alias_info is not None)
 
 
-def node_step(node: Node, roots: dict[Node, Hashable]) -> Step | None:
-    """The step of an untiled node; `roots` maps aliases to the tensor they view (updated here)."""
+Held = Callable[[Node], bool]  # whether the lowered program holds a node's tensor in the arena
+
+
+def _everything(node: Node) -> bool:
+    return True
+
+
+def arena_tensors(graph: Graph, options: TilingOptions) -> Held:
+    """Which of the graph's tensors the lowered program holds in its arena, per `options`."""
+    nodes = list(graph.nodes)
+    values = {n: n.meta.get("val") for n in nodes}
+    integer = any(
+        n.op == "call_function"
+        and isinstance(v, torch.Tensor)
+        and v.dim() == 4
+        and not v.dtype.is_floating_point
+        for n, v in values.items()
+    )
+    fused = options.int8_kernels and integer
+    varying: set[Node] = {n for n in nodes if n.op == "placeholder"}
+    for n in nodes:
+        if any(a in varying for a in n.all_input_nodes):
+            varying.add(n)
+    returned = {a for n in nodes if n.op == "output" for a in n.all_input_nodes}
+
+    def held(node: Node) -> bool:
+        if node.op == "placeholder":
+            return options.input_in_arena
+        if not fused or node in returned:
+            return True
+        value = values.get(node)
+        floating = isinstance(value, torch.Tensor) and value.dtype.is_floating_point
+        return node in varying and not floating
+
+    return held
+
+
+Roots = dict[Hashable, tuple[Hashable, ...]]  # a node or piece -> the arena tensors reading it reads
+
+
+def node_step(node: Node, roots: Roots, held: Held = _everything) -> Step | None:
+    """The step of an untiled node; `roots` maps each node to the arena tensors it stands for (updated
+    here): itself, the tensor an alias views, or for a tensor the arena does not hold (a float inside
+    an int8 kernel) what it was computed from, so those stay live until the kernel's int8 output."""
     if node.op == "placeholder":
-        roots[node] = node
-        return Step(node, node_bytes(node), ())
+        roots[node] = (node,)
+        return Step(node, node_bytes(node) if held(node) else 0, ())
     if node.op not in ("call_function", "output"):
         return None
-    reads = tuple(dict.fromkeys(roots[a] for a in node.all_input_nodes if a in roots))
+    reads = _reads(roots, node.all_input_nodes)
     if node.op == "output":  # what the graph returns stays live to the end
         return Step(None, 0, reads)
-    if _aliases(node) and reads:
-        roots[node] = reads[0]
+    step = _step(roots, node, node, node_bytes(node), reads, held, _aliases(node))
+    return dataclasses.replace(step, transient=transient_bytes(node)) if step.key is not None else step
+
+
+def _reads(roots: Roots, keys: Sequence[Hashable]) -> tuple[Hashable, ...]:
+    return tuple(dict.fromkeys(k for a in keys if a in roots for k in roots[a]))
+
+
+def _step(
+    roots: Roots, key: Hashable, origin: Node, size: int, reads: tuple, held: Held, alias: bool = False
+) -> Step:
+    if alias and reads:
+        roots[key] = reads[:1]
         return Step(None, 0, reads)
-    roots[node] = node
-    return Step(node, node_bytes(node), reads)
+    if not held(origin):
+        roots[key] = reads
+        return Step(None, 0, reads)
+    roots[key] = (key,)
+    return Step(key, size, reads)
 
 
-def graph_steps(graph: Graph, region: Region | None = None, pieces: Sequence[Piece] = ()) -> list[Step]:
+def graph_steps(
+    graph: Graph, region: Region | None = None, pieces: Sequence[Piece] = (), held: Held = _everything
+) -> list[Step]:
     """The graph's steps; with a region, its ops replaced by `pieces` at the end's place."""
-    roots: dict[Node, Hashable] = {}
+    roots: Roots = {}
     inside = set(region.nodes) if region else set()
     steps: list[Step] = []
     for node in graph.nodes:
         if region is not None and node is region.end:
-            steps += _piece_steps(region, pieces, roots)
-            roots[node] = node  # the cat makes the end
+            steps += _piece_steps(region, pieces, roots, held)
         elif node not in inside:
-            step = node_step(node, roots)
+            step = node_step(node, roots, held)
             if step is not None:
                 steps.append(step)
     return steps
 
 
-def _piece_steps(region: Region, pieces: Sequence[Piece], roots: dict[Node, Hashable]) -> list[Step]:
+def _piece_steps(region: Region, pieces: Sequence[Piece], roots: Roots, held: Held) -> list[Step]:
+    """The pieces' steps; the cat makes the end (its key is the end node)."""
     steps = []
     for i, piece in enumerate(pieces):
-        reads = [roots[region.start] if j == START else ("piece", j) for j in piece.inputs]
+        keys: list[Hashable] = [region.start if j == START else ("piece", j) for j in piece.inputs]
         if piece.kind == "op":  # its other activation args (broadcast along H) are read too
-            reads += [
-                roots[a]
-                for pos, a in enumerate(piece.origin.args)
-                if pos not in piece.args and isinstance(a, Node) and a in roots
+            keys += [
+                a for pos, a in enumerate(piece.origin.args) if pos not in piece.args and isinstance(a, Node)
             ]
         key = region.end if piece.kind == "cat" else ("piece", i)
-        steps.append(Step(key, piece.bytes, tuple(dict.fromkeys(reads))))
+        copy = piece.kind != "op"  # a slice, pad or cat is a new tensor of its own, even of a float
+        step = _step(
+            roots, key, piece.origin, piece.bytes, _reads(roots, keys), _everything if copy else held
+        )
+        if piece.kind == "op" and step.key is not None:  # intermediates scale with the rows computed
+            share = transient_bytes(piece.origin) * piece.bytes // max(node_bytes(piece.origin), 1)
+            step = dataclasses.replace(step, transient=share)
+        steps.append(step)
     return steps
 
 
@@ -101,6 +174,8 @@ def peak_bytes(steps: Sequence[Step]) -> int:
             last[key] = t
     delta = [0] * (len(steps) + 2)
     for t, step in enumerate(steps):
+        delta[t] += step.transient
+        delta[t + 1] -= step.transient
         if step.key is not None and step.bytes:
             delta[t] += step.bytes
             delta[max(last.get(step.key, t), t) + 1] -= step.bytes

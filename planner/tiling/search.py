@@ -17,7 +17,16 @@ from dataclasses import dataclass, field
 import torch
 from torch.fx import Graph, Node
 
-from memplan.planner.tiling.cost import Step, graph_macs, graph_steps, node_bytes, peak_bytes, tiled_macs
+from memplan.planner.tiling.cost import (
+    Held,
+    Step,
+    arena_tensors,
+    graph_macs,
+    graph_steps,
+    node_bytes,
+    peak_bytes,
+    tiled_macs,
+)
 from memplan.planner.tiling.options import TilingOptions
 from memplan.planner.tiling.region import GraphIndex, Region
 from memplan.planner.tiling.schedule import Piece, schedule
@@ -71,7 +80,7 @@ def _live_at_peak(steps: list[Step], peak: int) -> set:
         if step.key is not None and step.bytes:
             live[step.key] = step.bytes
             total += step.bytes
-        if total >= peak:
+        if total + step.transient >= peak:
             return set(live)
         for key in [k for k in live if last.get(k, -1) <= t]:
             total -= live.pop(key)
@@ -80,21 +89,22 @@ def _live_at_peak(steps: list[Step], peak: int) -> set:
 
 def search(graph: Graph, options: TilingOptions) -> Search:
     """Score legal regions and band counts, best-first by a lower bound on their peak; pick by `options`."""
-    base_steps = graph_steps(graph)
+    held = arena_tensors(graph, options)
+    base_steps = graph_steps(graph, held=held)
     base_peak = peak_bytes(base_steps)
     base_macs = graph_macs(graph)
     result = Search(base_peak, base_macs, None, None)
     if options.budget_bytes is not None and base_peak <= options.budget_bytes:
         return result  # nothing to do: chosen None, refusal None
     regions = _regions(graph, base_steps, base_peak, result)
-    bounded = sorted(((_floor(graph, r), i) for i, r in enumerate(regions)))
+    bounded = sorted(((_floor(graph, r, held), i) for i, r in enumerate(regions)))
     limit = options.budget_bytes if options.budget_bytes is not None else base_peak - 1
     candidates: list[Candidate] = []
     best: Candidate | None = None
     for floor, i in bounded:
         if floor > limit or (best is not None and options.budget_bytes is None and floor >= best.peak):
             break
-        for candidate in _scored(graph, regions[i], options, result, best):
+        for candidate in _scored(graph, regions[i], options, result, best, held):
             candidates.append(candidate)
             if candidate.peak <= limit and extra(candidate.macs, base_macs) <= options.max_extra_macs:
                 best = min(best or candidate, candidate, key=lambda c: _rank(c, options))
@@ -149,15 +159,15 @@ def _cut_points(nodes: list[Node]) -> set[Node]:
     return {n for n in nodes if n not in floats or n.op == "placeholder" or n in returned}
 
 
-def _floor(graph: Graph, region: Region) -> int:
+def _floor(graph: Graph, region: Region, held: Held) -> int:
     """A lower bound on the peak of any tiling of `region`: the graph with the region's ops gone, the
     end made from nothing, and at the cat the end's bands (as many bytes as the end) next to it."""
     end = Piece("cat", region.end, (0, shape(region.end)[2]), ())  # type: ignore[index]
-    return max(peak_bytes(graph_steps(graph, region, [end])), 2 * end.bytes)
+    return max(peak_bytes(graph_steps(graph, region, [end], held)), 2 * end.bytes * held(region.end))
 
 
 def _scored(
-    graph: Graph, region: Region, options: TilingOptions, result: Search, best: Candidate | None
+    graph: Graph, region: Region, options: TilingOptions, result: Search, best: Candidate | None, held: Held
 ) -> list[Candidate]:
     out = []
     height = shape(region.end)[2]  # type: ignore[index]
@@ -168,7 +178,7 @@ def _scored(
         if pieces is None:
             continue
         macs = tiled_macs(graph, region, pieces)
-        peak = peak_bytes(graph_steps(graph, region, pieces))
+        peak = peak_bytes(graph_steps(graph, region, pieces, held))
         result.scored += 1
         out.append(Candidate(region, count, peak, macs))
         if options.budget_bytes is not None and peak <= options.budget_bytes:

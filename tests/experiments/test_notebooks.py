@@ -93,6 +93,13 @@ def test_plan_visualization_draws_all_four_figures(kernel_specs: KernelSpecManag
     assert "store.k_cache" in shown and "set_cache" in shown and "attend" in shown
     assert "fusion off" in shown and "fusion on" in shown  # the fusion cell's table
     assert "matches eager: True" in shown  # the notebook's own model, planned and run
+    (planned,) = [
+        o["data"]["text/html"]
+        for o in outputs(nb)
+        if "class='memplan'" in o.get("data", {}).get("text/html", "")
+    ]
+    assert "<svg" in planned and "forward: live bytes, peak" in planned and "ExecuTorch (stock)" in planned
+    assert len(planned) < 50_000  # inline SVG, no plotly in the repr
     plotly = [o for o in outputs(nb) if "application/vnd.plotly.v1+json" in o.get("data", {})]
     assert len(plotly) == 2  # the interactive arena chart and profile, inline
     arena = plotly[0]["data"]["application/vnd.plotly.v1+json"]
@@ -119,6 +126,7 @@ def test_sweep_analysis_runs_a_tiny_sweep_and_plots_it(
     shown = text(nb)
     assert "2 rows, one per method, solver and settings, from" in shown and "no failed runs" in shown
     assert "geometric mean" in shown
+    assert "arena / lower bound, geometric mean" in shown and "<svg" in shown  # load_results' own HTML
     assert (out / "runs.jsonl").exists()  # the sweep went where it was told
 
 

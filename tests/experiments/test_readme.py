@@ -11,10 +11,10 @@ from pathlib import Path
 README = Path(__file__).resolve().parents[2] / "README.md"
 
 
-def example_source() -> str:
+def example_source(marker: str = "readme-example") -> str:
     text = README.read_text()
-    match = re.search(r"<!-- readme-example -->\s*```python\n(.*?)```", text, re.S)
-    assert match, "README.md lost its <!-- readme-example --> block"
+    match = re.search(rf"<!-- {marker} -->\s*```python\n(.*?)```", text, re.S)
+    assert match, f"README.md lost its <!-- {marker} --> block"
     return match.group(1)
 
 
@@ -31,3 +31,16 @@ def test_the_readme_example_plans_runs_and_beats_the_stock_planner(tmp_path, mon
     assert (tmp_path / "three_branch.pte").stat().st_size > 0
     # the numbers quoted in the README's comment are the ones the example prints
     assert f"# {stock:,} B vs {planned:,} B" in example_source()
+
+
+def test_the_readme_solver_example_reads_the_shipped_benchmark_and_gives_the_values_it_quotes(
+    tmp_path, monkeypatch
+):
+    """Run from a folder outside the checkout: the MiniMalloc file comes with the package, not from beside it."""
+    monkeypatch.chdir(tmp_path)
+    source = example_source("readme-solvers-example")
+    *body, last = source.strip().splitlines()
+    expression, quoted = last.split("#")
+    scope: dict = {"__name__": "readme"}
+    exec(compile("\n".join(body), str(README), "exec"), scope)  # noqa: S102
+    assert repr(eval(expression, scope)) == f"({quoted.strip().strip('()')})"  # noqa: S307

@@ -1,7 +1,8 @@
 """Where the MiniMalloc benchmark files are, and what their README says about them.
 
-CI keeps them at `../shared/benchmarks/minimalloc` relative to the repository
-root. Missing files fail the tests that need them (never a silent skip).
+They ship in the repository as package data (`experiments/bench/data/minimalloc`, found through
+`importlib.resources` as `memplan.experiments.bench.minimalloc.MINIMALLOC_DIR`). Missing files fail
+the tests that need them, naming the path looked in (never a silent skip).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def minimalloc_dir() -> Path:
     missing = [name for name in KNOWN if not (path / name).is_file()]
     if missing:
         pytest.fail(
-            f"MiniMalloc benchmark files {missing} not found in {path}; CI expects them at"
-            " ../shared/benchmarks/minimalloc relative to the repository root"
+            f"MiniMalloc benchmark files {missing} not found in {path}; they ship with memplan as package"
+            " data (experiments/bench/data/minimalloc, [tool.setuptools.package-data] in pyproject.toml)"
         )
     return path

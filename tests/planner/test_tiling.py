@@ -16,6 +16,7 @@ from memplan.planner.tiling.rewrite import rewrite
 from memplan.planner.tiling.schedule import schedule
 from memplan.planner.tiling.search import extra, search
 from memplan.planner.tiling.semantics import Window
+from memplan.planner.tiling.transients import transient_bytes
 from tests.planner.tiling_models import generated_cnn, whole_region
 
 
@@ -329,3 +330,17 @@ def test_options_are_checked():
         TilingOptions(budget_bytes=0)
     with pytest.raises(UsageError, match="tiling must be"):
         tiling_options("yes")  # type: ignore[arg-type]
+
+
+class HardswishThenRelu(nn.Module):
+    def forward(self, x):
+        return torch.relu(nn.functional.hardswish(x))
+
+
+def test_the_cost_counts_the_intermediates_of_an_op_to_edge_decomposes():
+    """hardswish becomes add, clamp, clamp, mul, div in to_edge: two of its intermediates are live at
+    once beside its input and output; relu stays one kernel."""
+    module = exported(HardswishThenRelu(), torch.randn(1, 4, 6, 6)).module()
+    nodes = {n.name: n for n in module.graph.nodes}
+    assert transient_bytes(nodes["hardswish"]) == 2 * 4 * 36 * 4
+    assert transient_bytes(nodes["relu"]) == 0

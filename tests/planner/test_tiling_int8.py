@@ -12,6 +12,7 @@ from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_
 
 from memplan import PlannerPass
 from memplan.experiments.zoo import runtime
+from memplan.peak_bound import lower_bound
 from memplan.planner.tiling import TilingOptions, tile
 from memplan.planner.tiling.pointwise import derived_pointwise
 from memplan.planner.tiling.rewrite import rewrite
@@ -75,6 +76,13 @@ def test_the_border_is_padded_on_the_int8_side_with_the_zero_point(program):
     }
 
 
+def test_every_band_has_its_own_weight_dequantize_so_xnnpack_keeps_bands_in_separate_delegates(program):
+    module = banded(program, 3).module()
+    weights = [n for n in module.graph.nodes if n.target is QD.dequantize_per_channel.default]
+    assert len(weights) == 3 * 3  # stem, depthwise and projection, in each of the 3 bands
+    assert all(len(n.users) == 1 for n in weights)
+
+
 @pytest.mark.parametrize("count", [2, 5])
 def test_int8_bands_equal_the_whole_int8_program_in_eager(program, count):
     tiled = banded(program, count).module()
@@ -84,15 +92,16 @@ def test_int8_bands_equal_the_whole_int8_program_in_eager(program, count):
         assert torch.equal(tiled(x), whole(x))
 
 
-def _lowered(program: torch.export.ExportedProgram, xnnpack: bool) -> bytes:
+def _lowered(program: torch.export.ExportedProgram, xnnpack: bool, planner: PlannerPass | None = None):
     if xnnpack:
         edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner(per_op_mode=True)])
     else:
         import executorch.kernels.quantized  # noqa: F401  registers the quantized_decomposed out kernels
 
         edge = to_edge(program)
-    config = ExecutorchBackendConfig(memory_planning_pass=PlannerPass(alloc_graph_input=False))
-    return edge.to_executorch(config).buffer
+    planner = planner or PlannerPass(alloc_graph_input=False)
+    config = ExecutorchBackendConfig(memory_planning_pass=planner)
+    return edge.to_executorch(config)
 
 
 @pytest.mark.parametrize("xnnpack", [True, False], ids=["xnnpack_per_op", "portable"])
@@ -106,7 +115,7 @@ def test_tiled_int8_program_runs_bit_identical_to_the_untiled_one(program, xnnpa
 
 
 def test_the_search_cuts_a_quantized_graph_only_at_int8_tensors_or_the_input(program):
-    tiled = tile(program, TilingOptions())
+    tiled = tile(program, TilingOptions(input_in_arena=False))  # the caller passes the input
     report = tiled.report
     assert report.tiled, report.summary()
     nodes = {n.name: n for n in program.graph_module.graph.nodes}
@@ -114,6 +123,14 @@ def test_the_search_cuts_a_quantized_graph_only_at_int8_tensors_or_the_input(pro
         node = nodes[name]
         assert node.op == "placeholder" or node.meta["val"].dtype == torch.int8, name
     calls = [("forward", (torch.randn(SIZE),)) for _ in range(2)]
-    got = runtime.run_pte(_lowered(tiled.program, True), calls)
-    want = runtime.run_pte(_lowered(program, True), calls)
+    planner = PlannerPass(alloc_graph_input=False)
+    tiled_pte, whole_pte = _lowered(tiled.program, True), _lowered(program, True, planner)
+    # the search's untiled peak is the XNNPACK program's own live-bytes bound (int8 tensors only)
+    assert report.base_peak == lower_bound(planner.results["forward"].problem)
+    got, want = runtime.run_pte(tiled_pte, calls), runtime.run_pte(whole_pte, calls)
     assert all(torch.equal(g[0], w[0]) for g, w in zip(got, want, strict=True))
+    arena = {
+        name: sum(runtime.stock_arena_bytes(p)["forward"])
+        for name, p in [("tiled", tiled_pte), ("whole", whole_pte)]
+    }
+    assert arena["tiled"] < arena["whole"], arena

@@ -8,10 +8,11 @@ instruction order, lifetimes half-open `[start, end)`.
 
 from __future__ import annotations
 
-from collections import defaultdict
+import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from memplan.timeline import peak
+from memplan.timeline import peak, profile
 
 
 @dataclass(frozen=True)
@@ -61,15 +62,13 @@ class PlanView:
 
     def live_profile(self) -> tuple[list[int], list[int]]:
         """(steps, bytes live from each step on) over the roots: a step function."""
-        change: dict[int, int] = defaultdict(int)
-        for t in self.roots():
-            change[t.start] += t.nbytes
-            change[t.end] -= t.nbytes
-        steps, live, levels = sorted(change), 0, []
-        for s in steps:
-            live += change[s]
-            levels.append(live)
-        return steps, levels
+        return profile((t.start, t.end, t.nbytes) for t in self.roots())
+
+    def live_bytes(self, steps: Iterable[int]) -> list[int]:
+        """Bytes of the roots live at each of `steps` (start <= step < end)."""
+        changes, levels = self.live_profile()
+        at = (bisect.bisect_right(changes, s) - 1 for s in steps)
+        return [levels[i] if i >= 0 else 0 for i in at]
 
     def peak(self) -> tuple[int, int]:
         """(most bytes live at once, the first step where that is reached)."""
@@ -84,6 +83,20 @@ class PlanView:
         return [t for t in self.tensors.values() if t.parent == name]
 
 
+@dataclass(frozen=True)
+class Instruction:
+    """One instruction of the emitted method (viz.report.instructions): where it sits in the program
+    (chain, index), what it calls, the graph node it runs ("" for a `.pte`), the step it runs at in
+    each plan of the report (None: not known) and the tensors it writes, by name."""
+
+    chain: int
+    index: int
+    op: str
+    node: str
+    steps: tuple[int | None, ...]  # per plan of MethodReport.plans, in their order
+    outputs: tuple[str, ...]
+
+
 @dataclass
 class MethodReport:
     """One method: memplan's plan first, then what it is compared with; what memplan did per tensor."""
@@ -95,6 +108,7 @@ class MethodReport:
     emitted: list[int] = field(default_factory=list)  # non_const_buffer_sizes the program holds
     state_bytes: int = 0  # mutable state planned in the arenas
     delegates: list[str] = field(default_factory=list)
+    instructions: list[Instruction] = field(default_factory=list)  # the emitted program's, in order
 
     @property
     def primary(self) -> PlanView:
@@ -138,6 +152,7 @@ class ProgramReport:
     levers: dict[str, bool] = field(default_factory=dict)  # memplan's levers and whether they were on
     source: str = ""  # how the program was made: "zoo model", ".pte file", ...
     banked: BankedPlan | None = None  # memplan's plan across the budget's or map's banks, when made
+    pte: bytes = field(default=b"", repr=False)  # the program the report describes, as built (a .pte)
 
     def method(self, name: str) -> MethodReport:
         for m in self.methods:

@@ -24,6 +24,7 @@ from memplan.plan import Plan
 from memplan.planner.pte.layout import MethodLayout, ProgramLayout
 from memplan.problem import BufferKind, Problem
 from memplan.viz.report.explain import actions_of, lever_notes
+from memplan.viz.report.instructions import execution_plan, lowered_instructions, pte_instructions
 from memplan.viz.report.model import (
     BankedPlan,
     BankUse,
@@ -193,6 +194,10 @@ def from_lowered(
         if stock is not None:
             plans.append(stock_view(stock))
         file_method = layout.methods.get(method) if layout else None
+        emitted = program.exported_program(method)
+        instructions = lowered_instructions(
+            emitted, execution_plan(program.executorch_program, method), result.steps, plans[0].tensors, stock
+        )
         reports.append(
             MethodReport(
                 method,
@@ -205,11 +210,18 @@ def from_lowered(
                 or (file_method.arenas if file_method else []),
                 state_bytes=_state_bytes(plans[0]),
                 delegates=file_method.delegates if file_method else [],
+                instructions=instructions,
             )
         )
     constants, delegate = _file_bytes(layout) if layout else (None, 0)
     return ProgramReport(
-        name, reports, constants, delegate, dict(levers), "lowered with memplan's PlannerPass"
+        name,
+        reports,
+        constants,
+        delegate,
+        dict(levers),
+        "lowered with memplan's PlannerPass",
+        pte=program.buffer,
     )
 
 
@@ -288,10 +300,13 @@ def from_pte(layout: ProgramLayout, solver: str, time_limit_s: float) -> Program
                 emitted=list(m.arenas),
                 state_bytes=sum(t.nbytes for t in m.tensors if t.role == "state"),
                 delegates=list(m.delegates),
+                instructions=pte_instructions(execution_plan(layout.pte.program, m.name), m),
             )
         )
     constants, delegate = _file_bytes(layout)
-    return ProgramReport(layout.path or "program", reports, constants, delegate, {}, ".pte file")
+    return ProgramReport(
+        layout.path or "program", reports, constants, delegate, {}, ".pte file", pte=layout.data
+    )
 
 
 _ROLE_KINDS = {

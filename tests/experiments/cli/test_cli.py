@@ -43,6 +43,14 @@ ERROR_CASES = {
     ),
     "export unknown model": (["export-problem", "nope", "--out", "x"], "unknown model 'nope'"),
     "budget without tiling": (["plan", "cat_seed", "--budget", "1000"], "--budget is an option of --tiling"),
+    "tiling budget of two banks": (
+        ["plan", "cat_seed", "--tiling", "--budget", "sram:1KiB,dram:1MiB"],
+        "--budget 'sram:1KiB,dram:1MiB' names 2 banks; give one size",
+    ),
+    "tiling budget not a size": (
+        ["plan", "cat_seed", "--tiling", "--budget", "lots"],
+        "--budget 'lots': bank 'lots' is not name:size",
+    ),
     "negative extra MACs": (
         ["plan", "cat_seed", "--tiling", "--max-extra-macs", "-1"],
         "max_extra_macs must be a fraction >= 0",
@@ -210,6 +218,24 @@ def test_bench_csv_on_a_folder_without_csv_files_exits_2(capsys, tmp_path):
     assert code == 2 and err == f"memplan: error: no .csv files in {str(tmp_path)!r}\n"
 
 
+def test_bench_csv_without_a_folder_solves_the_minimalloc_problems_shipped_with_memplan(
+    capsys, tmp_path, monkeypatch
+):
+    from helpers.minimalloc_files import KNOWN, minimalloc_dir
+
+    minimalloc_dir()  # fails naming the folder looked in when the package data is missing
+    monkeypatch.chdir(tmp_path)  # nothing beside the current folder is read
+    code, out, _ = _run(["bench-csv", "--solvers", "greedy", "--capacity-from-name", "--quiet"], capsys)
+    assert code == 0
+    cells = [[c.strip() for c in line.strip("|").split("|")] for line in out.splitlines()]
+    rows = {row[0]: dict(zip(cells[0], row)) for row in cells[2:]}
+    assert set(rows) == set(KNOWN)
+    assert {name: (row["buffers"], row["lower_bound_bytes"]) for name, row in rows.items()} == {
+        name: (str(known.buffers), f"{known.lower_bound:,}") for name, known in KNOWN.items()
+    }
+    assert rows["input.12.csv"]["fits"] == "yes"
+
+
 def test_any_memplan_error_ends_in_one_line_and_exit_2(capsys, monkeypatch):
     from memplan.experiments.sweep.executors import ExecutorUnavailableError
 
@@ -242,6 +268,21 @@ def test_plan_with_tiling_prints_the_tiled_region(capsys, tmp_path):
     assert code == 0
     assert "levers: cat fusion + state in place + slice no-ops + tiling" in out
     assert "forward: tiled " in out and "row bands" in out
+
+
+def test_plan_tiling_budget_takes_the_bank_grammar(capsys, tmp_path):
+    """`--budget` with --tiling reads sizes as --memory-map and report's --budget do (units, one bank)."""
+    path = tmp_path / "tileable.py"
+    path.write_text(TILEABLE)
+    lines = {}
+    for budget in ("39KiB", "sram:20000"):
+        code, out, err = _run(
+            ["plan", f"{path}:make", "--solver", "bestfit", "--tiling", "--budget", budget, "--quiet"], capsys
+        )
+        assert code == 0, err
+        lines[budget] = next(line for line in out.splitlines() if line.startswith("forward: "))
+    assert lines["39KiB"].startswith("forward: tiled ") and "peak 49,152 -> 36,864 B" in lines["39KiB"]
+    assert lines["sram:20000"].startswith("forward: not tiled (budget_unreachable)")
 
 
 def test_bench_csv_shows_how_long_a_solve_ran_past_its_limit_and_in_which_stage(

@@ -120,3 +120,90 @@ def test_tiling_tiles_what_the_script_lowers_and_the_table_shows_the_region(
         return sum(deserialize_pte_binary(path.read_bytes()).program.execution_plan[0].non_const_buffer_sizes)
 
     assert arena(tiled) == row["memplan_bytes"] < arena(plain)
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_help_prints_run_help_and_exits_0(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, stdout, stderr = run_cli(["run", flag], capsys)
+    assert code == 0 and stderr == ""
+    assert stdout.startswith("usage: memplan run") and "--quiet" in stdout and "--slice-noop" in stdout
+
+
+@pytest.mark.parametrize("interpreter", ["python", "python3", sys.executable])
+def test_an_interpreter_as_first_word_runs_the_script_it_names(
+    interpreter: str, script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "three.pte"
+    code, stdout, stderr = run_cli(
+        ["run", "--solver", "bestfit", "--", interpreter, str(script), str(out)], capsys
+    )
+    assert code == 0 and f"wrote {out}" in stdout and out.stat().st_size > 0
+    assert "| forward" in stderr
+
+
+def test_an_interpreter_with_m_runs_the_module_and_interpreter_options_are_refused(
+    script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    code, stdout, _ = run_cli(
+        ["run", "--solver", "bestfit", "--", "python3", "-m", "export_three", "m.pte"], capsys
+    )
+    assert code == 0 and "wrote m.pte" in stdout
+    code, _, stderr = run_cli(["run", "--", "python", "-u", str(script)], capsys)
+    assert code == 2 and stderr.count("\n") == 1
+    assert "'python -u': memplan runs the script in its own Python" in stderr
+
+
+def test_quiet_prints_no_table_but_names_a_method_the_stock_pass_planned(
+    script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memplan.planner import pass_
+
+    code, stdout, stderr = run_cli(
+        ["run", "--quiet", "--solver", "bestfit", str(script), str(tmp_path / "q.pte")], capsys
+    )
+    assert code == 0 and "wrote" in stdout
+    assert "| forward" not in stderr and "planned by" not in stderr
+
+    def failing(self, *args):
+        raise RuntimeError("forced failure for the test")
+
+    monkeypatch.setattr(pass_, "plan_graph", failing)
+    code, _, stderr = run_cli(["run", "--quiet", "--", str(script), str(tmp_path / "s.pte")], capsys)
+    assert code == 0 and "| forward" not in stderr
+    assert "memplan: program 1 (forward): forward planned by stock: " in stderr
+    assert "forced failure for the test" in stderr
+
+
+def test_plan_spellings_of_the_levers_work_on_run_as_the_no_flags_do(
+    script: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    levers = {}
+    for flags in (
+        [],
+        ["--cat-fusion", "off", "--state-in-place", "off", "--slice-noop", "off"],
+        ["--no-cat-fusion", "--no-state-in-place"],
+    ):
+        rep = tmp_path / f"rep{len(levers)}"
+        code, _, _ = run_cli(
+            [
+                "run",
+                "--solver",
+                "bestfit",
+                *flags,
+                "--report",
+                str(rep),
+                str(script),
+                str(tmp_path / "x.pte"),
+            ],
+            capsys,
+        )
+        assert code == 0
+        (row,) = json.loads((rep / "report.json").read_text())[0]["rows"]
+        levers[" ".join(flags)] = row["levers"]
+    assert "cat fusion" in levers[""]
+    assert levers["--cat-fusion off --state-in-place off --slice-noop off"] == ""
+    assert "cat fusion" not in levers["--no-cat-fusion --no-state-in-place"]
+    code, _, stderr = run_cli(["run", "--cat-fusion", "maybe", str(script)], capsys)
+    assert code == 2 and "--cat-fusion" in stderr and "Traceback" not in stderr

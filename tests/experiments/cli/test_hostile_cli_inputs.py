@@ -96,3 +96,47 @@ def test_a_second_sweep_into_the_same_folder_is_refused_at_once(tmp_path) -> Non
             sweep_run.sweep(out=folder, models=["cat_seed"], solvers=["bestfit"], progress=False, jobs=1)
     with sweep_run.folder_lock(folder):  # released: the next sweep may go
         pass
+
+
+CHANNEL_MISMATCH = """
+import torch
+from torch import nn
+
+
+class Broken(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3)
+        self.b = nn.Conv2d(16, 4, 3)  # expects 16 channels, gets 8
+
+    def forward(self, x):
+        y = self.a(x)
+        return self.b(y)
+
+
+def make():
+    return Broken(), (torch.randn(1, 3, 16, 16),)
+"""
+
+
+def test_a_bug_in_the_users_model_is_one_line_naming_model_method_and_frame(tmp_path, capsys) -> None:
+    path = tmp_path / "broken_model.py"
+    path.write_text(CHANNEL_MISMATCH)
+    code, out, err = run_cli(["plan", f"{path}:make", "--solver", "bestfit", "--quiet"], capsys)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert err.startswith("memplan: error: broken_model:make: method forward: torch.export failed at")
+    assert f"{path}:14 in forward (return self.b(y)): RuntimeError: Given groups=1" in err
+    assert err.rstrip().endswith("(--verbose shows the full traceback)")
+    code, _, err = run_cli(["plan", f"{path}:make", "--solver", "bestfit", "--quiet", "--verbose"], capsys)
+    assert code == 1 and err.startswith("Traceback (most recent call last):")
+    assert f'File "{path}", line 14, in forward' in err
+    assert err.splitlines()[-1].startswith("memplan: error: broken_model:make: method forward:")
+
+
+def test_a_failing_factory_names_the_users_frame(tmp_path, capsys) -> None:
+    path = tmp_path / "factory_bug.py"
+    path.write_text("def make():\n    return {}['missing']\n")
+    code, _, err = run_cli(["plan", f"{path}:make", "--quiet"], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert f"factory_bug:make() failed at {path}:2 in make (return {{}}['missing']): KeyError" in err

@@ -164,7 +164,8 @@ def test_initial_cache_values_survive_the_move(decode_pte, tmp_path):
     data, reference = decode_pte
     result = replan(data, "cpsat", time_limit_s=5)
     assert result.changed
-    method = Runtime.get().load_program(result.data).load_method("forward")
+    program = Runtime.get().load_program(result.data)  # alive while its method runs
+    method = program.load_method("forward")
     for step, token in enumerate([5, 17, 3, 99]):
         inputs = (torch.tensor([[token]]), torch.tensor([step]))
         (got,) = method.execute(list(inputs))

@@ -73,6 +73,30 @@ def test_report_of_a_pte_compares_the_file_with_memplans_replan(ptes, tmp_path, 
     assert out.startswith("sram: does not fit by") and "dram: fits" in out
 
 
+def test_report_takes_bare_bytes_as_one_bank_as_plan_does(ptes, tmp_path, capsys) -> None:
+    """`--budget 150000` (the grammar of plan's --budget and --memory-map) is one bank, not an error."""
+    before, _ = ptes
+    verdicts = {}
+    for budget in ("150000", "16"):
+        code, out, err = run_cli(
+            [
+                "report",
+                str(before),
+                "--out",
+                str(tmp_path / "r.html"),
+                "--budget",
+                budget,
+                "--solver",
+                "bestfit",
+            ],
+            capsys,
+        )
+        assert code == 0, err
+        verdicts[budget] = out.splitlines()[0]
+    assert verdicts["150000"].startswith("arena: fits, ")
+    assert verdicts["16"].startswith("arena: does not fit by ")
+
+
 def test_report_rejects_a_bad_budget_and_out(tmp_path, capsys) -> None:
     code, _, err = run_cli(
         ["report", "cat_seed", "--out", str(tmp_path / "r.html"), "--budget", "sram"], capsys

@@ -128,3 +128,14 @@ def test_a_program_of_several_methods_gets_a_program_row_and_its_own_summary_sec
     assert "2 rows, one per method, solver and settings: 2 methods of 1 models x 1 solvers" in text
     assert "plus 1 whole-program rows" in text
     assert "| m | bestfit | 1,900 | 2,000 | +5.0% |" in text
+
+
+def test_load_results_shows_the_solvers_compared_in_jupyter(folder):
+    df = table(RunLog(folder))
+    report.write_outputs(df, folder, "csv")
+    loaded = memplan.load_results(folder)
+    shown = loaded._repr_html_()
+    assert "3 rows: 1 models, 2 solvers, 1 failed runs" in shown
+    assert "<svg" in shown and ">bestfit<" in shown  # the bestfit bar: geometric mean of 900/900 and 1900/900
+    assert f"{(1900 / 900) ** 0.5:.3f}" in shown
+    assert type(loaded[loaded["solver"] == "bestfit"]) is pd.DataFrame  # derived tables are plain

@@ -19,9 +19,27 @@ def test_a_memory_map_parses_in_preference_order_with_units_and_alignment() -> N
         ("sram", 64 * 1024, 2, None),
         ("dram", 16 * 1024 * 1024, 3, None),
     ]
-    for bad, match in (("sram", "name:size"), ("sram:lots", "size 'lots'"), ("", "names no bank")):
+    for bad, match in (
+        ("sram", "name:size"),
+        ("sram:lots", "size 'lots'"),
+        ("", "names no bank"),
+        ("64KiB,dram:1MiB", "bank '64KiB' is not name:size"),  # a bare size only alone
+    ):
         with pytest.raises(ValueError, match=match):
             parse_memory_map(bad)
+
+
+def test_a_bare_size_is_one_bank_everywhere_a_bank_list_is_taken() -> None:
+    from memplan.planner.memory.bank_maps import ONE_BANK, parse_one_size
+
+    for spec, size in (("150000", 150_000), (" 256 KiB ", 256 * 1024)):
+        (bank,) = parse_memory_map(spec).banks
+        assert (bank.name, bank.size, bank.mem_id, bank.alignment) == (ONE_BANK, size, 1, None)
+    assert parse_one_size("146KiB", "--budget") == parse_one_size("sram:146KiB", "--budget") == 149_504
+    with pytest.raises(ValueError, match=r"--budget 'a:1,b:2' names 2 banks; give one size"):
+        parse_one_size("a:1,b:2", "--budget")
+    with pytest.raises(ValueError, match=r"budget '1\.5MiB': bank '1\.5MiB' is not name:size"):
+        parse_memory_map("1.5MiB", "budget")
 
 
 def test_bad_maps_and_bankless_solvers_are_refused_before_any_work(tmp_path) -> None:

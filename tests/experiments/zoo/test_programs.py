@@ -92,6 +92,35 @@ def test_sweep_takes_a_factory_spec_and_checks_it(model_file, tmp_path, capsys):
     assert (df["arena_bytes"] <= df["stock_arena_bytes"]).all()
 
 
+def test_a_factory_file_imports_the_module_beside_it_as_a_script_would(tmp_path, capsys, monkeypatch):
+    """`memplan diff base.py:make variants.py:make_wide` from another folder: variants.py's
+    `from <base> import ...` finds the file beside it, and sys.path is as it was afterwards."""
+    folder = tmp_path / "models"
+    folder.mkdir()
+    (folder / "decoders_beside.py").write_text(MODEL_SOURCE)
+    (folder / "decoders_variant.py").write_text(
+        "from decoders_beside import make\n\n\ndef make_again():\n    return make()\n"
+    )
+    monkeypatch.chdir(tmp_path)
+    before = list(__import__("sys").path)
+    code, out, err = _run(
+        [
+            "diff",
+            "models/decoders_beside.py:make",
+            "models/decoders_variant.py:make_again",
+            "--solver",
+            "bestfit",
+        ],
+        capsys,
+    )
+    assert code == 0, err
+    assert (
+        out
+        == "# decoders_beside:make -> decoders_variant:make_again\nno method, arena or tensor changed size\n"
+    )
+    assert __import__("sys").path == before
+
+
 def test_bad_specs_exit_2_with_the_reason(model_file, capsys):
     cases = {
         f"{model_file}:mkae": "has no function 'mkae' (did you mean 'make'?)",

@@ -45,7 +45,8 @@ def edge(methods: tuple[str, ...] = ("forward",)):
 
 def outputs(program, method: str = "forward") -> list[torch.Tensor]:
     """Every output of `CALLS` calls of `method`, the state carried from call to call."""
-    loaded = Runtime.get().load_program(program.buffer).load_method(method)
+    loaded_program = Runtime.get().load_program(program.buffer)  # alive while its method runs
+    loaded = loaded_program.load_method(method)
     return [t.clone() for _ in range(CALLS) for t in loaded.execute(list(example()))]
 
 
