@@ -135,6 +135,7 @@ class PlannerPass(MemoryPlanningPass):
         self.shared_state: SharedLayout | None = None
         self.tiling = tiling_options(tiling)
         self.tiling_reports: dict[str, TilingReport] = {}  # method -> what `tile` did to it
+        self.tiling_failures: dict[str, str] = {}  # method -> why it was lowered untiled (memplan run)
 
     def run(
         self,
@@ -156,7 +157,7 @@ class PlannerPass(MemoryPlanningPass):
         result = plan_graph(planning, graph_module, graph_signature, method, flags)
         result.reports.update(reports)
         if self.tiling is not None:
-            result.attach_tiling(self.tiling_reports.get(method))
+            result.attach_tiling(self.tiling_reports.get(method), self.tiling_failures.get(method))
         layout = functools.partial(lambda: self.shared_state if share else None)
         result.stock = functools.partial(
             with_shared_state_arena, result.stock if before is None else before, layout

@@ -11,6 +11,9 @@ and whether the tiled program's outputs equal eager PyTorch's and the untiled pr
 model's tolerance (atol = rtol = 1e-4), then the tiled region with the search's live-bytes bounds
 and the seconds the search and re-export took. `--xnnpack` also lowers the tiled
 model with XNNPACK and checks its outputs (its arena holds only what the delegate exchanges).
+`--int8 NAMES` adds int8 rows (experiments/bench/tiled_int8.py: built as an MCU user's script builds
+them, tiled outputs bit-identical to the stock program's) with Vela 5.2's cascading figure, less its
+input image, where the issue cites one; every row has the untiled graph's MACs.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import pandas as pd
 import torch
 
 from memplan.experiments import flags
+from memplan.experiments.bench.tiled_int8 import int8_row
 from memplan.experiments.markdown import markdown
 from memplan.experiments.zoo import runtime
 from memplan.experiments.zoo.lowering import library_warnings_silenced, lower_planned, stock_arenas
@@ -93,6 +97,8 @@ def row(
         "equal_untiled": _equal(model, tiled_out, runtime.run_pte(plain.program.buffer, model.calls)),
         "region": report.summary(),
         "search_s": round(search_seconds, 1),
+        "vela_cascade_no_input": "–",  # Vela's figures are of int8 builds (the --int8 rows)
+        "macs": report.base_macs,
     }
     if xnnpack:
         delegated = dataclasses.replace(tiled_model_, partitioner="xnnpack")
@@ -111,11 +117,29 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--max-extra-macs", type=float, default=0.15)
     parser.add_argument("--runs", type=int, default=5, help="timed runs per program (default: %(default)s)")
     parser.add_argument("--xnnpack", action="store_true", help="also check the tiled model under XNNPACK")
+    parser.add_argument(
+        "--int8",
+        default="",
+        help="comma-separated models also built int8 as an MCU user does (pt2e, XNNPACK per op, input the"
+        " caller's), with Vela's figure beside them, e.g. mobilenet_v2_035_144; --models '' for int8 rows only",
+    )
     args = parser.parse_args(argv)
     options = TilingOptions(max_extra_macs=args.max_extra_macs)
     torch.set_num_threads(1)
     rows = []
-    for name in args.models.split(","):
+    for name in filter(None, args.int8.split(",")):
+        with library_warnings_silenced():
+            rows.append(
+                int8_row(
+                    name,
+                    options,
+                    args.solver,
+                    args.time_limit or DEFAULT_TIME_LIMIT_S,
+                    lambda pte, inputs: seconds_per_run(pte, inputs, args.runs),
+                )
+            )
+        print(markdown(pd.DataFrame(rows[-1:])), flush=True)
+    for name in filter(None, args.models.split(",")):
         with library_warnings_silenced():
             rows.append(
                 row(

@@ -93,6 +93,7 @@ def _sweep(args: argparse.Namespace) -> int:
         fmt=args.format,
         memory_map=args.memory_map,
         **lowering_of(args),
+        **tiling_of(args),
     )
     if not args.quiet:
         print(report.summary_markdown(df))
@@ -421,7 +422,7 @@ def _run(args: argparse.Namespace) -> int:
     from memplan.experiments.cli import run
     from memplan.planner.memory.bank_maps import parse_memory_map
 
-    options = {"solver": args.solver, "time_limit_s": args.time_limit, **levers_of(args)}
+    options = {"solver": args.solver, "time_limit_s": args.time_limit, **levers_of(args), **tiling_of(args)}
     if args.cat_fusion is not None:
         (options["cat_fusion"],) = one_switch(args.cat_fusion)
     if args.memory_map:

@@ -97,6 +97,7 @@ def _add_sweep(sub) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar, no summary")
     _add_lowering(p)
+    _add_tiling(p)
 
 
 def _add_plan_and_plot(sub) -> None:
@@ -292,6 +293,7 @@ def _add_run(sub) -> None:
     p.add_argument(
         "--report", metavar="DIR", help="also write the tables to DIR/report.md and DIR/report.json"
     )
+    _add_tiling(p)
 
 
 def _add_levers(p: argparse.ArgumentParser) -> None:
@@ -357,7 +359,8 @@ def _add_tiling(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tiling",
         action="store_true",
-        help="compute a high-resolution CNN region in row bands (patch-based inference) before lowering",
+        help="compute a high-resolution CNN region in row bands (patch-based inference) before lowering"
+        " (memplan run: each program the script hands to to_edge / to_edge_transform_and_lower)",
     )
     p.add_argument(
         "--max-extra-macs",

@@ -145,6 +145,10 @@ COLUMNS = (
 )
 NOTE = "not_proven_because"  # under the table, one line per method memplan did not prove
 
+TILING_COLUMNS = ("region", "bands", "extra_macs")
+"""With --tiling: the region tiled before lowering, its bands and extra MACs (memplan_bytes is then the
+tiled program's arena)."""
+
 
 def tables(programs: Sequence[Any]) -> str:
     """One Markdown table per program, headed by its name."""
@@ -152,7 +156,8 @@ def tables(programs: Sequence[Any]) -> str:
         return "memplan run: the script built no ExecuTorch program (no to_executorch call)"
     parts = []
     for program in programs:
-        frame = pd.DataFrame(program.rows(), columns=[*COLUMNS, NOTE])
+        columns = [*COLUMNS, *(TILING_COLUMNS if program.tiled else ()), NOTE]
+        frame = pd.DataFrame(program.rows(), columns=columns)
         parts.append(f"memplan: {program.name}\n\n{markdown_with_notes(frame, NOTE, ['method'])}\n")
     return "\n".join(parts)
 

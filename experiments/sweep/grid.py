@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from memplan.errors import UsageError
 from memplan.experiments.checks import check_alignment, check_choice, check_model, check_time_limit
@@ -50,6 +51,7 @@ class PlanRun:
     reproducible: bool = False  # the solver's reproducible mode (solvers.solve)
     memory_map: str = ""  # as in StockRun; part of the key only when given (older run logs stay valid)
     lowering: str = ""  # as in StockRun; part of the key only when given
+    tiling: str = ""  # tiling_text of the TilingOptions every method is tiled with; in the key when given
 
     @property
     def key(self) -> tuple:
@@ -66,7 +68,27 @@ class PlanRun:
             key
             + ((self.memory_map,) if self.memory_map else ())
             + ((self.lowering,) if self.lowering else ())
+            + ((self.tiling,) if self.tiling else ())
         )
+
+
+def tiling_text(options: Any) -> str:
+    """A TilingOptions as the sweep keeps it ("" for no tiling): `max_extra_macs=0.15[,budget=N]`."""
+    if options is None:
+        return ""
+    text = f"max_extra_macs={options.max_extra_macs:g}"
+    return text + (f",budget={options.budget_bytes}" if options.budget_bytes is not None else "")
+
+
+def tiling_options_of(text: str) -> Any:
+    """`tiling_text`'s TilingOptions back (None for "")."""
+    from memplan.planner.tiling import TilingOptions
+
+    if not text:
+        return None
+    fields = dict(part.split("=", 1) for part in text.split(","))
+    budget = fields.get("budget")
+    return TilingOptions(float(fields["max_extra_macs"]), int(budget) if budget is not None else None)
 
 
 Run = StockRun | PlanRun
@@ -82,6 +104,7 @@ def grid(
     reproducible: bool = False,
     memory_map: str = "",
     lowering: str = "",
+    tiling: str = "",
 ) -> list[Run]:
     """Every run of the sweep, model by model, each model's stock runs first.
 
@@ -93,7 +116,9 @@ def grid(
     for model in dict.fromkeys(models):
         runs += [StockRun(model, a, memory_map, lowering) for a in dict.fromkeys(alignments)]
         runs += [
-            PlanRun(model, solver, a, fuse, float(time_limit_s), check, reproducible, memory_map, lowering)
+            PlanRun(
+                model, solver, a, fuse, float(time_limit_s), check, reproducible, memory_map, lowering, tiling
+            )
             for a in dict.fromkeys(alignments)
             for fuse in dict.fromkeys(cat_fusion)
             for solver in dict.fromkeys(solvers)

@@ -38,6 +38,8 @@ from memplan.experiments.sweep.grid import (
     Run,
     StockRun,
     grid,
+    tiling_options_of,
+    tiling_text,
     validate_grid,
 )
 from memplan.experiments.sweep.run_log import RUNS_FILE, RunLog
@@ -67,6 +69,7 @@ def sweep(
     partitioner: str | None = None,
     convert_linear: bool | None = None,
     const_prop: bool | None = None,
+    tiling: Any = None,
 ) -> pd.DataFrame:
     """Run every missing unit of the grid and write the folder's table, summary and plot.
 
@@ -81,7 +84,8 @@ def sweep(
     runs every solver in its reproducible mode (solvers.solve): the same grid
     gives the same plans on any load; milp has none, so its runs are error rows.
     `partitioner`, `convert_linear` and `const_prop` lower every model that way (plan_model's options);
-    by default a user's program is lowered as given and a zoo model with its recipe.
+    by default a user's program is lowered as given and a zoo model with its recipe. `tiling` (a
+    TilingOptions) tiles every method before lowering; its rows add the region, bands and extra MACs.
     """
     from memplan import solvers as solver_registry
     from memplan.experiments import zoo
@@ -114,6 +118,7 @@ def sweep(
                 reproducible,
                 memory_map,
                 lowering,
+                tiling_text(tiling),
             )
             if not log.is_done(run, retry_errors)
         ]
@@ -246,6 +251,7 @@ def _plan(run: PlanRun) -> dict[str, Any]:
         run.time_limit_s,
         run.reproducible,
         memory_map=run.memory_map,
+        tiling=tiling_options_of(run.tiling),
     )
     verdict = _check(model, lowered.program) if run.check else {}
     rows = [{**row, "lowering": model.lowering, **verdict} for row in lowered.rows()]

@@ -83,6 +83,7 @@ def table(log: RunLog) -> pd.DataFrame:
         run, result = entry["run"], entry["result"]
         base = {k: run[k] for k in KEY if k != "time_limit_s"} | {"time_limit_seconds": run["time_limit_s"]}
         base |= {"memory_map": run["memory_map"]} if run.get("memory_map") else {}
+        base |= {"tiling": run["tiling"]} if run.get("tiling") else {}
         if result["error"] is not None:
             records.append({**base, "method": "", "error": result["error"]})
             continue

@@ -97,6 +97,7 @@ class Lowered:
                     "state_copies_removed": 0 if state is None else len(state.removed),
                     "state_copy_removed_bytes": 0 if state is None else state.copy_bytes_removed,
                     **_bank_columns(result),
+                    **_tiling_columns(result),
                 }
             )
         return rows
@@ -163,6 +164,23 @@ def levers_on(text: str) -> dict[str, bool]:
     """`levers`' text back as each lever of LEVER_NAMES -> whether it was on."""
     on = set(text.split(" + "))
     return {name: name in on for name in LEVER_NAMES}
+
+
+def _tiling_columns(result: Any) -> dict[str, Any]:
+    """With tiling on: the region tiled, its bands and extra MACs (a fraction), the search's peak
+    bounds before and after (empty when the method was not tiled with tiling on, or tiling was off)."""
+    report = getattr(result, "tiling", None)
+    if report is None:
+        return {}
+    if not report.tiled:
+        return {"tiled_region": report.summary(), "tiling_bands": 0, "tiling_extra_macs": 0.0}
+    return {
+        "tiled_region": f"{report.start} -> {report.end} ({len(report.ops)} ops)",
+        "tiling_bands": report.patches,
+        "tiling_extra_macs": report.extra_macs,
+        "tiling_peak_bound_before": report.base_peak,
+        "tiling_peak_bound_after": report.peak,
+    }
 
 
 def _bank_columns(result: Any) -> dict[str, Any]:

@@ -24,6 +24,15 @@ _Report = TypeVar("_Report")
 UNKNOWN_BOUND = "the emitted program's lower bound is unknown"  # how `not_proven_because` says it
 
 
+NOT_TILED_HERE = (
+    "tiling: not applied; planned untiled. The memory planning pass runs inside to_executorch, after"
+    " lowering, where it can only remove instructions (cat fusion, slice no-ops), not add the bands' ops"
+    " (under a delegate the convolutions are inside its blobs): tile the exported program before to_edge"
+    " with PlannerPass.tile(ep, method), or run the export under `memplan run --tiling`"
+)
+"""The note of a method planned with tiling on but handed over untiled: what the pass did and did not."""
+
+
 @dataclass
 class MethodResult:
     """What the pass did for one method (or control-flow submodule).
@@ -150,12 +159,15 @@ class MethodResult:
         )
         return f"<div class='memplan'>{numbers}{words}{chart}</div>"
 
-    def attach_tiling(self, report: TilingReport | None) -> None:
+    def attach_tiling(self, report: TilingReport | None, failure: str | None = None) -> None:
         """With tiling on: keep the method's tiling report (None: `PlannerPass.tile` did not tile it)
-        and say in the note what tiling did."""
+        and say in the note what tiling did, or why the method was lowered untiled (`failure`)."""
         if report is not None:
             self.reports["tiling"] = report
-        why = tiling_note(report)
+        if failure is not None:
+            why = f"tiling: {failure}"
+        else:
+            why = tiling_note(report) if report is not None else NOT_TILED_HERE
         self.note = f"{self.note}; {why}" if self.note else why
 
     def _report(self, name: str, kind: type[_Report]) -> _Report | None:

@@ -25,6 +25,16 @@ class MethodRow:
     seconds: float = 0.0  # planning time of the pass that planned it
     note: str = ""  # why the stock pass planned it, or how memplan honoured the given algorithm
     result: Any = field(default=None, repr=False)  # memplan's MethodResult
+    tiling: Any = None  # with tiling on: the method's TilingReport, or why it was lowered untiled
+
+    def tiling_columns(self) -> dict[str, Any]:
+        """The run table's tiling columns: the region, its bands, the extra MACs (a fraction)."""
+        report = self.tiling
+        if report is None or isinstance(report, str) or not report.tiled:
+            why = report if isinstance(report, str) or report is None else report.summary()
+            return {"region": why or "not tiled", "bands": 0, "extra_macs": 0.0}
+        region = f"{report.start} -> {report.end} ({len(report.ops)} ops)"
+        return {"region": region, "bands": report.patches, "extra_macs": report.extra_macs}
 
     @property
     def stock_bytes(self) -> int:
@@ -67,6 +77,11 @@ class ProgramResult:
         raise KeyError(f"{self.name} has no method {name!r}")
 
     @property
+    def tiled(self) -> bool:
+        """True when tiling was on for this program (its rows then have the tiling columns)."""
+        return any(m.tiling is not None for m in self.methods)
+
+    @property
     def fell_back(self) -> list[MethodRow]:
         return [m for m in self.methods if m.planner != "memplan"]
 
@@ -90,6 +105,7 @@ class ProgramResult:
                 "planning_seconds": m.seconds,
                 "planned_by": m.planner if not m.note else f"{m.planner}: {m.note}",
                 "not_proven_because": m.not_proven_because,
+                **(m.tiling_columns() if self.tiled else {}),
             }
             for m in self.methods
         ]

@@ -28,9 +28,11 @@ from executorch.exir.passes.memory_planning_pass import MemoryPlanningPass
 
 from memplan import solvers
 from memplan.errors import UsageError
+from memplan.planner.substitute.edge_tiling import EdgeTiling, tiling_entry_points
 from memplan.planner.substitute.guard import GuardedPass, MethodFailed, fresh
 from memplan.planner.substitute.results import MethodRow, ProgramResult, levers_applied
 from memplan.planner.substitute.snapshot import manager_copy, programs_copy
+from memplan.planner.tiling import TilingReport, tiling_options
 
 _ACTIVE = threading.Lock()  # held while a substitution patches ExecuTorch (one at a time, any thread)
 
@@ -42,12 +44,15 @@ class Substitution:
         self.options = options
         self.build_stock = build_stock
         self.programs: list[ProgramResult] = []
+        tiling = tiling_options(options.get("tiling"))
+        self.tiling = EdgeTiling(tiling) if tiling is not None else None
 
     def to_executorch(self, original: Any, manager: EdgeProgramManager, config: Any) -> Any:
         """`original(manager, config)` with memplan planning each method; the stock pass where it must."""
         config = config if config else ExecutorchBackendConfig()
         methods = list(manager._edge_programs)
         stock_methods: dict[str, str] = {}
+        tiled = self.tiling.take(methods) if self.tiling is not None else {}
         try:
             snapshot = programs_copy(manager._edge_programs)
         except Exception as e:  # without a copy there is no way back: the stock pass plans it all
@@ -58,6 +63,7 @@ class Substitution:
             if attempt > 1 and snapshot is not None:
                 manager._edge_programs = programs_copy(snapshot)
             guards = _guards(config, methods, self.options, stock_methods)
+            _hand_over_tiling(guards, tiled)
             try:
                 program = original(manager, dataclasses.replace(config, memory_planning_pass=guards.value))
                 break
@@ -78,6 +84,9 @@ class Substitution:
             twin._edge_programs = snapshot
             result.stock_program = original(twin, _stock_config(config))
         result.methods = [_row(name, guards, program, result.stock_program) for name in methods]
+        if self.tiling is not None:
+            for row in result.methods:
+                row.tiling = tiled.get(row.method, "not tiled: no to_edge call of this script tiled it")
         self.programs.append(result)
         return program
 
@@ -104,6 +113,18 @@ def _guards(
         stock = given.get(name) or MemoryPlanningPass()  # ExecuTorch's own default for a method not listed
         of[name] = made.setdefault(id(stock), GuardedPass(stock, options, stock_methods))
     return _Guards(dict(of), of)
+
+
+def _hand_over_tiling(guards: _Guards, tiled: dict[str, TilingReport | str]) -> None:
+    """Give each method's PlannerPass what tiling did to it before lowering, for its results."""
+    for method, done in tiled.items():
+        planner = guards.of[method].planner if method in guards.of else None
+        if planner is None:
+            continue
+        if isinstance(done, TilingReport):
+            planner.tiling_reports[method] = done
+        else:
+            planner.tiling_failures[method] = done
 
 
 def _fallen_back(
@@ -192,7 +213,9 @@ def substituted(
         run.programs[0].rows()                              # per method: stock vs memplan bytes
 
     `options` are PlannerPass's own keywords (`cat_fusion`, `state_in_place`, `memory_map`,
-    `slice_noop`, `capacity`, `solver_options`, ...); the stock pass's arguments (`alloc_graph_input`,
+    `slice_noop`, `capacity`, `solver_options`, `tiling`, ...); with `tiling`, every exported program
+    given to `to_edge` / `to_edge_transform_and_lower` is tiled first (substitute.edge_tiling) and its
+    method's result reports it. The stock pass's arguments (`alloc_graph_input`,
     `share_mutable_buffers`, the algorithm, ...) are kept. A bad option fails here, before the flow
     runs. `build_stock=True` also builds each program with the stock pass (from a copy of the same
     edge programs), for an exact stock figure and for comparing the two programs.
@@ -213,7 +236,11 @@ def substituted(
         to_executorch.__doc__ = original.__doc__
         EdgeProgramManager.to_executorch = to_executorch  # type: ignore[method-assign]
         try:
-            yield run
+            if run.tiling is None:
+                yield run
+            else:
+                with tiling_entry_points(run.tiling):
+                    yield run
         finally:
             EdgeProgramManager.to_executorch = original  # type: ignore[method-assign]
     finally:

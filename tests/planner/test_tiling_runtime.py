@@ -17,7 +17,7 @@ from memplan.experiments.zoo.tiled import tiled_model
 from memplan.planner.tiling import TilingOptions
 from memplan.planner.tiling.rewrite import rewrite
 from memplan.planner.tiling.schedule import schedule
-from tests.planner.tiling_models import generated_cnn, whole_region
+from tests.planner.tiling_models import Expand, generated_cnn, whole_region
 
 ATOL = RTOL = 1e-4  # float32: the bands sum the same products in another order only inside XNNPACK
 
@@ -54,19 +54,6 @@ def test_generated_cnn_in_bands_runs_like_eager_and_like_the_untiled_program(see
     plain_out = runtime.run_pte(runtime.lower(plain, memory_planning_pass=PlannerPass()).buffer, plain.calls)
     runtime.compare_outputs(plain, tiled_out, runtime.eager_outputs(plain))
     runtime.compare_outputs(plain, tiled_out, plain_out)
-
-
-class Expand(nn.Module):
-    """3 -> 24 channels at full resolution, a depthwise conv, back to 4: the peak is the expanded pair."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.a = nn.Conv2d(3, 24, 3, 2, 1)
-        self.dw = nn.Conv2d(24, 24, 3, 1, 1, groups=24)
-        self.b = nn.Conv2d(24, 4, 1)
-
-    def forward(self, x):
-        return self.b(torch.relu(self.dw(torch.relu(self.a(x)))))
 
 
 def test_plan_model_with_tiling_plans_below_the_untiled_bound_and_matches_eager():

@@ -82,6 +82,19 @@ def _region(graph, start: Node, end: Node) -> Region:
     return region
 
 
+class Expand(nn.Module):
+    """3 -> 24 channels at full resolution, a depthwise conv, back to 4: the peak is the expanded pair."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Conv2d(3, 24, 3, 2, 1)
+        self.dw = nn.Conv2d(24, 24, 3, 1, 1, groups=24)
+        self.b = nn.Conv2d(24, 4, 1)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.dw(torch.relu(self.a(x)))))
+
+
 class Int8Stage(nn.Module):
     """A MobileNetV2-like stage to quantize: conv s2 + ReLU, depthwise + ReLU with a residual add, a
     3x3 max pool (its border pads with the lowest integer) and a 1x1 projection."""

@@ -11,6 +11,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from memplan.errors import UsageError
 from memplan.experiments.zoo.models.common import (
     ZooModel,
     randomize_batchnorm,
@@ -235,9 +236,20 @@ VISION: dict[str, tuple[str, Callable[[], nn.Module], int]] = {
     "mobilenet_v3_large_224": ("MobileNetV3-Large, 1x3x224x224", MobileNetV3, 224),
     "mobilenet_v3_small_224": ("MobileNetV3-Small, 1x3x224x224", lambda: MobileNetV3(V3_SMALL, 1024), 224),
     "mnasnet_b1_224": ("MnasNet-B1 depth 1.0, 1x3x224x224", MnasNet, 224),
+    "mnasnet_b1_128": ("MnasNet-B1 depth 1.0, 1x3x128x128", MnasNet, 128),
     "resnet18_128": ("ResNet-18, 1x3x128x128", ResNet18, 128),
     "unet_128": ("the zoo's 3-level U-Net (base 8), 1x3x128x128", UNet, 128),
 }
+
+
+def vision_module(name: str) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """One of `VISION`, built with seeded random weights (batch norm with non-trivial statistics),
+    and one seeded random image of its resolution."""
+    if name not in VISION:
+        raise UsageError(f"no vision model {name!r}; choose from {', '.join(VISION)}")
+    _, build, size = VISION[name]
+    with seeded():
+        return randomize_batchnorm(build().eval()), (torch.randn(1, 3, size, size),)
 
 
 def vision(name: str, partitioner: str | None = None) -> ZooModel:

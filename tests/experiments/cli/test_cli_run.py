@@ -80,6 +80,48 @@ def test_usage_errors_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     assert code == 2 and "nosuchsolver" in stderr and "Traceback" not in stderr
 
 
+TILED_SCRIPT = """
+import sys, torch
+from torch import nn
+from executorch.exir import to_edge_transform_and_lower, ExecutorchBackendConfig
+from executorch.exir.passes import MemoryPlanningPass
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 24, 3, 2, 1), nn.ReLU(), nn.Conv2d(24, 24, 3, 1, 1, groups=24), nn.ReLU(),
+                      nn.Conv2d(24, 4, 1)).eval()
+program = torch.export.export(model, (torch.randn(1, 3, 40, 40),))
+built = to_edge_transform_and_lower(program).to_executorch(
+    ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False)))
+with open(sys.argv[1], "wb") as f:
+    f.write(built.buffer)
+"""
+
+
+def test_tiling_tiles_what_the_script_lowers_and_the_table_shows_the_region(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    script = tmp_path / "export_cnn.py"
+    script.write_text(TILED_SCRIPT)
+    plain, tiled = tmp_path / "plain.pte", tmp_path / "tiled.pte"
+    assert run_cli(["run", "--solver", "bestfit", "--", str(script), str(plain)], capsys)[0] == 0
+    code, _, stderr = run_cli(
+        ["run", "--solver", "bestfit", "--tiling", "--max-extra-macs", "0.15", "--report", str(tmp_path / "r"),
+         "--", str(script), str(tiled)],
+        capsys,
+    )  # fmt: skip
+    assert code == 0
+    header = next(line for line in stderr.splitlines() if line.startswith("| method"))
+    assert [c.strip() for c in header.strip("|").split("|")][-3:] == ["region", "bands", "extra_macs"]
+    (row,) = json.loads((tmp_path / "r" / "report.json").read_text())[0]["rows"]
+    assert row["bands"] >= 2 and 0 < row["extra_macs"] <= 0.15 and " -> " in row["region"]
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    def arena(path: Path) -> int:
+        return sum(deserialize_pte_binary(path.read_bytes()).program.execution_plan[0].non_const_buffer_sizes)
+
+    assert arena(tiled) == row["memplan_bytes"] < arena(plain)
+
+
 @pytest.mark.parametrize("flag", ["-h", "--help"])
 def test_help_prints_run_help_and_exits_0(flag: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, stdout, stderr = run_cli(["run", flag], capsys)

@@ -1,0 +1,112 @@
+"""With tiling on, every exported program a flow hands to `to_edge` or `to_edge_transform_and_lower`
+is tiled first, method by method (memplan.planner.tiling.tile).
+
+Tiling adds ops, so it must happen on the ATen program, before lowering (docs/tiling.md): by
+`to_executorch`, where the rest of the substitution acts, the graph is out-variant and under a
+delegate its convolutions are inside blobs. The two entry points are plain functions a flow imports
+under its own names, so for the block every module binding one of them (`executorch.exir`, the
+script's own globals once it imports them, flows imported before) is rebound to a wrapper, and
+restored afterwards.
+
+The user's export never breaks because of tiling: a method whose tiling fails is lowered untiled and
+the failure is kept as that method's note. Only the flow's own call tiles: ExecuTorch's code calls the
+entry points itself while lowering (with the per-op XNNPACK partitioner, on pieces of the program), and
+those calls pass through untouched. What was done waits in `pending` until the next
+`to_executorch` takes it, for the `PlannerPass` that plans the method to report.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from executorch.exir.program import _program
+from torch.export import ExportedProgram
+
+from memplan.planner.tiling import TilingOptions, TilingReport, tile
+
+ENTRY_POINTS = ("to_edge", "to_edge_transform_and_lower")
+"""The functions of `executorch.exir.program._program` that take a flow's exported programs."""
+
+
+class EdgeTiling:
+    """Tiles the programs of each `to_edge`-like call; `pending` holds, per method, the report (or why
+    tiling failed) until `take` hands them to the `to_executorch` that plans those methods."""
+
+    def __init__(self, options: TilingOptions) -> None:
+        self.options = options
+        self.pending: dict[str, TilingReport | str] = {}
+        self.depth = 0  # entry-point calls under way: only the outermost (the flow's own) tiles
+
+    def programs(self, programs: Any) -> Any:
+        """`programs` (one program, or a dict method -> program) with each method tiled."""
+        if isinstance(programs, dict):
+            return {name: self.method(name, program) for name, program in programs.items()}
+        return self.method("forward", programs)
+
+    def method(self, name: str, program: Any) -> Any:
+        """`program` tiled, or as given when tiling fails (the failure kept as the method's note)."""
+        if not isinstance(program, ExportedProgram):
+            self.pending[name] = f"not tiled: {type(program).__name__} is not an ExportedProgram"
+            return program
+        try:
+            tiled = tile(program, self.options)
+        except Exception as e:  # never the user's export: this method is lowered untiled
+            text = str(e).strip().splitlines()
+            why = f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
+            self.pending[name] = f"tiling failed ({why}); lowered untiled"
+            return program
+        self.pending[name] = tiled.report
+        return tiled.program
+
+    def take(self, methods: list[str]) -> dict[str, TilingReport | str]:
+        """What was done to `methods` since the last `take` (and forget it)."""
+        return {name: self.pending.pop(name) for name in methods if name in self.pending}
+
+    def wrapped(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def entry(programs: Any, *args: Any, **kwargs: Any) -> Any:
+            if self.depth:  # called by ExecuTorch itself inside the flow's call: not the user's program
+                return original(programs, *args, **kwargs)
+            self.depth += 1
+            try:
+                return original(self.programs(programs), *args, **kwargs)
+            finally:
+                self.depth -= 1
+
+        entry.__wrapped_by_memplan__ = original  # type: ignore[attr-defined]
+        return entry
+
+
+@contextmanager
+def tiling_entry_points(tiling: EdgeTiling) -> Iterator[None]:
+    """Inside the block, `to_edge` and `to_edge_transform_and_lower` tile first, wherever bound."""
+    originals = {name: getattr(_program, name) for name in ENTRY_POINTS}
+    pairs = [(original, tiling.wrapped(original)) for original in originals.values()]
+    rebound = _rebind({id(original): wrapper for original, wrapper in pairs})
+    try:
+        yield
+    finally:
+        for module, name, original in rebound:
+            setattr(module, name, original)
+        # modules imported inside the block (a script's globals) bound the wrappers themselves
+        _rebind({id(wrapper): original for original, wrapper in pairs})
+
+
+def _rebind(replacements: dict[int, Callable[..., Any]]) -> list[tuple[Any, str, Any]]:
+    """Every module attribute that is one of `replacements`' keys (by identity) set to its value;
+    the (module, name, previous value) rebound."""
+    rebound = []
+    for module in list(sys.modules.values()):
+        try:
+            names = [n for n, v in vars(module).items() if id(v) in replacements]
+        except TypeError:  # a module object without a __dict__
+            continue
+        for name in names:
+            previous = getattr(module, name)
+            setattr(module, name, replacements[id(previous)])
+            rebound.append((module, name, previous))
+    return rebound

@@ -1,0 +1,102 @@
+"""Seeded random CNNs for the tiling equivalence tests: strides, dilations, grouped and depthwise
+convolutions, odd image sizes, max and average pools, residual adds, channel cats of two branches,
+ReLU / ReLU6 / hardswish; the program tiled is the longest legal region from the input (what the
+tiling core accepts of it), so every generated op the core can band is banded."""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from torch import nn
+from torch.fx import GraphModule, Node
+
+from memplan.experiments.zoo.models.common import randomize_batchnorm
+from memplan.planner.tiling.region import GraphIndex, Region
+
+ACTIVATIONS = (nn.ReLU, nn.ReLU6, nn.Hardswish, nn.Identity)
+
+
+class Layer(nn.Module):
+    """A conv (any of stride, dilation, groups, padding) + BN + activation, then optionally a residual
+    add, a channel cat with a 1x1 branch of the same input, and a pool."""
+
+    def __init__(self, rng: random.Random, cin: int, size: int) -> None:
+        super().__init__()
+        kernel = rng.choice([1, 3, 3, 5])
+        dilation = rng.choice([1, 1, 2]) if kernel > 1 else 1
+        stride = rng.choice([1, 1, 2]) if size >= 9 else 1
+        groups = rng.choice([1, cin, 2 if cin % 2 == 0 else 1])
+        cout = cin if groups == cin else groups * rng.choice([2, 3, 4])
+        pad = rng.choice([0, dilation * (kernel // 2)]) if size >= 9 else dilation * (kernel // 2)
+        self.conv = nn.Conv2d(cin, cout, kernel, stride, pad, dilation=dilation, groups=groups)
+        self.bn = nn.BatchNorm2d(cout) if rng.random() < 0.6 else nn.Identity()
+        self.act = rng.choice(ACTIVATIONS)()
+        self.residual = stride == 1 and cin == cout and 2 * pad == dilation * (kernel - 1)
+        same_size = stride == 1 and 2 * pad == dilation * (kernel - 1)
+        self.branch = nn.Conv2d(cin, rng.choice([2, 4]), 1) if same_size and rng.random() < 0.3 else None
+        pool = rng.random()
+        if size >= 9 and pool < 0.2:
+            self.pool: nn.Module = nn.MaxPool2d(3, 2, 1)
+        elif size >= 9 and pool < 0.35:
+            self.pool = nn.AvgPool2d(3, 1, 1)
+        elif size >= 9 and pool < 0.45:
+            self.pool = nn.MaxPool2d(2, 2)
+        else:
+            self.pool = nn.Identity()
+        self.cout = cout + (self.branch.out_channels if self.branch is not None else 0)
+
+    def forward(self, x):
+        y = self.act(self.bn(self.conv(x)))
+        if self.residual:
+            y = y + x
+        if self.branch is not None:
+            y = torch.cat([y, self.branch(x)], 1)
+        return self.pool(y)
+
+
+def random_cnn(seed: int) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """A CNN of 2-6 `Layer`s on a 1x3xHxW image, H and W odd or even in 11-33 (seeded)."""
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    height, width = rng.randrange(11, 34), rng.randrange(11, 34)
+    layers, cin, size = [], 3, min(height, width)
+    for _ in range(rng.randrange(2, 7)):
+        layer = Layer(rng, cin, size)
+        with torch.no_grad():
+            size = min(layer.eval()(torch.zeros(1, cin, size, size)).shape[2:])
+        layers.append(layer)
+        cin = layer.cout
+        if size < 5:
+            break
+    model = randomize_batchnorm(nn.Sequential(*layers).eval())
+    return model, (torch.randn(1, 3, height, width),)
+
+
+def longest_region(module: GraphModule, int8_end: bool = False) -> tuple[Region | None, list[str]]:
+    """The legal region from the input to the latest end of two rows or more (with `int8_end`, an int8
+    tensor: a quantized region is cut only there), and the refusals of the ends tried after it (latest
+    first), which say what the core does not band yet."""
+    graph = module.graph
+    start = next(n for n in graph.nodes if n.op == "placeholder")
+    index = GraphIndex(graph)
+    below = index.descendants(start)
+    refused: list[str] = []
+    for end in reversed(list(graph.nodes)):
+        value = end.meta.get("val")
+        if end.op != "call_function" or not isinstance(value, torch.Tensor) or value.dim() != 4:
+            continue
+        if value.shape[2] < 2:  # one row cannot be cut into bands (seed 9 ends at 1x3)
+            continue
+        if int8_end and value.dtype != torch.int8:
+            continue
+        found = index.region(start, end, below)
+        if isinstance(found, Region):
+            return found, refused
+        refused.append(f"{end.name}: {found.value}")
+    return None, refused
+
+
+def ops_of(region: Region) -> list[str]:
+    """The ATen ops a region bands, by name (to report what the generator covered)."""
+    return sorted({str(n.target).split(".")[-2] for n in region.nodes if isinstance(n, Node)})

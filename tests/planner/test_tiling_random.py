@@ -1,0 +1,96 @@
+"""Random CNNs (tests/planner/random_cnns.py) tiled over the longest region the core accepts from the
+input, lowered and run in executorch.runtime over several calls: fp32 (portable kernels) close to the
+untiled program at 1e-4, int8 (pt2e, one op per XNNPACK delegate) bit-identical to it.
+
+The default run takes a few seeds; `-m slow` takes many more. Each test fails, naming the seed, when a
+generated model yields no region at all (the generator would then test nothing)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from memplan.experiments.zoo import runtime
+from memplan.planner.tiling.rewrite import rewrite
+from memplan.planner.tiling.schedule import schedule
+from tests.planner.random_cnns import longest_region, ops_of, random_cnn
+from tests.planner.test_tiling_int8 import _lowered as lowered  # XNNPACK per op, or portable
+from tests.planner.tiling_models import quantized_program
+
+CALLS = 3
+FLOAT_SEEDS = [0, 1]
+INT8_SEEDS = [0]
+SLOW_FLOAT_SEEDS = list(range(2, 40))
+SLOW_INT8_SEEDS = list(range(1, 16))
+
+
+def banded(program: torch.export.ExportedProgram, seed: int, int8: bool):
+    """`program` with its longest region from the input in a seeded number of bands, re-exported."""
+    module = program.module()
+    region, refused = longest_region(module, int8_end=int8)
+    assert region is not None, f"seed {seed}: no region from the input; ends refused: {refused[:5]}"
+    height = region.end.meta["val"].shape[2]
+    count = random.Random(seed).randint(2, max(2, min(6, height)))
+    pieces = schedule(region, count)
+    assert pieces is not None, f"seed {seed}: no schedule in {count} bands"
+    rewrite(module, region, pieces)
+    args, _ = program.example_inputs
+    return torch.export.export(module, tuple(args), strict=False), ops_of(region), count
+
+
+def check(seed: int, int8: bool) -> None:
+    model, example = random_cnn(seed)
+    if int8:
+        program = quantized_program(model, example, seed)
+    else:
+        with torch.no_grad():
+            program = torch.export.export(model, example, strict=False)
+    tiled, ops, count = banded(program, seed, int8)
+    generator = torch.Generator().manual_seed(seed)
+    calls = [("forward", (torch.randn(example[0].shape, generator=generator),)) for _ in range(CALLS)]
+    got = runtime.run_pte(lowered(tiled, xnnpack=int8), calls)
+    want = runtime.run_pte(lowered(program, xnnpack=int8), calls)
+    for call, (g, w) in enumerate(zip(got, want, strict=True)):
+        where = f"seed {seed}, call {call}, {count} bands over {ops}"
+        if int8:
+            assert torch.equal(g[0], w[0]), where
+        else:
+            torch.testing.assert_close(g[0], w[0], atol=1e-4, rtol=1e-4, msg=where)
+
+
+@pytest.mark.parametrize(
+    "seed", FLOAT_SEEDS + [pytest.param(s, marks=pytest.mark.slow) for s in SLOW_FLOAT_SEEDS]
+)
+def test_random_fp32_cnn_tiled_runs_like_the_untiled_program(seed: int) -> None:
+    check(seed, int8=False)
+
+
+@pytest.mark.parametrize(
+    "seed", INT8_SEEDS + [pytest.param(s, marks=pytest.mark.slow) for s in SLOW_INT8_SEEDS]
+)
+def test_random_int8_cnn_tiled_runs_bit_identical_to_the_untiled_program(seed: int) -> None:
+    check(seed, int8=True)
+
+
+def test_the_generator_covers_what_the_issue_lists() -> None:
+    """Over the default and slow seeds together: strides, dilation, groups, depthwise, odd sizes,
+    pools, residuals, cats, hardswish (so a green run has exercised each where the core bands it)."""
+    seen: set[str] = set()
+    for seed in FLOAT_SEEDS + SLOW_FLOAT_SEEDS:
+        model, (image,) = random_cnn(seed)
+        seen |= {"odd size"} if image.shape[2] % 2 or image.shape[3] % 2 else set()
+        for m in model.modules():
+            if isinstance(m, torch.nn.Conv2d):
+                seen |= {"stride 2"} if m.stride[0] == 2 else set()
+                seen |= {"dilation"} if m.dilation[0] > 1 else set()
+                seen |= {"depthwise"} if m.groups == m.in_channels > 1 else set()
+                seen |= {"grouped"} if 1 < m.groups < m.in_channels else set()
+            seen |= {type(m).__name__} & {"MaxPool2d", "AvgPool2d", "Hardswish"}
+            if getattr(m, "residual", False):
+                seen.add("residual")
+            if getattr(m, "branch", None) is not None:
+                seen.add("cat")
+    assert seen >= {"odd size", "stride 2", "dilation", "depthwise", "grouped", "MaxPool2d", "AvgPool2d",
+                    "Hardswish", "residual", "cat"}, seen  # fmt: skip
