@@ -23,13 +23,14 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from executorch.exir.program import _program
+import executorch.exir as exir_api
 from torch.export import ExportedProgram
 
 from memplan.planner.tiling import TilingOptions, TilingReport, tile
 
 ENTRY_POINTS = ("to_edge", "to_edge_transform_and_lower")
-"""The functions of `executorch.exir.program._program` that take a flow's exported programs."""
+"""The functions of `executorch.exir` that take a flow's exported programs (each rebound by identity
+wherever a module holds it, `exir.program._program` included)."""
 
 
 class EdgeTiling:
@@ -84,7 +85,7 @@ class EdgeTiling:
 @contextmanager
 def tiling_entry_points(tiling: EdgeTiling) -> Iterator[None]:
     """Inside the block, `to_edge` and `to_edge_transform_and_lower` tile first, wherever bound."""
-    originals = {name: getattr(_program, name) for name in ENTRY_POINTS}
+    originals = {name: getattr(exir_api, name) for name in ENTRY_POINTS}
     pairs = [(original, tiling.wrapped(original)) for original in originals.values()]
     rebound = _rebind({id(original): wrapper for original, wrapper in pairs})
     try:

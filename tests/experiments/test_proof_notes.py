@@ -38,6 +38,8 @@ def broken_emitter(monkeypatch):
         raise RuntimeError("the emitter broke here\nand there")
 
     monkeypatch.setattr("memplan.planner.stages.proof_check.emitted_bounds", raises)
+    # the certificate read off the graph would settle this plan without emitting: make it settle nothing
+    monkeypatch.setattr("memplan.planner.stages.proof_check._certified", lambda *args, **kwargs: False)
 
 
 @pytest.fixture
