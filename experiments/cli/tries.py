@@ -93,14 +93,12 @@ def candidates(model: ZooModel, levers: Mapping[str, bool]) -> list[Candidate]:
 
 
 def program_arena_bytes(planned: Any) -> int:
-    """Per mem_id the largest method's arena, summed: what the runtime allocates for the program."""
-    need: dict[int, int] = {}
-    for method in planned.methods:
-        sizes = planned.program.exported_program(method).graph_module.meta.get("non_const_buffer_sizes", [])
-        for mem_id, size in enumerate(sizes):
-            if mem_id:
-                need[mem_id] = max(need.get(mem_id, 0), size)
-    return sum(need.values())
+    """What the runtime allocates for the planned program (zoo.runtime.program_arena_bytes of each
+    method's planned arena sizes)."""
+    from memplan.experiments.zoo.runtime import program_arena_bytes as of_sizes
+
+    graphs = {method: planned.program.exported_program(method).graph_module for method in planned.methods}
+    return of_sizes({m: list(g.meta.get("non_const_buffer_sizes", [])) for m, g in graphs.items()})
 
 
 def _tiling_said(planned: Any) -> str:
