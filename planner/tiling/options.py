@@ -14,7 +14,8 @@ class TilingOptions:
     `max_extra_macs`: the most extra multiply-accumulates tiling may add, as a fraction of the untiled
     graph's (halo rows are computed by two bands). `budget_bytes`: when given, the fewest patches whose
     peak fits it (within the MAC limit) instead of the smallest peak. `max_patches`: the most row
-    bands tried. What the cost counts follows the lowering: `input_in_arena` False when the caller
+    bands tried. `cache_rows`: rows two bands share are computed once and kept for the next band
+    (a slice carried over, a cat joining it to the new rows) instead of computed by both. What the cost counts follows the lowering: `input_in_arena` False when the caller
     passes the input (`alloc_graph_input=False`); `int8_kernels` True when a quantized graph's
     dequantize -> op -> quantize triples become one int8 kernel each (XNNPACK), so the floats
     between its int8 tensors never reach the arena (False for portable kernels, which hold them).
@@ -23,6 +24,7 @@ class TilingOptions:
     max_extra_macs: float = 0.15
     budget_bytes: int | None = None
     max_patches: int = 16
+    cache_rows: bool = True
     input_in_arena: bool = True
     int8_kernels: bool = True
 

@@ -63,7 +63,7 @@ def _emit(graph, piece: Piece, inputs: list[Node], own: dict[int, Node]) -> Node
     if piece.kind == "pad":
         top, bottom, value = piece.pad
         return graph.call_function(aten.constant_pad_nd.default, (inputs[0], [0, 0, top, bottom], value))
-    if piece.kind == "cat":
+    if piece.kind in ("cat", "join"):
         return graph.call_function(aten.cat.default, (inputs, H))
     args, kwargs = rebuilt_args(piece.origin, {**own, **dict(zip(piece.args, inputs, strict=True))})
     return graph.call_function(piece.origin.target, args, kwargs)

@@ -41,10 +41,11 @@ class Candidate:
     patches: int
     peak: int
     macs: int
+    cache_rows: bool = True
 
     def pieces(self) -> list[Piece]:
         """The pieces of this tiling (rebuilt: the search keeps only the scores)."""
-        pieces = schedule(self.region, self.patches)
+        pieces = schedule(self.region, self.patches, self.cache_rows)
         assert pieces is not None
         return pieces
 
@@ -174,13 +175,13 @@ def _scored(
     for count in range(2, min(options.max_patches, height) + 1):
         if options.budget_bytes is not None and best is not None and count > best.patches:
             break  # under a budget more bands than the best fitting tiling never win
-        pieces = schedule(region, count)
+        pieces = schedule(region, count, options.cache_rows)
         if pieces is None:
             continue
         macs = tiled_macs(graph, region, pieces)
         peak = peak_bytes(graph_steps(graph, region, pieces, held))
         result.scored += 1
-        out.append(Candidate(region, count, peak, macs))
+        out.append(Candidate(region, count, peak, macs, options.cache_rows))
         if options.budget_bytes is not None and peak <= options.budget_bytes:
             if extra(macs, result.base_macs) <= options.max_extra_macs:
                 break  # the fewest bands of this region that fit

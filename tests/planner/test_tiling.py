@@ -39,18 +39,26 @@ def test_bands_cover_the_rows_when_they_do_not_divide_evenly():
     "seed", [pytest.param(s, marks=pytest.mark.slow if s >= 5 else ()) for s in range(20)]
 )
 def test_generated_cnn_tiled_equals_eager(seed):
-    """The whole generated CNN in 2, 3 and 5 bands (fewer when it has fewer output rows)."""
+    """The whole generated CNN in 2, 3 and 5 bands (fewer when it has fewer output rows), halo rows
+    computed twice or kept: kept, a float graph's tiled MACs are at most the untiled ones."""
     model, inputs = generated_cnn(seed)
     program = exported(model, *inputs)
-    for count in (2, 3, 5):
-        module = program.module()
-        region = whole_region(module)
-        pieces = schedule(region, min(count, region.end.meta["val"].shape[2]))
-        assert pieces is not None
-        rewrite(module, region, pieces)
-        with torch.no_grad():
-            torch.testing.assert_close(module(*inputs), model(*inputs), atol=1e-5, rtol=1e-5)
-        assert sum(n.target is torch.ops.aten.cat.default for n in module.graph.nodes) == 1
+    for cache_rows in (False, True):
+        for count in (2, 3, 5):
+            module = program.module()
+            region = whole_region(module)
+            base_macs = graph_macs(module.graph)
+            pieces = schedule(region, min(count, region.end.meta["val"].shape[2]), cache_rows)
+            assert pieces is not None
+            macs = tiled_macs(module.graph, region, pieces)
+            rewrite(module, region, pieces)
+            with torch.no_grad():
+                torch.testing.assert_close(module(*inputs), model(*inputs), atol=1e-5, rtol=1e-5)
+            cats = sum(n.target is torch.ops.aten.cat.default for n in module.graph.nodes)
+            if cache_rows:  # never more (rows no reader needs are not computed at all)
+                assert macs <= base_macs
+            else:
+                assert cats == 1 and macs >= base_macs
 
 
 class HandCounted(nn.Module):
@@ -76,10 +84,12 @@ def test_macs_counted_from_the_graph_equal_a_hand_count():
     end = next(n for n in graph.nodes if n.name == "conv2d_2")
     index = GraphIndex(graph)
     region = index.region(start, end, index.descendants(start))
-    pieces = schedule(region, 2)
+    pieces = schedule(region, 2, cache_rows=False)
     # Output rows [0,4) and [4,8): the depthwise conv reads rows [0,5) and [3,8) of the first conv's
     # output, so the first conv computes 5 rows per band instead of 4.
     assert tiled_macs(graph, region, pieces) == 2 * (8 * 5 * 8 * 27) + dw + pw + fc
+    # Rows kept: the second band reads rows 3 and 4 kept from the first, which computed [0, 5).
+    assert tiled_macs(graph, region, schedule(region, 2)) == conv + dw + pw + fc
 
 
 # -- refusals: each reason, on the smallest graph that shows it ------------------------------------
@@ -237,12 +247,16 @@ class ConvConv(nn.Module):
 
 
 def test_no_extra_macs_allowed_is_refused_as_mac_limit():
-    found = search(exported(ConvConv(), torch.randn(1, 3, 32, 32)).module().graph, TilingOptions(0.0))
+    recompute = TilingOptions(0.0, cache_rows=False)
+    found = search(exported(ConvConv(), torch.randn(1, 3, 32, 32)).module().graph, recompute)
     assert found.chosen is None and found.refusal is Refusal.MAC_LIMIT
     assert found.best_over_limit is not None and found.best_over_limit.peak < found.base_peak
-    report = tile(exported(ConvConv(), torch.randn(1, 3, 32, 32)), TilingOptions(0.0)).report
+    report = tile(exported(ConvConv(), torch.randn(1, 3, 32, 32)), recompute).report
     assert not report.tiled and report.refusal is Refusal.MAC_LIMIT
     assert f"it would reach {found.best_over_limit.peak:,} B" in report.summary()
+    # Kept rows are not computed again: the same graph tiles with no extra MACs at all.
+    kept = tile(exported(ConvConv(), torch.randn(1, 3, 32, 32)), TilingOptions(0.0)).report
+    assert kept.tiled and kept.extra_macs == 0 and kept.peak < kept.base_peak
 
 
 def test_a_budget_below_any_tiling_is_refused_and_one_above_the_peak_tiles_nothing():
@@ -317,8 +331,10 @@ def test_tile_reexports_and_counts_the_tiled_program():
         torch.testing.assert_close(tiled.program.module()(x), model(x), atol=1e-5, rtol=1e-5)
     report = tiled.report
     assert report.tiled and report.patches >= 2 and report.peak < report.base_peak
-    assert 0 < report.extra_macs <= 0.15
+    assert report.extra_macs <= 0  # halo rows kept, not computed again
     assert report.macs == graph_macs(tiled.program.graph)
+    recomputed = tile(exported(model, x), TilingOptions(cache_rows=False)).report
+    assert recomputed.tiled and 0 < recomputed.extra_macs <= 0.15
 
 
 def test_options_are_checked():
