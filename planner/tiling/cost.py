@@ -48,11 +48,19 @@ def node_bytes(node: Node) -> int:
 
 
 def _aliases(node: Node) -> bool:
-    """True when the op returns a view of an input (getitem of a tuple, view ops): no bytes of its own."""
+    """True when the op's output is its input's bytes in the lowered program (getitem of a tuple, a
+    view of all of its input's elements in order): no bytes of its own. Other views (a slice, a
+    permute) become copies in the edge dialect (`slice_copy`, `permute_copy`), so they count."""
     if node.op == "call_function" and getattr(node.target, "__name__", "") == "getitem":
         return True
     schema = getattr(node.target, "_schema", None)
-    return bool(schema and schema.returns and schema.returns[0].alias_info is not None)
+    if not (schema and schema.returns and schema.returns[0].alias_info is not None):
+        return False
+    value = node.meta.get("val")
+    source = next((a.meta.get("val") for a in node.all_input_nodes), None)
+    if not isinstance(value, torch.Tensor) or not isinstance(source, torch.Tensor):
+        return True
+    return value.numel() == source.numel() and value.is_contiguous()
 
 
 Held = Callable[[Node], bool]  # whether the lowered program holds a node's tensor in the arena

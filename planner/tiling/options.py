@@ -23,7 +23,7 @@ class TilingOptions:
 
     max_extra_macs: float = 0.15
     budget_bytes: int | None = None
-    max_patches: int = 16
+    max_patches: int = 64
     cache_rows: bool = True
     input_in_arena: bool = True
     int8_kernels: bool = True

@@ -70,13 +70,22 @@ class BandRows:
 
 
 def cacheable(region: Region) -> set[Node]:
-    """The region's tensors whose rows may be kept from band to band: every op but the end (its bands
-    are disjoint) and the border dequantizes (they compute padding rows); in a quantized graph only the
-    integer tensors, where a slice and a cat do not split an int8 kernel's pattern."""
+    """The region's tensors whose rows are kept from band to band: those a window reads (directly,
+    or through ops computing exactly the rows their readers read), as only a window reads a row
+    twice. Never the end (its bands are disjoint) or a border dequantize (it computes padding rows);
+    in a quantized graph only the integer tensors, where a slice and a cat do not split an int8
+    kernel's pattern."""
     inner = [n for n in region.nodes if n is not region.end and n not in region.borders]
     integer = [n for n in inner if _integer(n)]
     quantized = bool(integer) or _integer(region.start) or _integer(region.end)
-    return set(integer if quantized else inner)
+    cut = set(integer if quantized else inner)
+    windowed: dict[Node, bool] = {}
+    for node in reversed(region.nodes):
+        readers = [u for u in node.users if u in region.rules]
+        windowed[node] = any(
+            region.rules[u].window is not None or (u not in cut and windowed[u]) for u in readers
+        )
+    return {n for n in cut if windowed[n]}
 
 
 def _integer(node: Node) -> bool:
@@ -85,104 +94,191 @@ def _integer(node: Node) -> bool:
 
 
 def band_plan(region: Region, count: int, cache_rows: bool = True) -> list[BandRows] | None:
-    """The rows of every band, walking the region backwards from the end's band; None when a band
-    would read no rows of some tensor (a band lying wholly in the padding)."""
-    cached = cacheable(region) if cache_rows else set()
-    done: dict[Node, int] = {}  # cached tensor -> rows below this were computed by earlier bands
+    """The rows of every band; None when a band would read no rows of some tensor (a band lying
+    wholly in the padding). Rows kept (`cache_rows`): bands stream the start (`streamed`); else each
+    band is a share of the end's rows, everything it needs computed again (`recomputed`)."""
+    return streamed(region, count) if cache_rows else recomputed(region, count)
+
+
+def recomputed(region: Region, count: int) -> list[BandRows] | None:
+    """Each band a share of the end's rows; every op computes all the rows the band needs of it."""
     plan = []
     for band in bands(shape(region.end)[H], count):  # type: ignore[index]
-        need: dict[Node, Rows] = {region.end: band}
-        compute: dict[Node, Rows] = {}
-        for node in reversed(region.nodes):
-            if node not in need:
-                continue  # its readers compute nothing this band
-            lo, hi = need[node]
-            if node in done:
-                lo = max(lo, done[node])
-            if lo >= hi:
-                continue
-            compute[node] = (lo, hi)
-            for pos, (a, b) in reads(region, node, (lo, hi)).items():
-                arg = node.args[pos]
-                assert isinstance(arg, Node)
-                if arg not in region.borders:
-                    a, b = max(a, 0), min(b, shape(arg)[H])  # type: ignore[index]
-                    if b <= a:
-                        return None
-                if arg in need:
-                    a, b = min(a, need[arg][0]), max(b, need[arg][1])
-                need[arg] = (a, b)
-        for node in cached & compute.keys():
-            done[node] = compute[node][1]
-        plan.append(BandRows(need, compute))
+        rows = _band(region, {region.end: band}, {region.end})
+        if rows is None:
+            return None
+        plan.append(rows)
     return plan
 
 
+def streamed(region: Region, count: int) -> list[BandRows] | None:
+    """Each band a share of the start's rows: with it, every cached op computes the rows no earlier band
+    computed that its readers can read now (the end: all it can compute), as a line-buffer pipeline
+    does, so the first rows of the end need no band holding their whole receptive field; the ops
+    between cached ones compute what their readers read."""
+    progressive = cacheable(region) | {region.end}
+    done: dict[Node, int] = {}
+    plan = []
+    for _, stop in bands(shape(region.start)[H], count):  # type: ignore[index]
+        ready = {region.start: stop}
+        for node in region.nodes:
+            ready[node] = _computable(region, node, ready)
+        reach = _reach(region, ready, progressive)
+        given = {}
+        for node in progressive:
+            top = ready[node] if node is region.end else min(ready[node], reach.get(node, 0))
+            if top > done.get(node, 0):
+                given[node] = (done.get(node, 0), top)
+        rows = _band(region, given, progressive)
+        if rows is None:
+            return None
+        done.update((n, hi) for n, (_, hi) in given.items())
+        plan.append(rows)
+    return plan
+
+
+def _computable(region: Region, node: Node, ready: dict[Node, int]) -> int:
+    """How many of `node`'s first rows can be computed from the first `ready` rows of its inputs (all
+    of them once every input is complete; a window's padding rows are always there)."""
+    rule = region.rules[node]
+    rows = shape(node)[H]  # type: ignore[index]
+    for pos in rule.spatial_args:
+        arg = node.args[pos]
+        if not isinstance(arg, Node) or arg not in ready or ready[arg] >= shape(arg)[H]:  # type: ignore[index]
+            continue
+        have = ready[arg]
+        w = rule.window
+        rows = min(rows, have if w is None else max((have + w.padding - w.span) // w.stride + 1, 0))
+    return rows
+
+
+def _reach(region: Region, ready: dict[Node, int], progressive: set[Node]) -> dict[Node, int]:
+    """Per tensor, the row below which its readers will read this band: a cached reader (or the end)
+    computes all the rows it can, any other reader the rows its own readers will read."""
+    reach: dict[Node, int] = {}
+    for node in reversed(region.nodes):
+        top = ready[node] if node in progressive else min(ready[node], reach.get(node, 0))
+        if top > 0:
+            for pos, (_, hi) in reads(region, node, (0, top)).items():
+                arg = node.args[pos]
+                reach[arg] = max(reach.get(arg, 0), hi)  # type: ignore[index]
+    return reach
+
+
+def _band(region: Region, given: dict[Node, Rows], progressive: set[Node]) -> BandRows | None:
+    """One band's rows, walking the region backwards: the `progressive` ops compute their `given`
+    rows (none when absent), every other op the hull of what its readers read (clipped to the tensor
+    but for a border op); None when some read lies wholly outside its tensor."""
+    need: dict[Node, Rows] = {}
+    compute: dict[Node, Rows] = {}
+    for node in reversed(region.nodes):
+        rows = given.get(node) if node in progressive else need.get(node)
+        if rows is None:
+            continue
+        compute[node] = rows
+        for pos, (lo, hi) in reads(region, node, rows).items():
+            arg = node.args[pos]
+            assert isinstance(arg, Node)
+            if arg not in region.borders:
+                lo, hi = max(lo, 0), min(hi, shape(arg)[H])  # type: ignore[index]
+                if hi <= lo:
+                    return None
+            if arg in need:
+                lo, hi = min(lo, need[arg][0]), max(hi, need[arg][1])
+            need[arg] = (lo, hi)
+    if region.end in compute:
+        need[region.end] = compute[region.end]
+    return BandRows(need, compute)
+
+
+Held = tuple[int, Rows]  # a piece index and the rows of its tensor it holds
+
+
 def schedule(region: Region, count: int, cache_rows: bool = True) -> list[Piece] | None:
-    """The pieces computing `region` in `count` row bands (shared rows computed once with
-    `cache_rows`); None when a band would read no rows of some tensor."""
+    """The pieces computing `region` in `count` bands (shared rows computed once with `cache_rows`);
+    None when a band would read no rows of some tensor."""
     plan = band_plan(region, count, cache_rows)
     if plan is None:
         return None
-    pieces: list[Piece] = []
-
-    def add(piece: Piece) -> int:
-        pieces.append(piece)
-        return len(pieces) - 1
-
-    def rows_of(source: tuple[int, Rows], node: Node, rows: Rows) -> int:
-        """Piece index holding `rows` of `node`, sliced from `source` (index, rows held) if need be."""
-        index, held = source
-        if rows == held:
-            return index
-        return add(Piece("slice", node, rows, (index,), cut=(rows[0] - held[0], rows[1] - held[0])))
-
+    emit = _Emitter(region)
     cached = cacheable(region) if cache_rows else set()
-    start_rows = (0, shape(region.start)[H])  # type: ignore[index]
-    kept: dict[Node, tuple[int, Rows]] = {}  # cached tensor -> the piece of rows kept for later bands
+    kept: dict[Node, Held] = {}  # cached tensor -> the rows kept for later bands
     outputs = []
     for k, band in enumerate(plan):
-        held: dict[Node, tuple[int, Rows]] = {}
+        held: dict[Node, Held] = {}
         if region.start in band.need:
-            held[region.start] = (rows_of((START, start_rows), region.start, band.need[region.start]), band.need[region.start])
+            held[region.start] = emit.cut((START, emit.start_rows), region.start, band.need[region.start])
         for node in region.nodes:
-            fresh = None
+            parts = [kept.pop(node)] if node in kept else []
             if node in band.compute:
-                args = {}
-                for pos, (lo, hi) in reads(region, node, band.compute[node]).items():
-                    arg = node.args[pos]
-                    assert isinstance(arg, Node)
-                    clo, chi = lo, hi  # a border op holds its padding rows itself
-                    if arg not in region.borders:
-                        clo, chi = max(lo, 0), min(hi, shape(arg)[H])  # type: ignore[index]
-                    source = rows_of(held[arg], arg, (clo, chi))
-                    if (lo, hi) != (clo, chi):
-                        pad = (clo - lo, hi - chi, region.borders.get(node, region.rules[node].pad_value))
-                        source = add(Piece("pad", arg, (lo, hi), (source,), pad=pad))
-                    args[pos] = source
-                fresh = add(Piece("op", node, band.compute[node], tuple(args.values()), args=args))
-            if node not in band.need:
+                parts.append(emit.op(node, band.compute[node], held))
+            if not parts:
                 continue
-            held[node] = _joined(node, band, kept.pop(node, None), fresh, rows_of, add)
+            if node in band.need:
+                held[node] = emit.assemble(parts, node, band.need[node])
             later = next((b.need[node] for b in plan[k + 1 :] if node in b.need), None)
-            computed = held[node][1][1]
-            if node in cached and later is not None and later[0] < computed:
-                kept[node] = (rows_of(held[node], node, (later[0], computed)), (later[0], computed))
-        outputs.append(held[region.end][0])
-    add(Piece("cat", region.end, (0, shape(region.end)[H]), tuple(outputs)))  # type: ignore[index]
-    return pieces
+            top = parts[-1][1][1]
+            if node in cached and later is not None and later[0] < top:
+                whole = held.get(node)
+                covers = whole is not None and whole[1][0] <= later[0] and whole[1][1] == top
+                kept[node] = emit.assemble([whole] if covers else parts, node, (later[0], top))  # type: ignore[list-item]
+        if region.end in band.compute:
+            outputs.append(held[region.end][0])
+    emit.add(Piece("cat", region.end, (0, shape(region.end)[H]), tuple(outputs)))  # type: ignore[index]
+    return emit.pieces
 
 
-def _joined(node, band: BandRows, kept, fresh, rows_of, add) -> tuple[int, Rows]:
-    """The piece holding the rows of `node` this band's readers need: the rows kept from earlier bands
-    (sliced to what is still needed) joined with the ones computed now (`fresh`, a piece index)."""
-    lo, hi = band.need[node]
-    if kept is None:
-        assert fresh is not None and band.compute[node] == (lo, hi), f"{node.name}: rows {lo}:{hi} not computed"
-        return fresh, (lo, hi)
-    kept_hi = kept[1][1]
-    old = rows_of(kept, node, (lo, min(hi, kept_hi)))
-    if fresh is None:
-        return old, (lo, min(hi, kept_hi))
-    assert band.compute[node][0] == kept_hi, f"{node.name}: kept rows end at {kept_hi}, computed from {band.compute[node][0]}"
-    return add(Piece("join", node, (lo, hi), (old, fresh))), (lo, hi)
+class _Emitter:
+    """Appends the pieces of a schedule: ops on rows, slices, border pads and joins."""
+
+    def __init__(self, region: Region) -> None:
+        self.region = region
+        self.pieces: list[Piece] = []
+        self.start_rows = (0, shape(region.start)[H])  # type: ignore[index]
+
+    def add(self, piece: Piece) -> int:
+        self.pieces.append(piece)
+        return len(self.pieces) - 1
+
+    def cut(self, source: Held, node: Node, rows: Rows) -> Held:
+        """`rows` of `node`, sliced from `source` unless it holds exactly those."""
+        index, have = source
+        assert have[0] <= rows[0] and rows[1] <= have[1], f"{node.name}: rows {rows} not in {have}"
+        if rows == have:
+            return source
+        return self.add(
+            Piece("slice", node, rows, (index,), cut=(rows[0] - have[0], rows[1] - have[0]))
+        ), rows
+
+    def assemble(self, parts: list[Held], node: Node, rows: Rows) -> Held:
+        """`rows` of `node` from consecutive `parts`: the one holding them (sliced), or a join."""
+        lo, hi = rows
+        pieces = [
+            self.cut(p, node, (max(lo, p[1][0]), min(hi, p[1][1])))
+            for p in parts
+            if p[1][0] < hi and lo < p[1][1]
+        ]
+        assert pieces and pieces[0][1][0] == lo and pieces[-1][1][1] == hi, (
+            f"{node.name}: rows {rows} not kept"
+        )
+        if len(pieces) == 1:
+            return pieces[0]
+        return self.add(Piece("join", node, rows, tuple(i for i, _ in pieces))), rows
+
+    def op(self, node: Node, rows: Rows, held: dict[Node, Held]) -> Held:
+        """`node` computed on `rows`, each spatial input cut from what the band holds and padded where
+        its window reaches past the tensor's border."""
+        region = self.region
+        args = {}
+        for pos, (lo, hi) in reads(region, node, rows).items():
+            arg = node.args[pos]
+            assert isinstance(arg, Node)
+            clo, chi = lo, hi  # a border op holds its padding rows itself
+            if arg not in region.borders:
+                clo, chi = max(lo, 0), min(hi, shape(arg)[H])  # type: ignore[index]
+            source = self.cut(held[arg], arg, (clo, chi))[0]
+            if (lo, hi) != (clo, chi):
+                pad = (clo - lo, hi - chi, region.borders.get(node, region.rules[node].pad_value))
+                source = self.add(Piece("pad", arg, (lo, hi), (source,), pad=pad))
+            args[pos] = source
+        return self.add(Piece("op", node, rows, tuple(args.values()), args=args)), rows

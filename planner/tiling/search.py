@@ -167,25 +167,57 @@ def _floor(graph: Graph, region: Region, held: Held) -> int:
     return max(peak_bytes(graph_steps(graph, region, [end], held)), 2 * end.bytes * held(region.end))
 
 
+def band_counts(limit: int) -> list[int]:
+    """The band counts scored up to `limit`: 2, 3, 4, 6, 8, 12, 16, 24, ... and `limit` itself. The
+    peak falls slowly with more bands, so a ladder finds the smallest nearly as well as every count,
+    at a few times fewer scorings (under a budget the counts below a fitting one are scored too)."""
+    counts, step = {limit}, 2
+    while step < limit:
+        counts.update(c for c in (step, step * 3 // 2) if c < limit)
+        step *= 2
+    return sorted(c for c in counts if c >= 2)
+
+
 def _scored(
     graph: Graph, region: Region, options: TilingOptions, result: Search, best: Candidate | None, held: Held
 ) -> list[Candidate]:
-    out = []
-    height = shape(region.end)[2]  # type: ignore[index]
-    for count in range(2, min(options.max_patches, height) + 1):
+    streamed = region.start if options.cache_rows else region.end  # the tensor the bands share out
+    ladder = band_counts(min(options.max_patches, shape(streamed)[2]))  # type: ignore[index]
+    out: list[Candidate] = []
+    tried = 1
+    for count in ladder:
         if options.budget_bytes is not None and best is not None and count > best.patches:
             break  # under a budget more bands than the best fitting tiling never win
-        pieces = schedule(region, count, options.cache_rows)
-        if pieces is None:
+        candidate = _score(graph, region, count, options, result, held)
+        if candidate is None:
             continue
-        macs = tiled_macs(graph, region, pieces)
-        peak = peak_bytes(graph_steps(graph, region, pieces, held))
-        result.scored += 1
-        out.append(Candidate(region, count, peak, macs, options.cache_rows))
-        if options.budget_bytes is not None and peak <= options.budget_bytes:
-            if extra(macs, result.base_macs) <= options.max_extra_macs:
-                break  # the fewest bands of this region that fit
+        if options.budget_bytes is None or not _fits(candidate, options, result):
+            out.append(candidate)
+            tried = count
+            continue
+        fewer = (_score(graph, region, c, options, result, held) for c in range(tried + 1, count))
+        fitting = [c for c in fewer if c is not None and _fits(c, options, result)]
+        out.append(fitting[0] if fitting else candidate)  # the fewest bands of this region that fit
+        break
     return out
+
+
+def _score(
+    graph: Graph, region: Region, count: int, options: TilingOptions, result: Search, held: Held
+) -> Candidate | None:
+    pieces = schedule(region, count, options.cache_rows)
+    if pieces is None:
+        return None
+    result.scored += 1
+    peak = peak_bytes(graph_steps(graph, region, pieces, held))
+    return Candidate(region, count, peak, tiled_macs(graph, region, pieces), options.cache_rows)
+
+
+def _fits(candidate: Candidate, options: TilingOptions, result: Search) -> bool:
+    """Within the budget and the MAC limit."""
+    assert options.budget_bytes is not None
+    within = extra(candidate.macs, result.base_macs) <= options.max_extra_macs
+    return candidate.peak <= options.budget_bytes and within
 
 
 def _pick(result: Search, candidates: list[Candidate], options: TilingOptions) -> Search:
