@@ -144,7 +144,10 @@ def schedule(region: Region, count: int, cache_rows: bool = True) -> list[Piece]
     for k, band in enumerate(plan):
         held: dict[Node, tuple[int, Rows]] = {}
         if region.start in band.need:
-            held[region.start] = (rows_of((START, start_rows), region.start, band.need[region.start]), band.need[region.start])
+            held[region.start] = (
+                rows_of((START, start_rows), region.start, band.need[region.start]),
+                band.need[region.start],
+            )
         for node in region.nodes:
             fresh = None
             if node in band.compute:
@@ -178,11 +181,15 @@ def _joined(node, band: BandRows, kept, fresh, rows_of, add) -> tuple[int, Rows]
     (sliced to what is still needed) joined with the ones computed now (`fresh`, a piece index)."""
     lo, hi = band.need[node]
     if kept is None:
-        assert fresh is not None and band.compute[node] == (lo, hi), f"{node.name}: rows {lo}:{hi} not computed"
+        assert fresh is not None and band.compute[node] == (lo, hi), (
+            f"{node.name}: rows {lo}:{hi} not computed"
+        )
         return fresh, (lo, hi)
     kept_hi = kept[1][1]
     old = rows_of(kept, node, (lo, min(hi, kept_hi)))
     if fresh is None:
         return old, (lo, min(hi, kept_hi))
-    assert band.compute[node][0] == kept_hi, f"{node.name}: kept rows end at {kept_hi}, computed from {band.compute[node][0]}"
+    assert band.compute[node][0] == kept_hi, (
+        f"{node.name}: kept rows end at {kept_hi}, computed from {band.compute[node][0]}"
+    )
     return add(Piece("join", node, (lo, hi), (old, fresh))), (lo, hi)
