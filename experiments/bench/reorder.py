@@ -1,0 +1,56 @@
+"""The reorder lever's table: int8 MobileNetV2-0.35@144 as an MCU user builds it (XNNPACK per-op, the
+input given by the caller), untiled and tiled, planned with `reorder=False` and with the lever on:
+the arena and the live-bytes lower bound of the program built, and the pass's seconds.
+
+    python -m memplan.experiments.bench.reorder [--model mobilenet_v2_035_144]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from memplan.experiments.flows.mcu_int8_export import lowered, quantized
+from memplan.experiments.zoo.models.vision import vision_module
+from memplan.planner.pass_ import PlannerPass
+from memplan.planner.tiling import TilingOptions
+
+
+def row(program, tiled: bool, reorder: bool) -> dict:
+    """One program planned one way: its arena, lower bound, the instructions moved, the seconds."""
+    options = {"tiling": TilingOptions(input_in_arena=False)} if tiled else {}
+    planner = PlannerPass(alloc_graph_input=False, reorder=reorder, **options)
+    source = planner.tile(program, "forward") if tiled else program
+    began = time.perf_counter()
+    built = lowered(source, planner)
+    seconds = time.perf_counter() - began
+    result = planner.results["forward"]
+    report = result.reorder_report
+    return {
+        "program": "tiled" if tiled else "untiled",
+        "reorder": reorder,
+        "arena": sum(built.executorch_program.execution_plan[0].non_const_buffer_sizes),
+        "lower_bound": result.lower_bound,
+        "moved": report.instructions_moved if report else 0,
+        "lower_seconds": round(seconds, 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="mobilenet_v2_035_144")
+    args = parser.parse_args()
+    model, example = vision_module(args.model)
+    program = quantized(model, example)
+    rows = [row(program, tiled, reorder) for tiled in (False, True) for reorder in (False, True)]
+    print("| program | reorder | arena (B) | lower bound (B) | moved | lowering s |")
+    print("|---|---|---:|---:|---:|---:|")
+    for r in rows:
+        print(
+            f"| {r['program']} | {r['reorder']} | {r['arena']:,} | {r['lower_bound']:,} | {r['moved']}"
+            f" | {r['lower_seconds']} |"
+        )
+
+
+if __name__ == "__main__":
+    main()
