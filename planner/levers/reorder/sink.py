@@ -110,9 +110,14 @@ def _chain(node: torch.fx.Node, order: _Order) -> list[torch.fx.Node]:
 
 
 def _first_user(chain: list[torch.fx.Node], order: _Order) -> torch.fx.Node | None:
+    """Where the chain goes: before its first user's unit (the `memory.alloc`s it writes into come
+    first, and passing them would start the user's output earlier)."""
     members = set(chain)
     users = [u for n in chain for u in n.users if u not in members]
-    return min(users, key=order.pos.__getitem__, default=None)
+    first = min(users, key=order.pos.__getitem__, default=None)
+    if first is None:
+        return None
+    return min(unit(first), key=order.pos.__getitem__) if first.op == "call_function" else first
 
 
 def _crosses_nothing(chain: list[torch.fx.Node], before: torch.fx.Node, order: _Order) -> bool:
