@@ -66,6 +66,11 @@ def instruction_of(node: torch.fx.Node) -> torch.fx.Node:
     return node
 
 
+def is_instruction(node: torch.fx.Node) -> bool:
+    """True for a node the program runs (not an allocation, a view, a getitem or an input)."""
+    return node.op == "call_function" and node.target not in _NOT_INSTRUCTIONS
+
+
 def movable(node: torch.fx.Node, mutated: set[torch.fx.Node]) -> bool:
     """True if running `node` later (with its unit) changes only when its bytes are live."""
     if node.op != "call_function" or node.target in _NOT_INSTRUCTIONS or not node.users:

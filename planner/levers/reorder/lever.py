@@ -15,7 +15,7 @@ from memplan.planner.graph.extract import Extraction, control_flow_submodules
 from memplan.planner.levers.lever import Decided, Phase, Site
 from memplan.planner.levers.reorder.legality import mutated_inputs
 from memplan.planner.levers.reorder.report import ReorderReport
-from memplan.planner.levers.reorder.sink import sunk
+from memplan.planner.levers.reorder.sink import RULES, sunk
 
 
 @dataclass(frozen=True)
@@ -45,8 +45,8 @@ class ReorderLever:
     options: ReorderOptions
 
     def decide(self, site: Site, extraction: Extraction | None) -> Decided:
-        """The sunk orders (with and without the lifetime rule) tried on the graph and measured; the
-        one with the lower bound kept if that bound is not above the current order's. The graph is
+        """The sunk orders (under each of `RULES`) tried on the graph and measured; the one with the
+        lowest bound (the strictest on a tie) kept if that bound is not above the current order's. The graph is
         left as it was."""
         graph_module = site.graph_module
         if site.extract is None or site.signature is None or control_flow_submodules(graph_module):
@@ -57,11 +57,11 @@ class ReorderLever:
         nodes = list(graph_module.graph.nodes)
         mutated = mutated_inputs(graph_module, site.signature)
         tried = []
-        for strict in (True, False):
-            order, moved = sunk(nodes, planned, mutated, strict)
+        for looser, rule in enumerate(RULES):
+            order, moved = sunk(nodes, planned, mutated, rule)
             if moved:
                 arrange(graph_module.graph, order)
-                tried.append((lower_bound(site.extract().problem), not strict, order, moved))
+                tried.append((lower_bound(site.extract().problem), looser, order, moved))
                 arrange(graph_module.graph, nodes)
         if not tried:
             return _kept(bound, bound, "no instruction can run closer to its first user")

@@ -2,7 +2,7 @@
 
 Walked from the last instruction to the first, so an instruction's users already sit where they end
 up. An instruction sinks together with the producers only it (or its chain) uses (a slice then its
-quantize), so the bytes between them stay as short-lived as they were. A move is made only when
+quantize) when another instruction runs between them, so the bytes between them stay as short-lived as they were. A move is made only when
 
 * every planned tensor the chain reads is read again at or after the new place anyway (or is not
   planned: a constant, an input the caller gives), so no lifetime grows while the chain's own
@@ -12,7 +12,7 @@ quantize), so the bytes between them stay as short-lived as they were. A move is
 
 Every lifetime then is the same or shorter, in an order of the other instructions that is
 unchanged, so no moment holds more live bytes than before. The lever also tries the order without
-the lifetime rule (`strict=False`) and keeps whichever has the lower bound.
+the lifetime rule (`RULES`) and keeps whichever has the lowest bound.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from memplan.planner.levers.graph_facts import view_base
 from memplan.planner.levers.reorder.legality import (
     arg_nodes,
     instruction_of,
+    is_instruction,
     movable,
     reads,
     specs_of,
@@ -67,14 +68,19 @@ class _Order:
         self.pos = {n: i for i, n in enumerate(self.nodes)}
 
 
+RULES = ("no lifetime grows", "shared inputs may grow", "as late as possible")
+"""The lifetime rules `sunk` can follow, strictest first."""
+
+
 def sunk(
-    nodes: Sequence[torch.fx.Node], planned: set[int], mutated: set[torch.fx.Node], strict: bool = True
+    nodes: Sequence[torch.fx.Node], planned: set[int], mutated: set[torch.fx.Node], rule: str = RULES[0]
 ) -> tuple[list[torch.fx.Node], list[str]]:
     """The new order of `nodes` and the names of the instructions moved (see the module docstring).
 
-    `strict=False` drops the lifetime rule: every instruction as late as it may run, which can
-    lengthen a tensor many sunk readers share (a quantized image every band slices) while it
-    shortens theirs; only the lever's bound check then says whether that pays."""
+    The looser `rule`s may lengthen a tensor several readers share (a quantized image every band
+    slices: each slice sunk to its band lengthens the image once and shortens every slice), or any
+    tensor (every instruction as late as it may run); only the lever's bound check then says
+    whether that pays."""
     order = _Order(list(nodes), planned, mutated)
     moved: list[str] = []
     for node in reversed(list(nodes)):
@@ -85,7 +91,7 @@ def sunk(
             if before is None or order.pos[before] - order.pos[chain[0]] <= len(chain):
                 break  # already just before its first user
             if _crosses_nothing(chain, before, order) and (
-                not strict or _no_lifetime_grows(chain, before, order)
+                rule == RULES[2] or _no_lifetime_grows(chain, before, order, rule == RULES[1])
             ):
                 order.move(chain, before)
                 moved += [n.name for n in chain if instruction_of(n) is n]
@@ -98,15 +104,27 @@ def _chain(node: torch.fx.Node, order: _Order) -> list[torch.fx.Node]:
     members = set(unit(node))
     todo = [node]
     while todo:
-        for arg in arg_nodes(todo.pop()):
+        user = todo.pop()
+        for arg in arg_nodes(user):
             producer = instruction_of(arg)
             if producer in members or not movable(producer, order.mutated):
                 continue
             piece = unit(producer)
-            if all(u in members for p in piece for u in p.users if u not in piece):
+            if _apart(piece, user, order) and all(
+                u in members for p in piece for u in p.users if u not in piece
+            ):
                 members.update(piece)
                 todo.append(producer)
     return sorted(members, key=order.pos.__getitem__)
+
+
+def _apart(piece: list[torch.fx.Node], user: torch.fx.Node, order: _Order) -> bool:
+    """True if another instruction runs between `piece` and `user`'s unit: a producer already just
+    before its user stays out of the chain (else a chain would swallow every single-user run of the
+    graph and only ever move as one block)."""
+    last = max(order.pos[p] for p in piece)
+    first = min(order.pos[u] for u in unit(user))
+    return any(is_instruction(n) for n in order.nodes[last + 1 : first])
 
 
 def _first_user(chain: list[torch.fx.Node], order: _Order) -> torch.fx.Node | None:
@@ -135,8 +153,11 @@ def _crosses_nothing(chain: list[torch.fx.Node], before: torch.fx.Node, order: _
     return True
 
 
-def _no_lifetime_grows(chain: list[torch.fx.Node], before: torch.fx.Node, order: _Order) -> bool:
-    """True if every planned tensor the chain reads from outside it is read at or after `before` anyway."""
+def _no_lifetime_grows(
+    chain: list[torch.fx.Node], before: torch.fx.Node, order: _Order, shared_may_grow: bool
+) -> bool:
+    """True if every planned tensor the chain reads from outside it is read at or after `before` anyway
+    (`shared_may_grow`: or is read by another instruction too)."""
     members = set(chain)
     outside = {a for n in chain for a in arg_nodes(n) if a not in members}
     at = order.pos[before]
@@ -144,7 +165,9 @@ def _no_lifetime_grows(chain: list[torch.fx.Node], before: torch.fx.Node, order:
         for spec in specs_of([view_base(arg)]):
             if id(spec) not in order.planned:
                 continue
-            readers = (u for c in order.carriers[id(spec)] for u in c.users if u not in members)
+            readers = [u for c in order.carriers[id(spec)] for u in c.users if u not in members]
+            if shared_may_grow and readers:
+                continue
             if not any(order.pos[u] >= at for u in readers):
                 return False
     return True
