@@ -86,8 +86,9 @@ class PlannerPass(MemoryPlanningPass):
     planner.levers.registry): `cat_fusion` (planner.levers.cat; `cat_fusion_relax_alignment`,
     `cat_fusion_partial`, `cat_fusion_allow_growth` set its options' fields), `state_in_place`
     (planner.levers.state_in_place, docs/state_in_place.md), `slice_noop` (planner.levers.slice_noop,
-    docs/slice_noop.md), `reorder` (planner.levers.reorder: each instruction run just before its first
-    user where no lifetime grows, first, before the others; docs/executorch_integration.md); each takes a bool or its options object. The keywords are written out
+    docs/slice_noop.md), `reorder` (off by default; planner.levers.reorder: each instruction run just before its
+    first user where no lifetime grows, first, before the others; docs/executorch_integration.md);
+    each takes a bool or its options object. The keywords are written out
     here, not generated, so IDEs, mypy and `inspect.signature` (memplan.planner.substitute) see
     them; tests/planner/levers/test_registry.py holds them to the registry both ways.
     `tiling` (True or a `TilingOptions`) is a transform of the exported program: call
@@ -115,7 +116,7 @@ class PlannerPass(MemoryPlanningPass):
         memory_map: TargetMemoryMap | None = None,
         state_in_place: bool | StateInPlaceOptions = True,
         slice_noop: bool | SliceNoopOptions = True,
-        reorder: bool | ReorderOptions = True,
+        reorder: bool | ReorderOptions = False,
         tiling: bool | TilingOptions | None = None,
     ) -> None:
         lever_keywords = lever_arguments(locals())  # first, while only the arguments are local

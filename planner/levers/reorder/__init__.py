@@ -7,7 +7,7 @@ whose inputs are ready first. A tiled CNN's bands then start with every band's s
 (and its quantize), all live at once. This lever sinks each instruction to just before its first
 user where that lengthens no other tensor's lifetime (`sink`), only moving what has no side effects
 (`legality`); the order is kept only if the method's live-bytes lower bound does not grow
-(`lever`). On by default (`PlannerPass(reorder=False)` keeps the order as lowered); it runs first.
+(`lever`). Off by default (`PlannerPass(reorder=True)` switches it on); it runs first.
 """
 
 from memplan.planner.levers.reorder.lever import ReorderLever, ReorderOptions

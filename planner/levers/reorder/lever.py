@@ -20,9 +20,10 @@ from memplan.planner.levers.reorder.sink import RULES, sunk
 
 @dataclass(frozen=True)
 class ReorderOptions:
-    """`enabled`: run each instruction just before its first user where no lifetime grows."""
+    """`enabled`: run each instruction just before its first user where no lifetime grows (off by
+    default until the other levers' tests are reviewed against reordered programs)."""
 
-    enabled: bool = True
+    enabled: bool = False
 
 
 @dataclass(frozen=True)

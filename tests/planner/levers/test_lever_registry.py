@@ -18,13 +18,9 @@ from memplan.planner.stages.run_levers import switched_off
 
 def test_defaults_switch_on_every_lever_in_the_order_they_run():
     levers = configured({})
-    assert [type(lever) for lever in levers] == [
-        ReorderLever,
-        StateInPlaceLever,
-        SliceNoopLever,
-        CatFusionLever,
-    ]
-    assert [lever.phase for lever in levers] == [Phase.GRAPH, Phase.GRAPH, Phase.PROBLEM, Phase.PROBLEM]
+    assert [type(lever) for lever in levers] == [StateInPlaceLever, SliceNoopLever, CatFusionLever]
+    assert [lever.phase for lever in levers] == [Phase.GRAPH, Phase.PROBLEM, Phase.PROBLEM]
+    assert [type(lever) for lever in configured({"reorder": True})][0] is ReorderLever  # first, when on
     assert [lever.keyword for lever in LEVERS] == ["reorder", "state_in_place", "slice_noop", "cat_fusion"]
 
 
@@ -94,8 +90,9 @@ def test_the_pass_takes_exactly_the_keywords_the_registry_derives():
         "cat_fusion_partial",
         "cat_fusion_allow_growth",
     ]
-    for lever in LEVERS:  # on by default; a field keyword left at None keeps its options' value
-        assert parameters[lever.keyword].default is lever.options_type().enabled is True
+    for lever in LEVERS:  # on by default (reorder: off); a field keyword left at None keeps its value
+        on = lever is not ReorderLever
+        assert parameters[lever.keyword].default is lever.options_type().enabled is on
         assert all(
             parameters[name].default is None for name in keywords() if name.startswith(f"{lever.keyword}_")
         )
