@@ -18,8 +18,8 @@ from memplan.planner.tiling import TilingOptions
 
 def row(program, tiled: bool, reorder: bool) -> dict:
     """One program planned one way: its arena, lower bound, the instructions moved, the seconds."""
-    options = {"tiling": TilingOptions(input_in_arena=False)} if tiled else {}
-    planner = PlannerPass(alloc_graph_input=False, reorder=reorder, **options)
+    tiling = TilingOptions(input_in_arena=False) if tiled else None
+    planner = PlannerPass(alloc_graph_input=False, reorder=reorder, tiling=tiling)
     source = planner.tile(program, "forward") if tiled else program
     began = time.perf_counter()
     built = lowered(source, planner)
