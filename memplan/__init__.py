@@ -2,7 +2,7 @@
 
 The front door: the problem types, `solve`, `PlannerPass` (the drop-in
 `MemoryPlanningPass`) with its levers' option objects (`CatFusionOptions`, `StateInPlaceOptions`,
-`SliceNoopOptions`, `TilingOptions`), `MemplanAlgorithm` (memplan's solvers as an ExecuTorch
+`SliceNoopOptions`, `ReorderOptions`, `TilingOptions`), `MemplanAlgorithm` (memplan's solvers as an ExecuTorch
 memory-planning algorithm, for the stock pass), and for notebooks and scripts `plan_model` (any model:
 export, plan, compare with the stock planner, run), `load_program` (a zoo name,
 `.pt2` or `file.py:factory`), `read_program` (a built `.pte`), `substituted` (memplan in place of every
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from memplan.experiments.zoo.programs import load as load_program
     from memplan.planner.algorithms.memplan_algorithm import MemplanAlgorithm
     from memplan.planner.levers.cat.lever import CatFusionOptions
+    from memplan.planner.levers.reorder.lever import ReorderOptions
     from memplan.planner.levers.slice_noop.lever import SliceNoopOptions
     from memplan.planner.levers.state_in_place.lever import StateInPlaceOptions
     from memplan.planner.pass_ import PlannerPass
@@ -53,6 +54,7 @@ __all__ = [
     "PlannerPass",
     "Problem",
     "ProblemError",
+    "ReorderOptions",
     "SameOffset",
     "SliceNoopOptions",
     "StateInPlaceOptions",
@@ -79,6 +81,7 @@ _LAZY = {  # upper floors, imported on first use: the ground floor imports none 
     "CatFusionOptions": ("memplan.planner.levers.cat.lever", "CatFusionOptions"),
     "StateInPlaceOptions": ("memplan.planner.levers.state_in_place.lever", "StateInPlaceOptions"),
     "SliceNoopOptions": ("memplan.planner.levers.slice_noop.lever", "SliceNoopOptions"),
+    "ReorderOptions": ("memplan.planner.levers.reorder.lever", "ReorderOptions"),
     "TilingOptions": ("memplan.planner.tiling.options", "TilingOptions"),
     "plan_model": ("memplan.experiments.planning", "plan_model"),
     "load_program": ("memplan.experiments.zoo.programs", "load"),

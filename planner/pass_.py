@@ -5,7 +5,7 @@
 
 A composition of stages (planner.stages), one job each, as TVM's unified
 static memory planner composes its passes. Per method, the graph levers
-rewrite the graph (`stages.run_levers`: state in place); then per graph and
+rewrite the graph (`stages.run_levers`: reorder, state in place); then per graph and
 control-flow submodule (`stages.plan_graph`): extract (`stages.constrain`:
 the tensors as the problem the given algorithm plans) -> levers
 (`stages.run_levers`: each lever decides and reshapes the problem) -> solve
@@ -41,6 +41,7 @@ from memplan.planner.graph.extract import ExtractionError
 from memplan.planner.graph.signature import frozen
 from memplan.planner.levers.cat.lever import CatFusionOptions
 from memplan.planner.levers.registry import configured, lever_arguments
+from memplan.planner.levers.reorder.lever import ReorderOptions
 from memplan.planner.levers.slice_noop.lever import SliceNoopOptions
 from memplan.planner.levers.state_in_place.lever import StateInPlaceOptions
 from memplan.planner.stages.plan_graph import Planning, plan_graph, rewrite_graph
@@ -85,7 +86,9 @@ class PlannerPass(MemoryPlanningPass):
     planner.levers.registry): `cat_fusion` (planner.levers.cat; `cat_fusion_relax_alignment`,
     `cat_fusion_partial`, `cat_fusion_allow_growth` set its options' fields), `state_in_place`
     (planner.levers.state_in_place, docs/state_in_place.md), `slice_noop` (planner.levers.slice_noop,
-    docs/slice_noop.md); each takes a bool or its options object. The keywords are written out
+    docs/slice_noop.md), `reorder` (off by default; planner.levers.reorder: each instruction run just before its
+    first user where no lifetime grows, first, before the others; docs/executorch_integration.md);
+    each takes a bool or its options object. The keywords are written out
     here, not generated, so IDEs, mypy and `inspect.signature` (memplan.planner.substitute) see
     them; tests/planner/levers/test_registry.py holds them to the registry both ways.
     `tiling` (True or a `TilingOptions`) is a transform of the exported program: call
@@ -113,6 +116,7 @@ class PlannerPass(MemoryPlanningPass):
         memory_map: TargetMemoryMap | None = None,
         state_in_place: bool | StateInPlaceOptions = True,
         slice_noop: bool | SliceNoopOptions = True,
+        reorder: bool | ReorderOptions = False,
         tiling: bool | TilingOptions | None = None,
     ) -> None:
         lever_keywords = lever_arguments(locals())  # first, while only the arguments are local

@@ -304,6 +304,9 @@ def _add_levers(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--slice-noop", help="on or off: place contiguous slices inside their source (default: on)"
     )
+    p.add_argument(
+        "--reorder", help="on or off: run each instruction just before its first user (default: off)"
+    )
 
 
 def levers_of(args: argparse.Namespace) -> dict:
@@ -313,6 +316,7 @@ def levers_of(args: argparse.Namespace) -> dict:
         for name, flag, text in (
             ("state_in_place", "--state-in-place", args.state_in_place),
             ("slice_noop", "--slice-noop", args.slice_noop),
+            ("reorder", "--reorder", args.reorder),
         )
         if text is not None
     }

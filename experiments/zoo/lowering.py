@@ -113,16 +113,18 @@ def lower_planned(
     state_in_place: bool = True,
     memory_map: str = "",
     slice_noop: bool | None = None,
+    reorder: bool | None = None,
     tiling: Any = None,
 ) -> Lowered:
     """Lower `model` to ExecuTorch with PlannerPass(solver, settings), across `memory_map`'s banks if given
-    (`slice_noop` None: the pass's default). With `tiling` (True or a TilingOptions) every method is
+    (`slice_noop`, `reorder` None: the pass's default). With `tiling` (True or a TilingOptions) every method is
     tiled before `to_edge` (zoo.tiled)."""
     from memplan import PlannerPass
     from memplan.experiments.zoo import runtime
     from memplan.planner.memory.bank_maps import parse_memory_map
 
-    options: dict[str, Any] = {} if slice_noop is None else {"slice_noop": slice_noop}
+    given = {"slice_noop": slice_noop, "reorder": reorder}
+    options: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
     planner_pass = PlannerPass(
         solver=solver,
         time_limit_s=time_limit_s,

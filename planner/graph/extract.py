@@ -42,6 +42,7 @@ from executorch.exir.memory_planning import (
 )
 from executorch.exir.tensor import TensorSpec
 from torch.export.exported_program import ExportGraphSignature
+from torch.utils._pytree import tree_leaves
 
 from memplan.errors import ExtractionError, ProblemError
 from memplan.planner.compat import (
@@ -211,6 +212,15 @@ def _reservations(reserved: dict[int, int], end: int, alignment: int) -> list[Bu
         )
         for pool, size in reserved.items()
     ]
+
+
+def forget_lifetimes(graph_module: torch.fx.GraphModule) -> None:
+    """Clear the lifetimes `extract` wrote into the graph's specs: ExecuTorch's lifetime analysis only
+    ever widens them, so a graph extracted again after its order changed needs them cleared."""
+    for node in graph_module.graph.nodes:
+        for spec in tree_leaves(node.meta.get("spec")):
+            if isinstance(spec, TensorSpec):
+                spec.lifetime = [None, None]
 
 
 def control_flow_submodules(graph_module: torch.fx.GraphModule) -> list[tuple[torch.fx.Node, bool]]:

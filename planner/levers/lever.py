@@ -55,7 +55,9 @@ class Site:
     the program's own, which a rewrite may change (cat fusion renames outputs).
     `solve` plans a problem with the pass's solver (validated); `cost` orders
     plans under a memory map (None without one); `removed` names the
-    instructions the levers decided before this one delete.
+    instructions the levers decided before this one delete; `extract` extracts
+    the graph's tensors as they are now, lifetimes from its current order (for a
+    graph lever: None where no method's graph is planned).
     """
 
     graph_module: torch.fx.GraphModule
@@ -66,6 +68,7 @@ class Site:
     solve: Callable[[Problem], Plan] | None = None
     cost: Cost | None = None
     removed: frozenset[str] = frozenset()
+    extract: Callable[[], Extraction] | None = None
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,10 @@ A lever is registered by one line in `LEVERS`; its class names its keyword and o
 `<keyword>_<field>` for every option field but `enabled` (e.g. `cat_fusion_partial`): `keywords()`
 lists them, and `configured` turns the pass's arguments into the levers switched on.
 
-Graph levers (state in place) decide and rewrite the method's graph before it is extracted; problem
-levers (slice no-ops, then cat fusion: cats leave grouped slices alone) each decide on the problem
-the previous one left (planner.stages.run_levers).
+Graph levers (reorder, then state in place, which places write-backs in the order that will run)
+decide and rewrite the method's graph before it is extracted; problem levers (slice no-ops, then
+cat fusion: cats leave grouped slices alone) each decide on the problem the previous one left
+(planner.stages.run_levers).
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ from typing import Any
 from memplan.errors import PlanningError
 from memplan.planner.levers.cat.lever import CatFusionLever
 from memplan.planner.levers.lever import Lever
+from memplan.planner.levers.reorder.lever import ReorderLever
 from memplan.planner.levers.slice_noop.lever import SliceNoopLever
 from memplan.planner.levers.state_in_place.lever import StateInPlaceLever
 
 LEVERS: tuple[type[Lever], ...] = (
+    ReorderLever,
     StateInPlaceLever,
     SliceNoopLever,
     CatFusionLever,

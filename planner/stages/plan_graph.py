@@ -17,7 +17,7 @@ from torch.export.exported_program import ExportGraphSignature
 
 from memplan.planner.algorithms.translation import Untranslated
 from memplan.planner.compat import merge_bufsizes
-from memplan.planner.graph.extract import Extraction, control_flow_submodules
+from memplan.planner.graph.extract import Extraction, control_flow_submodules, forget_lifetimes
 from memplan.planner.graph.signature import frozen
 from memplan.planner.levers.lever import Lever, Site
 from memplan.planner.stages.apply import written
@@ -57,7 +57,15 @@ def rewrite_graph(
     """Run the graph levers on the method's graph: their reports by lever name, and the stock figure
     of the graph before one of them changed it (None when none did, or the graph has control flow)."""
     signature = frozen(graph_signature)
-    site = Site(graph_module, signature, graph_signature, state_planned, outputs_planned=flags[1])
+
+    def extract_now() -> Extraction:
+        now = extracted(graph_module, signature, planning.alignment, flags)
+        forget_lifetimes(graph_module)
+        return now
+
+    site = Site(
+        graph_module, signature, graph_signature, state_planned, outputs_planned=flags[1], extract=extract_now
+    )
     before: list[Stock] = []
 
     def before_change() -> None:

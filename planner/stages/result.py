@@ -13,6 +13,7 @@ from executorch.exir.tensor import TensorSpec
 from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.planner.levers.cat.report import CatReport
+from memplan.planner.levers.reorder.report import ReorderReport
 from memplan.planner.levers.slice_noop.decisions import SliceNoops
 from memplan.planner.levers.slice_noop.report import SliceReport
 from memplan.planner.levers.state_in_place.report import StateReport
@@ -115,6 +116,11 @@ class MethodResult:
     def slice_report(self) -> SliceReport | None:
         """Set when slice_noop is on (memplan.planner.levers.slice_noop)."""
         return self._report("slice no-ops", SliceReport)
+
+    @property
+    def reorder_report(self) -> ReorderReport | None:
+        """Set when reorder is on (memplan.planner.levers.reorder)."""
+        return self._report("reorder", ReorderReport)
 
     @property
     def slice_noops(self) -> SliceNoops | None:

@@ -1,7 +1,7 @@
 """The levers stage: every lever the pass configured, run the same way (memplan.planner.levers.lever).
 
 The levers and their keywords are registered in `levers.registry`. Graph
-levers (state in place) decide and rewrite the method's graph before it is
+levers (reorder, state in place) decide and rewrite the method's graph before it is
 extracted; problem levers (slice no-ops, then cat fusion: cats leave grouped
 slices alone) each decide on the problem the previous one left and reshape
 it, and rewrite the graph once the plan is in the specs, last decided first.

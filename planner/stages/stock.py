@@ -13,12 +13,10 @@ import functools
 from collections.abc import Callable
 
 import torch
-import torch.utils._pytree as pytree
-from executorch.exir.tensor import TensorSpec
 from torch.export.exported_program import ExportGraphSignature
 
 from memplan import solvers
-from memplan.planner.graph.extract import Extraction
+from memplan.planner.graph.extract import Extraction, forget_lifetimes
 from memplan.planner.memory.bank_maps import stock_sizes as banked_stock_sizes
 from memplan.planner.memory.bank_maps import with_memory_map
 from memplan.planner.stages.constrain import Flags, extracted, in_form
@@ -56,10 +54,7 @@ def before_rewrite(
     if algorithm.memory_map is not None:
         before = with_memory_map(before, graph_module, algorithm.memory_map, alignment)
     stock = stock_of(in_form(before, algorithm), graph_module, signature, algorithm, alignment)
-    for node in graph_module.graph.nodes:
-        for spec in pytree.tree_leaves(node.meta.get("spec")):
-            if isinstance(spec, TensorSpec):
-                spec.lifetime = [None, None]
+    forget_lifetimes(graph_module)
     return stock
 
 

@@ -127,7 +127,7 @@ class ProgramResult:
 
 
 def levers_applied(result: Any) -> str:
-    """memplan's levers that changed a method, from its `MethodResult`: instructions each removed."""
+    """memplan's levers that changed a method, from its `MethodResult`: instructions each removed (or moved)."""
     done = []
     if result.cat_report is not None and result.cat_report.instructions_removed:
         done.append(f"cat fusion ({result.cat_report.instructions_removed} removed)")
@@ -135,4 +135,8 @@ def levers_applied(result: Any) -> str:
         done.append(f"state in place ({result.state_report.instructions_removed} copies removed)")
     if result.slice_noops is not None and result.slice_noops.nodes_removed:
         done.append(f"slice no-ops ({len(result.slice_noops.nodes_removed)} removed)")
+    reorder = result.reorder_report
+    if reorder is not None and reorder.instructions_moved:
+        bound = f"lower bound {reorder.bound_before:,} -> {reorder.bound_after:,} B"
+        done.append(f"reorder ({reorder.instructions_moved} moved, {bound})")
     return ", ".join(done)

@@ -9,6 +9,7 @@ from memplan.errors import PlanningError
 from memplan.planner.levers.cat.lever import CatFusionLever, CatFusionOptions
 from memplan.planner.levers.lever import Phase
 from memplan.planner.levers.registry import LEVERS, configured, keywords, lever_arguments
+from memplan.planner.levers.reorder.lever import ReorderLever
 from memplan.planner.levers.slice_noop.lever import SliceNoopLever, SliceNoopOptions
 from memplan.planner.levers.state_in_place.lever import StateInPlaceLever
 from memplan.planner.pass_ import PlannerPass
@@ -19,7 +20,8 @@ def test_defaults_switch_on_every_lever_in_the_order_they_run():
     levers = configured({})
     assert [type(lever) for lever in levers] == [StateInPlaceLever, SliceNoopLever, CatFusionLever]
     assert [lever.phase for lever in levers] == [Phase.GRAPH, Phase.PROBLEM, Phase.PROBLEM]
-    assert [lever.keyword for lever in LEVERS] == ["state_in_place", "slice_noop", "cat_fusion"]
+    assert [type(lever) for lever in configured({"reorder": True})][0] is ReorderLever  # first, when on
+    assert [lever.keyword for lever in LEVERS] == ["reorder", "state_in_place", "slice_noop", "cat_fusion"]
 
 
 def test_flat_keywords_set_the_same_options_as_an_options_object():
@@ -80,6 +82,7 @@ def test_the_pass_takes_exactly_the_keywords_the_registry_derives():
         keywords()
     )  # a lever registered without its keyword, or vice versa
     assert keywords() == [
+        "reorder",
         "state_in_place",
         "slice_noop",
         "cat_fusion",
@@ -87,8 +90,9 @@ def test_the_pass_takes_exactly_the_keywords_the_registry_derives():
         "cat_fusion_partial",
         "cat_fusion_allow_growth",
     ]
-    for lever in LEVERS:  # on by default; a field keyword left at None keeps its options' value
-        assert parameters[lever.keyword].default is lever.options_type().enabled is True
+    for lever in LEVERS:  # on by default (reorder: off); a field keyword left at None keeps its value
+        on = lever is not ReorderLever
+        assert parameters[lever.keyword].default is lever.options_type().enabled is on
         assert all(
             parameters[name].default is None for name in keywords() if name.startswith(f"{lever.keyword}_")
         )
