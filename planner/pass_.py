@@ -86,8 +86,9 @@ class PlannerPass(MemoryPlanningPass):
     planner.levers.registry): `cat_fusion` (planner.levers.cat; `cat_fusion_relax_alignment`,
     `cat_fusion_partial`, `cat_fusion_allow_growth` set its options' fields), `state_in_place`
     (planner.levers.state_in_place, docs/state_in_place.md), `slice_noop` (planner.levers.slice_noop,
-    docs/slice_noop.md), `reorder` (off by default; planner.levers.reorder: each instruction run just before its
-    first user where no lifetime grows, first, before the others; docs/executorch_integration.md);
+    docs/slice_noop.md), `reorder` (planner.levers.reorder: the exported order given back after lowering, each
+    instruction run just before its first user where no lifetime grows; first, before the others;
+    docs/executorch_integration.md; None: on exactly when `tiling` is);
     each takes a bool or its options object. The keywords are written out
     here, not generated, so IDEs, mypy and `inspect.signature` (memplan.planner.substitute) see
     them; tests/planner/levers/test_registry.py holds them to the registry both ways.
@@ -116,9 +117,11 @@ class PlannerPass(MemoryPlanningPass):
         memory_map: TargetMemoryMap | None = None,
         state_in_place: bool | StateInPlaceOptions = True,
         slice_noop: bool | SliceNoopOptions = True,
-        reorder: bool | ReorderOptions = False,
+        reorder: bool | ReorderOptions | None = None,
         tiling: bool | TilingOptions | None = None,
     ) -> None:
+        if reorder is None:  # a tiled graph needs its band order back after lowering (levers.reorder)
+            reorder = tiling_options(tiling) is not None
         lever_keywords = lever_arguments(locals())  # first, while only the arguments are local
         if share_mutable_buffers and not alloc_mutable_buffers:
             raise PlanningError("share_mutable_buffers is only meaningful when alloc_mutable_buffers is True")

@@ -305,7 +305,8 @@ def _add_levers(p: argparse.ArgumentParser) -> None:
         "--slice-noop", help="on or off: place contiguous slices inside their source (default: on)"
     )
     p.add_argument(
-        "--reorder", help="on or off: run each instruction just before its first user (default: off)"
+        "--reorder",
+        help="on or off: the exported order given back after lowering, each instruction just before its first user (default: on with --tiling, else off)",
     )
 
 

@@ -13,7 +13,6 @@ from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_
 from memplan import PlannerPass
 from memplan.experiments.zoo import runtime
 from memplan.peak_bound import lower_bound
-from memplan.planner.tiling import TilingOptions, tile
 from memplan.planner.tiling.pointwise import derived_pointwise
 from memplan.planner.tiling.rewrite import rewrite
 from memplan.planner.tiling.schedule import schedule
@@ -115,8 +114,9 @@ def test_tiled_int8_program_runs_bit_identical_to_the_untiled_one(program, xnnpa
 
 
 def test_the_search_cuts_a_quantized_graph_only_at_int8_tensors_or_the_input(program):
-    tiled = tile(program, TilingOptions(input_in_arena=False))  # the caller passes the input
-    report = tiled.report
+    tiler = PlannerPass(alloc_graph_input=False, tiling=True)  # the caller passes the input
+    tiled = tiler.tile(program)
+    report = tiler.tiling_reports["forward"]
     assert report.tiled, report.summary()
     nodes = {n.name: n for n in program.graph_module.graph.nodes}
     for name in (report.start, report.end):
@@ -124,9 +124,12 @@ def test_the_search_cuts_a_quantized_graph_only_at_int8_tensors_or_the_input(pro
         assert node.op == "placeholder" or node.meta["val"].dtype == torch.int8, name
     calls = [("forward", (torch.randn(SIZE),)) for _ in range(2)]
     planner = PlannerPass(alloc_graph_input=False)
-    tiled_pte, whole_pte = _lowered(tiled.program, True), _lowered(program, True, planner)
+    tiled_pte, whole_pte = _lowered(tiled, True, tiler), _lowered(program, True, planner)
     # the search's untiled peak is the XNNPACK program's own live-bytes bound (int8 tensors only)
     assert report.base_peak == lower_bound(planner.results["forward"].problem)
+    # and its tiled peak that of the lowered tiled program, once reorder gives the bands their order back
+    assert tiler.results["forward"].reorder_report.instructions_moved > 0
+    assert report.peak == lower_bound(tiler.results["forward"].problem)
     got, want = runtime.run_pte(tiled_pte, calls), runtime.run_pte(whole_pte, calls)
     assert all(torch.equal(g[0], w[0]) for g, w in zip(got, want, strict=True))
     arena = {

@@ -13,7 +13,8 @@ from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.planner.graph.extract import Extraction, control_flow_submodules
 from memplan.planner.levers.lever import Decided, Phase, Site
-from memplan.planner.levers.reorder.legality import mutated_inputs
+from memplan.planner.levers.reorder.exported import exported_order
+from memplan.planner.levers.reorder.legality import is_instruction, mutated_inputs
 from memplan.planner.levers.reorder.report import ReorderReport
 from memplan.planner.levers.reorder.sink import RULES, sunk
 
@@ -46,8 +47,8 @@ class ReorderLever:
     options: ReorderOptions
 
     def decide(self, site: Site, extraction: Extraction | None) -> Decided:
-        """The sunk orders (under each of `RULES`) tried on the graph and measured; the one with the
-        lowest bound (the strictest on a tie) kept if that bound is not above the current order's. The graph is
+        """The sunk orders (under each of `RULES`) and the exported order (`exported`, alone and then
+        sunk) tried on the graph and measured; the one with the lowest bound (the first on a tie) kept if that bound is not above the current order's. The graph is
         left as it was."""
         graph_module = site.graph_module
         if site.extract is None or site.signature is None or control_flow_submodules(graph_module):
@@ -58,8 +59,7 @@ class ReorderLever:
         nodes = list(graph_module.graph.nodes)
         mutated = mutated_inputs(graph_module, site.signature)
         tried = []
-        for looser, rule in enumerate(RULES):
-            order, moved = sunk(nodes, planned, mutated, rule)
+        for looser, (order, moved) in enumerate(_candidates(nodes, planned, mutated)):
             if moved:
                 arrange(graph_module.graph, order)
                 tried.append((lower_bound(site.extract().problem), looser, order, moved))
@@ -81,6 +81,26 @@ class ReorderLever:
 
     def report(self, decided: Decided, plan: Plan | None, rewritten: int) -> ReorderReport:
         return decided.decisions.report
+
+
+def _candidates(
+    nodes: list[torch.fx.Node], planned: set[int], mutated: set[torch.fx.Node]
+) -> list[tuple[list[torch.fx.Node], list[str]]]:
+    """Each order to try and the instructions it moves, strictest first."""
+    orders = [sunk(nodes, planned, mutated, rule) for rule in RULES]
+    exported = exported_order(nodes, mutated)
+    if exported is not None:
+        orders.append((exported, _moved(nodes, exported)))
+        then_sunk, _ = sunk(exported, planned, mutated, RULES[0])
+        orders.append((then_sunk, _moved(nodes, then_sunk)))
+    return orders
+
+
+def _moved(before: Sequence[torch.fx.Node], after: Sequence[torch.fx.Node]) -> list[str]:
+    """The instructions that run at another place among the instructions in `after` than in `before`."""
+    was = [n for n in before if is_instruction(n)]
+    now = [n for n in after if is_instruction(n)]
+    return [n.name for n, m in zip(now, was, strict=True) if n is not m]
 
 
 def arrange(graph: torch.fx.Graph, order: Sequence[torch.fx.Node]) -> None:
