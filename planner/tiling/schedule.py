@@ -216,12 +216,13 @@ def schedule(region: Region, count: int, cache_rows: bool = True) -> list[Piece]
                 continue
             if node in band.need:
                 held[node] = emit.assemble(parts, node, band.need[node])
-            later = next((b.need[node] for b in plan[k + 1 :] if node in b.need), None)
+            # a residual's reads lag a window's: a later band may need rows below the next band's
+            later = min((b.need[node][0] for b in plan[k + 1 :] if node in b.need), default=None)
             top = parts[-1][1][1]
-            if node in cached and later is not None and later[0] < top:
+            if node in cached and later is not None and later < top:
                 whole = held.get(node)
-                covers = whole is not None and whole[1][0] <= later[0] and whole[1][1] == top
-                kept[node] = emit.assemble([whole] if covers else parts, node, (later[0], top))  # type: ignore[list-item]
+                covers = whole is not None and whole[1][0] <= later and whole[1][1] == top
+                kept[node] = emit.assemble([whole] if covers else parts, node, (later, top))  # type: ignore[list-item]
         if region.end in band.compute:
             outputs.append(held[region.end][0])
     emit.add(Piece("cat", region.end, (0, shape(region.end)[H]), tuple(outputs)))  # type: ignore[index]

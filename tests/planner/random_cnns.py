@@ -1,5 +1,5 @@
 """Seeded random CNNs for the tiling equivalence tests: strides, dilations, grouped and depthwise
-convolutions, odd image sizes, max and average pools, residual adds, channel cats of two branches,
+convolutions, odd image sizes, max and average pools, residual adds (over one conv or two), channel cats of two branches,
 ReLU / ReLU6 / hardswish; the program tiled is the longest legal region from the input (what the
 tiling core accepts of it), so every generated op the core can band is banded."""
 
@@ -45,9 +45,13 @@ class Layer(nn.Module):
         else:
             self.pool = nn.Identity()
         self.cout = cout + (self.branch.out_channels if self.branch is not None else 0)
+        # a ResNet block: the skip spans two windows, so its reads lag the branch's by two halos
+        self.second = nn.Conv2d(cout, cout, 3, 1, 1) if self.residual and rng.random() < 0.5 else None
 
     def forward(self, x):
         y = self.act(self.bn(self.conv(x)))
+        if self.second is not None:
+            y = self.second(y)
         if self.residual:
             y = y + x
         if self.branch is not None:

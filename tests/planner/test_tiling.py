@@ -360,3 +360,18 @@ def test_the_cost_counts_the_intermediates_of_an_op_to_edge_decomposes():
     nodes = {n.name: n for n in module.graph.nodes}
     assert transient_bytes(nodes["hardswish"]) == 2 * 4 * 36 * 4
     assert transient_bytes(nodes["relu"]) == 0
+
+
+def test_a_resnet_whose_skip_reads_lag_two_windows_tiles_and_equals_eager():
+    """ResNet-8's skip reads rows two windows behind the branch: at 12 bands one band reads none of a
+    block input's early rows and the next reads them again, so rows are kept for every later band, not
+    only the next (the sweep's resnet8 row failed on that)."""
+    from memplan.experiments.zoo import catalog
+
+    model, example = catalog.get("resnet8").methods["forward"]
+    with torch.no_grad():
+        program = torch.export.export(model, example)
+        tiled = tile(program, TilingOptions())
+        assert tiled.report.tiled and tiled.report.extra_macs == 0, tiled.report.summary()
+        x = torch.randn(example[0].shape)
+        torch.testing.assert_close(tiled.program.module()(x), program.module()(x), atol=1e-5, rtol=1e-5)

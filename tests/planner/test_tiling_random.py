@@ -15,6 +15,7 @@ import torch
 from memplan.experiments.zoo import runtime
 from memplan.planner.tiling.rewrite import rewrite
 from memplan.planner.tiling.schedule import schedule
+from memplan.planner.tiling.search import band_counts
 from tests.planner.random_cnns import longest_region, ops_of, random_cnn
 from tests.planner.test_tiling_int8 import _lowered as lowered  # XNNPACK per op, or portable
 from tests.planner.tiling_models import quantized_program
@@ -32,7 +33,7 @@ def banded(program: torch.export.ExportedProgram, seed: int, int8: bool):
     region, refused = longest_region(module, int8_end=int8)
     assert region is not None, f"seed {seed}: no region from the input; ends refused: {refused[:5]}"
     height = region.end.meta["val"].shape[2]
-    count = random.Random(seed).randint(2, max(2, min(6, height)))
+    count = random.Random(seed).randint(2, max(2, min(24, height)))
     pieces = schedule(region, count)
     assert pieces is not None, f"seed {seed}: no schedule in {count} bands"
     rewrite(module, region, pieces)
@@ -72,6 +73,35 @@ def test_random_fp32_cnn_tiled_runs_like_the_untiled_program(seed: int) -> None:
 )
 def test_random_int8_cnn_tiled_runs_bit_identical_to_the_untiled_program(seed: int) -> None:
     check(seed, int8=True)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_random_fp32_cnn_in_every_band_count_of_the_ladder_equals_the_untiled_graph_in_eager(
+    seed: int,
+) -> None:
+    """Every band count the search may try (2, 3, 4, 6, ... up to the region's height), rows kept from
+    band to band: the rewritten module, in eager, equals the untiled one (a residual's reads lag a
+    window's, so a later band may need rows an earlier one kept)."""
+    model, example = random_cnn(seed)
+    with torch.no_grad():
+        program = torch.export.export(model, example, strict=False)
+        want = program.module()(*example)
+        region, refused = longest_region(program.module())
+        assert region is not None, f"seed {seed}: no region from the input; ends refused: {refused[:5]}"
+        tried = 0
+        for count in band_counts(min(64, region.start.meta["val"].shape[2])):
+            module = program.module()
+            region, _ = longest_region(module)
+            pieces = schedule(region, count)
+            if pieces is None:
+                continue
+            rewrite(module, region, pieces)
+            module.recompile()
+            torch.testing.assert_close(
+                module(*example), want, atol=1e-5, rtol=1e-5, msg=f"seed {seed}, {count} bands"
+            )
+            tried += 1
+    assert tried, f"seed {seed}: no band count scheduled"
 
 
 def test_the_generator_covers_what_the_issue_lists() -> None:

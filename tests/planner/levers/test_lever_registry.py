@@ -24,6 +24,15 @@ def test_defaults_switch_on_every_lever_in_the_order_they_run():
     assert [lever.keyword for lever in LEVERS] == ["reorder", "state_in_place", "slice_noop", "cat_fusion"]
 
 
+def test_tiling_switches_reorder_on_unless_told_otherwise():
+    """A tiled graph needs its band order back after lowering (planner.levers.reorder.exported)."""
+    kinds = lambda planner: [type(lever) for lever in planner.levers]  # noqa: E731
+    assert ReorderLever not in kinds(PlannerPass())
+    assert kinds(PlannerPass(tiling=True))[0] is ReorderLever
+    assert ReorderLever not in kinds(PlannerPass(tiling=True, reorder=False))
+    assert ReorderLever not in kinds(PlannerPass(tiling=False))
+
+
 def test_flat_keywords_set_the_same_options_as_an_options_object():
     flat = PlannerPass(
         solver="bestfit", cat_fusion_partial=True, cat_fusion_allow_growth=True, slice_noop=True
@@ -90,9 +99,13 @@ def test_the_pass_takes_exactly_the_keywords_the_registry_derives():
         "cat_fusion_partial",
         "cat_fusion_allow_growth",
     ]
-    for lever in LEVERS:  # on by default (reorder: off); a field keyword left at None keeps its value
-        on = lever is not ReorderLever
-        assert parameters[lever.keyword].default is lever.options_type().enabled is on
+    for lever in (
+        LEVERS
+    ):  # on by default (reorder: None, on exactly with tiling); a field keyword left at None keeps its value
+        if lever is ReorderLever:
+            assert parameters[lever.keyword].default is None and not lever.options_type().enabled
+        else:
+            assert parameters[lever.keyword].default is lever.options_type().enabled is True
         assert all(
             parameters[name].default is None for name in keywords() if name.startswith(f"{lever.keyword}_")
         )
