@@ -43,6 +43,9 @@ class TilingReport:
         return self.base_peak / self.peak if self.peak else 1.0
 
     def summary(self) -> str:
+        """One line; its peaks are the search's live-bytes estimates (`cost`), which the lowered
+        program's own figures (the plan, the run table) may exceed where a partitioner keeps a float
+        tensor the cost takes for the inside of an int8 kernel."""
         if not self.tiled:
             why = "the untiled peak fits the budget" if self.refusal is None else self.refusal.value
             nearest = ""
@@ -51,7 +54,7 @@ class TilingReport:
             return f"not tiled ({why}); peak {self.base_peak:,} B{nearest}"
         return (
             f"tiled {self.start} -> {self.end} ({len(self.ops)} ops) in {self.patches} row bands: "
-            f"peak {self.base_peak:,} -> {self.peak:,} B ({self.reduction:.2f}x), "
+            f"estimated peak {self.base_peak:,} -> {self.peak:,} B ({self.reduction:.2f}x), "
             f"extra MACs {100 * self.extra_macs:.1f} %"
         )
 

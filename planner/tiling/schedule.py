@@ -161,7 +161,8 @@ def _reach(region: Region, ready: dict[Node, int], progressive: set[Node]) -> di
         if top > 0:
             for pos, (_, hi) in reads(region, node, (0, top)).items():
                 arg = node.args[pos]
-                reach[arg] = max(reach.get(arg, 0), hi)  # type: ignore[index]
+                assert isinstance(arg, Node)
+                reach[arg] = max(reach.get(arg, 0), hi)
     return reach
 
 
