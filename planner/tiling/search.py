@@ -99,17 +99,57 @@ def search(graph: Graph, options: TilingOptions) -> Search:
         return result  # nothing to do: chosen None, refusal None
     regions = _regions(graph, base_steps, base_peak, result)
     bounded = sorted(((_floor(graph, r, held), i) for i, r in enumerate(regions)))
+    if options.budget_bytes is None and options.cache_rows:
+        return _pick(result, _most_bands_first(graph, regions, bounded, options, result, held), options)
     limit = options.budget_bytes if options.budget_bytes is not None else base_peak - 1
     candidates: list[Candidate] = []
     best: Candidate | None = None
     for floor, i in bounded:
         if floor > limit or (best is not None and options.budget_bytes is None and floor >= best.peak):
             break
-        for candidate in _scored(graph, regions[i], options, result, best, held):
+        for candidate in _scored(graph, regions[i], floor, options, result, best, held):
             candidates.append(candidate)
             if candidate.peak <= limit and extra(candidate.macs, base_macs) <= options.max_extra_macs:
                 best = min(best or candidate, candidate, key=lambda c: _rank(c, options))
     return _pick(result, candidates, options)
+
+
+def _most_bands_first(
+    graph: Graph,
+    regions: list[Region],
+    bounded: list[tuple[int, int]],
+    options: TilingOptions,
+    result: Search,
+    held: Held,
+) -> list[Candidate]:
+    """With rows kept from band to band more bands add no MACs and only thin what is live, so each
+    region is scored once, at the most bands its ladder allows (or the most that schedule), best-first
+    by its floor; then the whole ladder of the region with the smallest peak, for the fewest bands
+    reaching it (fewer copies, fewer kernel calls). Ten times fewer scorings than every region's
+    whole ladder on MobileNetV2-1.0@224 (fp32)."""
+    candidates: list[Candidate] = []
+    best: Candidate | None = None
+    for floor, i in bounded:
+        if floor >= result.base_peak or (best is not None and floor >= best.peak):
+            break
+        for count in reversed(_ladder(regions[i], options)):
+            candidate = _score(graph, regions[i], count, options, result, held)
+            if candidate is not None:
+                candidates.append(candidate)
+                if extra(candidate.macs, result.base_macs) <= options.max_extra_macs:
+                    best = min(best or candidate, candidate, key=lambda c: _rank(c, options))
+                break
+    if best is not None:
+        fewer = (c for c in _ladder(best.region, options) if c < best.patches)
+        candidates += [c for c in (_score(graph, best.region, n, options, result, held) for n in fewer) if c]
+    return candidates
+
+
+def _ladder(region: Region, options: TilingOptions) -> list[int]:
+    """The band counts a region is scored at: the ladder up to `max_patches` and the height of the
+    tensor the bands share out (the start when rows are kept, else the end)."""
+    streamed = region.start if options.cache_rows else region.end
+    return band_counts(min(options.max_patches, shape(streamed)[2]))  # type: ignore[index]
 
 
 def _rank(c: Candidate, options: TilingOptions) -> tuple[int, ...]:
@@ -179,13 +219,20 @@ def band_counts(limit: int) -> list[int]:
 
 
 def _scored(
-    graph: Graph, region: Region, options: TilingOptions, result: Search, best: Candidate | None, held: Held
+    graph: Graph,
+    region: Region,
+    floor: int,
+    options: TilingOptions,
+    result: Search,
+    best: Candidate | None,
+    held: Held,
 ) -> list[Candidate]:
-    streamed = region.start if options.cache_rows else region.end  # the tensor the bands share out
-    ladder = band_counts(min(options.max_patches, shape(streamed)[2]))  # type: ignore[index]
+    """The region's candidates up its band-count ladder; stopped once one reaches the region's `floor`
+    (no count goes below it; the fewest bands reaching it has the fewest copies), or under a budget at
+    the fewest bands that fit."""
     out: list[Candidate] = []
     tried = 1
-    for count in ladder:
+    for count in _ladder(region, options):
         if options.budget_bytes is not None and best is not None and count > best.patches:
             break  # under a budget more bands than the best fitting tiling never win
         candidate = _score(graph, region, count, options, result, held)
@@ -194,6 +241,8 @@ def _scored(
         if options.budget_bytes is None or not _fits(candidate, options, result):
             out.append(candidate)
             tried = count
+            if options.budget_bytes is None and candidate.peak <= floor:
+                break
             continue
         fewer = (_score(graph, region, c, options, result, held) for c in range(tried + 1, count))
         fitting = [c for c in fewer if c is not None and _fits(c, options, result)]
