@@ -21,8 +21,8 @@ from memplan.planner.levers.reorder.sink import RULES, sunk
 
 @dataclass(frozen=True)
 class ReorderOptions:
-    """`enabled`: run each instruction just before its first user where no lifetime grows (off by
-    default until the other levers' tests are reviewed against reordered programs)."""
+    """`enabled`: give the graph a memory-aware order (off here; `PlannerPass(reorder=None)` switches it
+    on with tiling, until the other levers' tests are reviewed against reordered programs)."""
 
     enabled: bool = False
 
