@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Sequence
+
+import pandas as pd
 
 from memplan.experiments.flows.mcu_int8_export import lowered, quantized
+from memplan.experiments.markdown import markdown
 from memplan.experiments.zoo.models.vision import vision_module
 from memplan.planner.pass_ import PlannerPass
 from memplan.planner.tiling import TilingOptions
@@ -46,8 +50,7 @@ def llama_seconds(layers: int) -> None:
 
     model = hybrid.llama_kv(n_layers=layers, name=f"llama_kv_{layers}")
     runtime.lower(model, memory_planning_pass=PlannerPass(solver="greedy"))  # warm-up, not timed
-    print("| program | reorder | to_executorch s | moved | lower bound (B) |")
-    print("|---|---|---:|---:|---:|")
+    rows = []
     for reorder in (False, True):
         planner = PlannerPass(solver="greedy", reorder=reorder)
         began = time.perf_counter()
@@ -55,27 +58,30 @@ def llama_seconds(layers: int) -> None:
         seconds = time.perf_counter() - began
         result = planner.results["forward"]
         moved = result.reorder_report.instructions_moved if result.reorder_report else 0
-        print(f"| {model.name} | {reorder} | {seconds:.1f} | {moved} | {result.lower_bound:,} |")
+        rows.append(
+            {
+                "program": model.name,
+                "reorder": reorder,
+                "to_executorch_s": round(seconds, 1),
+                "moved": moved,
+                "lower_bound": result.lower_bound,
+            }
+        )
+    print(markdown(pd.DataFrame(rows)))
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="mobilenet_v2_035_144")
     parser.add_argument("--llama-layers", type=int, default=0)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     if args.llama_layers:
         llama_seconds(args.llama_layers)
         return
     model, example = vision_module(args.model)
     program = quantized(model, example)
     rows = [row(program, tiled, reorder) for tiled in (False, True) for reorder in (False, True)]
-    print("| program | reorder | arena (B) | lower bound (B) | moved | lowering s |")
-    print("|---|---|---:|---:|---:|---:|")
-    for r in rows:
-        print(
-            f"| {r['program']} | {r['reorder']} | {r['arena']:,} | {r['lower_bound']:,} | {r['moved']}"
-            f" | {r['lower_seconds']} |"
-        )
+    print(markdown(pd.DataFrame(rows)))
 
 
 if __name__ == "__main__":
