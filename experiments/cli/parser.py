@@ -294,6 +294,14 @@ def _add_run(sub) -> None:
         "--report", metavar="DIR", help="also write the tables to DIR/report.md and DIR/report.json"
     )
     _add_tiling(p)
+    p.add_argument(
+        "--tiling-input",
+        choices=("arena", "caller"),
+        default="arena",
+        help="with --tiling: who holds the graph's input, as the script's memory planning pass will say"
+        " (caller: MemoryPlanningPass(alloc_graph_input=False)); tiling happens when the script lowers,"
+        " before that pass exists, and the search counts the input only in the arena (default: arena)",
+    )
 
 
 def _add_levers(p: argparse.ArgumentParser) -> None:
@@ -386,6 +394,8 @@ def tiling_of(args: argparse.Namespace) -> dict:
     if not getattr(args, "tiling", False):
         if getattr(args, "budget", None) is not None:
             raise UsageError("--budget is an option of --tiling; add --tiling")
+        if getattr(args, "tiling_input", "arena") != "arena":
+            raise UsageError("--tiling-input is an option of --tiling; add --tiling")
         return {}
     from memplan.planner.memory.bank_maps import parse_one_size
 
@@ -393,7 +403,12 @@ def tiling_of(args: argparse.Namespace) -> dict:
         budget = None if args.budget is None else parse_one_size(args.budget, "--budget")
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    return {"tiling": TilingOptions(max_extra_macs=args.max_extra_macs, budget_bytes=budget)}
+    in_arena = getattr(args, "tiling_input", "arena") != "caller"  # memplan run's --tiling-input
+    return {
+        "tiling": TilingOptions(
+            max_extra_macs=args.max_extra_macs, budget_bytes=budget, input_in_arena=in_arena
+        )
+    }
 
 
 def lowering_of(args: argparse.Namespace) -> dict:

@@ -207,3 +207,28 @@ def test_plan_spellings_of_the_levers_work_on_run_as_the_no_flags_do(
     assert "cat fusion" not in levers["--no-cat-fusion --no-state-in-place"]
     code, _, stderr = run_cli(["run", "--cat-fusion", "maybe", str(script)], capsys)
     assert code == 2 and "--cat-fusion" in stderr and "Traceback" not in stderr
+
+
+def test_tiling_input_caller_makes_the_search_count_the_input_out_of_the_arena(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The script's pass leaves the input to the caller, which the search cannot see when it tiles (at
+    lowering, before that pass exists): `--tiling-input caller` tells it, and the plan is no larger."""
+    script = tmp_path / "export_cnn.py"
+    script.write_text(TILED_SCRIPT)
+    rows = {}
+    for holder in ("arena", "caller"):
+        code, _, stderr = run_cli(
+            ["run", "--solver", "bestfit", "--tiling", "--tiling-input", holder, "--report", str(tmp_path / holder),
+             "--", str(script), str(tmp_path / f"{holder}.pte")],
+            capsys,
+        )  # fmt: skip
+        assert code == 0, stderr
+        (rows[holder],) = json.loads((tmp_path / holder / "report.json").read_text())[0]["rows"]
+    assert rows["caller"]["memplan_bytes"] <= rows["arena"]["memplan_bytes"], rows
+    assert (
+        rows["caller"]["region"] != rows["arena"]["region"]
+        or rows["caller"]["bands"] != rows["arena"]["bands"]
+    )
+    code, _, stderr = run_cli(["run", "--tiling-input", "caller", "--", str(script)], capsys)
+    assert code == 2 and "--tiling-input is an option of --tiling" in stderr
