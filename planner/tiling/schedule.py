@@ -204,6 +204,7 @@ def schedule(region: Region, count: int, cache_rows: bool = True) -> list[Piece]
     emit = _Emitter(region)
     cached = cacheable(region) if cache_rows else set()
     kept: dict[Node, Held] = {}  # cached tensor -> the rows kept for later bands
+    later_lows = _later_lows(plan)
     outputs = []
     for k, band in enumerate(plan):
         held: dict[Node, Held] = {}
@@ -217,8 +218,7 @@ def schedule(region: Region, count: int, cache_rows: bool = True) -> list[Piece]
                 continue
             if node in band.need:
                 held[node] = emit.assemble(parts, node, band.need[node])
-            # a residual's reads lag a window's: a later band may need rows below the next band's
-            later = min((b.need[node][0] for b in plan[k + 1 :] if node in b.need), default=None)
+            later = later_lows[k].get(node)
             top = parts[-1][1][1]
             if node in cached and later is not None and later < top:
                 whole = held.get(node)
@@ -228,6 +228,18 @@ def schedule(region: Region, count: int, cache_rows: bool = True) -> list[Piece]
             outputs.append(held[region.end][0])
     emit.add(Piece("cat", region.end, (0, shape(region.end)[H]), tuple(outputs)))  # type: ignore[index]
     return emit.pieces
+
+
+def _later_lows(plan: list[BandRows]) -> list[dict[Node, int]]:
+    """Per band, for each tensor a later band needs, the lowest row any later band needs of it (not
+    only the next band: a residual's reads lag a window's, so a later band may need rows below the
+    next one's)."""
+    lows: list[dict[Node, int]] = [{} for _ in plan]
+    for k in range(len(plan) - 2, -1, -1):
+        lows[k] = dict(lows[k + 1])
+        for node, (lo, _) in plan[k + 1].need.items():
+            lows[k][node] = min(lo, lows[k].get(node, lo))
+    return lows
 
 
 class _Emitter:
