@@ -59,8 +59,10 @@ class ReorderLever:
         nodes = list(graph_module.graph.nodes)
         mutated = mutated_inputs(graph_module, site.signature)
         tried = []
+        seen: set[tuple[torch.fx.Node, ...]] = set()
         for looser, (order, moved) in enumerate(_candidates(nodes, planned, mutated)):
-            if moved:
+            if moved and tuple(order) not in seen:  # each extraction of a large graph costs seconds
+                seen.add(tuple(order))
                 arrange(graph_module.graph, order)
                 tried.append((lower_bound(site.extract().problem), looser, order, moved))
                 arrange(graph_module.graph, nodes)
