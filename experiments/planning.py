@@ -126,6 +126,7 @@ def plan_model(
     state_in_place: bool = True,
     slice_noop: bool | None = None,
     reorder: bool | None = None,
+    elementwise_in_place: bool | None = None,
     stock: bool = True,
     check: bool = False,
     partitioner: str | None = None,
@@ -145,7 +146,7 @@ def plan_model(
     `summary.attrs["levers"]` which of memplan's levers were on.
     `check=True` runs the program in `executorch.runtime` and compares with eager PyTorch (an
     AssertionError names the call and output that differ). `memplan plan` is this function.
-    `slice_noop` and `reorder` None keep `PlannerPass`'s defaults. `progress`, if given, is called with a line before
+    `slice_noop`, `reorder` and `elementwise_in_place` None keep `PlannerPass`'s defaults. `progress`, if given, is called with a line before
     each long step (export and planning, the stock lowering, the check).
     Pass the same ZooModel again to plan it with another solver without exporting again.
     `tiling` (True or a `TilingOptions`) tiles each method's high-resolution CNN region before
@@ -180,6 +181,7 @@ def plan_model(
             state_in_place=state_in_place,
             slice_noop=slice_noop,
             reorder=reorder,
+            elementwise_in_place=elementwise_in_place,
             tiling=tiling,
             memory_map=memory_map,
         )

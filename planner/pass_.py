@@ -40,6 +40,7 @@ from memplan.planner.compat import export_context
 from memplan.planner.graph.extract import ExtractionError
 from memplan.planner.graph.signature import frozen
 from memplan.planner.levers.cat.lever import CatFusionOptions
+from memplan.planner.levers.elementwise_in_place.lever import ElementwiseInPlaceOptions
 from memplan.planner.levers.registry import configured, lever_arguments
 from memplan.planner.levers.reorder.lever import ReorderOptions
 from memplan.planner.levers.slice_noop.lever import SliceNoopOptions
@@ -88,7 +89,9 @@ class PlannerPass(MemoryPlanningPass):
     (planner.levers.state_in_place, docs/state_in_place.md), `slice_noop` (planner.levers.slice_noop,
     docs/slice_noop.md), `reorder` (planner.levers.reorder: the exported order given back after lowering, each
     instruction run just before its first user where no lifetime grows; first, before the others;
-    docs/executorch_integration.md; None: on exactly when `tiling` is);
+    docs/executorch_integration.md; None: on exactly when `tiling` is), `elementwise_in_place`
+    (planner.levers.elementwise_in_place: an elementwise instruction's output written over the input
+    it reads last, e.g. an int8 ReLU6 over its convolution's output; None: on exactly when `tiling` is);
     each takes a bool or its options object. The keywords are written out
     here, not generated, so IDEs, mypy and `inspect.signature` (memplan.planner.substitute) see
     them; tests/planner/levers/test_registry.py holds them to the registry both ways.
@@ -118,10 +121,15 @@ class PlannerPass(MemoryPlanningPass):
         state_in_place: bool | StateInPlaceOptions = True,
         slice_noop: bool | SliceNoopOptions = True,
         reorder: bool | ReorderOptions | None = None,
+        elementwise_in_place: bool | ElementwiseInPlaceOptions | None = None,
         tiling: bool | TilingOptions | None = None,
     ) -> None:
         if reorder is None:  # a tiled graph needs its band order back after lowering (levers.reorder)
             reorder = tiling_options(tiling) is not None
+        if (
+            elementwise_in_place is None
+        ):  # the tiling search counts on it (TilingOptions.elementwise_in_place)
+            elementwise_in_place = tiling_options(tiling) is not None
         lever_keywords = lever_arguments(locals())  # first, while only the arguments are local
         if share_mutable_buffers and not alloc_mutable_buffers:
             raise PlanningError("share_mutable_buffers is only meaningful when alloc_mutable_buffers is True")
@@ -187,10 +195,15 @@ class PlannerPass(MemoryPlanningPass):
         self, program: torch.export.ExportedProgram, method: str = "forward"
     ) -> torch.export.ExportedProgram:
         """`program` with its best region tiled by this pass's `tiling` options (before `to_edge`); the
-        search counts the input in the arena only when this pass allocates it (`alloc_graph_input`)."""
+        search counts the input in the arena only when this pass allocates it (`alloc_graph_input`),
+        and elementwise outputs written over their inputs only when its lever is on."""
         if self.tiling is None:
             raise PlanningError("tile() needs PlannerPass(tiling=True or TilingOptions(...))")
-        tiled = tile(program, dataclasses.replace(self.tiling, input_in_arena=self.alloc_graph_input))
+        in_place = any(lever.keyword == "elementwise_in_place" for lever in self.levers)
+        lowering = dataclasses.replace(
+            self.tiling, input_in_arena=self.alloc_graph_input, elementwise_in_place=in_place
+        )
+        tiled = tile(program, lowering)
         self.tiling_reports[method] = tiled.report
         return tiled.program
 

@@ -63,7 +63,10 @@ def int8_row(
     model, example = vision_module(name)
     program = quantized(model, example)
     stock = lowered(program)
-    plain = PlannerPass(alloc_graph_input=False, solver=solver, time_limit_s=time_limit_s)
+    # the untiled program with the levers the tiled one gets (elementwise in place is on with tiling)
+    plain = PlannerPass(
+        alloc_graph_input=False, solver=solver, time_limit_s=time_limit_s, elementwise_in_place=True
+    )
     untiled = lowered(program, plain)
     tiler = PlannerPass(alloc_graph_input=False, solver=solver, time_limit_s=time_limit_s, tiling=options)
     began = time.perf_counter()

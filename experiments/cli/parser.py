@@ -316,6 +316,11 @@ def _add_levers(p: argparse.ArgumentParser) -> None:
         "--reorder",
         help="on or off: the exported order given back after lowering, each instruction just before its first user (default: on with --tiling, else off)",
     )
+    p.add_argument(
+        "--elementwise-in-place",
+        help="on or off: an elementwise op's output (a ReLU6, an add) written over the input it reads"
+        " last (default: on with --tiling, else off)",
+    )
 
 
 def levers_of(args: argparse.Namespace) -> dict:
@@ -326,6 +331,7 @@ def levers_of(args: argparse.Namespace) -> dict:
             ("state_in_place", "--state-in-place", args.state_in_place),
             ("slice_noop", "--slice-noop", args.slice_noop),
             ("reorder", "--reorder", args.reorder),
+            ("elementwise_in_place", "--elementwise-in-place", args.elementwise_in_place),
         )
         if text is not None
     }

@@ -115,15 +115,16 @@ def lower_planned(
     slice_noop: bool | None = None,
     reorder: bool | None = None,
     tiling: Any = None,
+    elementwise_in_place: bool | None = None,
 ) -> Lowered:
     """Lower `model` to ExecuTorch with PlannerPass(solver, settings), across `memory_map`'s banks if given
-    (`slice_noop`, `reorder` None: the pass's default). With `tiling` (True or a TilingOptions) every method is
+    (`slice_noop`, `reorder`, `elementwise_in_place` None: the pass's default). With `tiling` (True or a TilingOptions) every method is
     tiled before `to_edge` (zoo.tiled)."""
     from memplan import PlannerPass
     from memplan.experiments.zoo import runtime
     from memplan.planner.memory.bank_maps import parse_memory_map
 
-    given = {"slice_noop": slice_noop, "reorder": reorder}
+    given = {"slice_noop": slice_noop, "reorder": reorder, "elementwise_in_place": elementwise_in_place}
     options: dict[str, Any] = {name: value for name, value in given.items() if value is not None}
     planner_pass = PlannerPass(
         solver=solver,

@@ -130,11 +130,16 @@ def default_dim_order(spec: TensorSpec) -> bool:
 
 
 def written_in_place(nodes: Iterable[torch.fx.Node]) -> dict[int, str]:
-    """id(spec) -> name of a node that mutates that tensor other than through an out= argument."""
+    """id(spec) -> name of a node that mutates that tensor other than through its own out= argument:
+    an in-place op, or a second instruction writing into the same TensorSpec through its out= or as a
+    delegate's output (`levers.elementwise_in_place` gives an op's output its dying input's spec)."""
     written: dict[int, str] = {}
+    writers: dict[int, list[str]] = {}
     for node in nodes:
         if node.op != "call_function":
             continue
+        for spec in _specs_written(node):
+            writers.setdefault(id(spec), []).append(node.name)
         try:
             op = unwrap_op_overload(node.target)
         except TypeError:
@@ -147,4 +152,17 @@ def written_in_place(nodes: Iterable[torch.fx.Node]) -> dict[int, str]:
             for target in tree_flatten(value)[0]:
                 if isinstance(target, torch.fx.Node) and isinstance(target.meta.get("spec"), TensorSpec):
                     written[id(view_base(target).meta["spec"])] = node.name
+    for spec_id, names in writers.items():
+        if len(names) > 1:
+            written.setdefault(spec_id, names[1])
     return written
+
+
+def _specs_written(node: torch.fx.Node) -> list[TensorSpec]:
+    """The TensorSpecs an instruction writes as its result: an out-variant op's, a delegate's outputs."""
+    if node.target is executorch_call_delegate:
+        specs = node.meta.get("spec")
+        return [s for s in specs if isinstance(s, TensorSpec)] if isinstance(specs, (list, tuple)) else []
+    if is_inplace_node(node) or not is_out_var_node(node):
+        return []
+    return [s for s in tree_flatten(node.meta.get("spec"))[0] if isinstance(s, TensorSpec)]

@@ -5,8 +5,9 @@ A lever is registered by one line in `LEVERS`; its class names its keyword and o
 `<keyword>_<field>` for every option field but `enabled` (e.g. `cat_fusion_partial`): `keywords()`
 lists them, and `configured` turns the pass's arguments into the levers switched on.
 
-Graph levers (reorder, then state in place, which places write-backs in the order that will run)
-decide and rewrite the method's graph before it is extracted; problem levers (slice no-ops, then
+Graph levers (reorder, then state in place, which places write-backs in the order that will run,
+then elementwise in place, which needs the final order to know which input an instruction reads
+last) decide and rewrite the method's graph before it is extracted; problem levers (slice no-ops, then
 cat fusion: cats leave grouped slices alone) each decide on the problem the previous one left
 (planner.stages.run_levers).
 """
@@ -19,6 +20,7 @@ from typing import Any
 
 from memplan.errors import PlanningError
 from memplan.planner.levers.cat.lever import CatFusionLever
+from memplan.planner.levers.elementwise_in_place.lever import ElementwiseInPlaceLever
 from memplan.planner.levers.lever import Lever
 from memplan.planner.levers.reorder.lever import ReorderLever
 from memplan.planner.levers.slice_noop.lever import SliceNoopLever
@@ -27,6 +29,7 @@ from memplan.planner.levers.state_in_place.lever import StateInPlaceLever
 LEVERS: tuple[type[Lever], ...] = (
     ReorderLever,
     StateInPlaceLever,
+    ElementwiseInPlaceLever,
     SliceNoopLever,
     CatFusionLever,
 )

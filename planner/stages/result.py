@@ -13,6 +13,7 @@ from executorch.exir.tensor import TensorSpec
 from memplan.peak_bound import lower_bound
 from memplan.plan import Plan
 from memplan.planner.levers.cat.report import CatReport
+from memplan.planner.levers.elementwise_in_place.report import InPlaceReport
 from memplan.planner.levers.reorder.report import ReorderReport
 from memplan.planner.levers.slice_noop.decisions import SliceNoops
 from memplan.planner.levers.slice_noop.report import SliceReport
@@ -121,6 +122,11 @@ class MethodResult:
     def reorder_report(self) -> ReorderReport | None:
         """Set when reorder is on (memplan.planner.levers.reorder)."""
         return self._report("reorder", ReorderReport)
+
+    @property
+    def in_place_report(self) -> InPlaceReport | None:
+        """Set when elementwise_in_place is on (memplan.planner.levers.elementwise_in_place)."""
+        return self._report("elementwise in place", InPlaceReport)
 
     @property
     def slice_noops(self) -> SliceNoops | None:

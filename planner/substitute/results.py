@@ -139,4 +139,7 @@ def levers_applied(result: Any) -> str:
     if reorder is not None and reorder.instructions_moved:
         bound = f"lower bound {reorder.bound_before:,} -> {reorder.bound_after:,} B"
         done.append(f"reorder ({reorder.instructions_moved} moved, {bound})")
+    in_place = result.in_place_report
+    if in_place is not None and in_place.shared:
+        done.append(f"elementwise in place ({len(in_place.shared)} outputs over their inputs)")
     return ", ".join(done)

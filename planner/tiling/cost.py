@@ -8,7 +8,9 @@ arena of the chosen program is measured by lowering it (the report and the bench
 What the arena holds depends on the lowering (`arena_tensors`): a graph input the caller passes in
 (`TilingOptions.input_in_arena` False, `alloc_graph_input=False`) is not in it, and under int8
 kernels (`TilingOptions.int8_kernels`: XNNPACK runs each dequantize -> op -> quantize as one kernel)
-neither are a quantized graph's float tensors between its int8 ones nor its dequantized weights. An
+neither are a quantized graph's float tensors between its int8 ones nor its dequantized weights; with
+`TilingOptions.elementwise_in_place` an elementwise kernel's output takes the bytes of an input of
+its size that it reads last (planner.levers.elementwise_in_place does it to the lowered program). An
 op `to_edge` decomposes (hardswish) also holds its intermediates during its step (`transients`).
 MACs: every op with a `weight` of rank >= 2 (convolution, linear) does numel(output) * prod(weight
 dims after the first) multiply-accumulates, which for a convolution is N*Cout*Hout*Wout*Cin/groups*kh*kw.
@@ -25,6 +27,7 @@ import torch
 from torch.fx import Graph, Node
 
 from memplan.planner.tiling.options import TilingOptions
+from memplan.planner.tiling.pointwise import is_pointwise
 from memplan.planner.tiling.region import Region
 from memplan.planner.tiling.schedule import START, Piece
 from memplan.planner.tiling.semantics import arguments, itemsize, shape
@@ -39,6 +42,7 @@ class Step:
     bytes: int
     reads: tuple[Hashable, ...]
     transient: int = 0  # bytes live during this step only (a decomposed op's intermediates)
+    elementwise: bool = False  # may write over a read of its size that dies here (Held.in_place)
 
 
 def node_bytes(node: Node) -> int:
@@ -63,11 +67,19 @@ def _aliases(node: Node) -> bool:
     return value.numel() == source.numel() and value.is_contiguous()
 
 
-Held = Callable[[Node], bool]  # whether the lowered program holds a node's tensor in the arena
+@dataclass(frozen=True)
+class Held:
+    """Whether the lowered program holds a node's tensor in the arena (`holds`), and whether it writes
+    an elementwise kernel's output over an input the kernel reads last (`in_place`)."""
+
+    holds: Callable[[Node], bool]
+    in_place: bool = False
+
+    def __call__(self, node: Node) -> bool:
+        return self.holds(node)
 
 
-def _everything(node: Node) -> bool:
-    return True
+_everything = Held(lambda node: True)
 
 
 def arena_tensors(graph: Graph, options: TilingOptions) -> Held:
@@ -97,7 +109,7 @@ def arena_tensors(graph: Graph, options: TilingOptions) -> Held:
         floating = isinstance(value, torch.Tensor) and value.dtype.is_floating_point
         return node in varying and not floating
 
-    return held
+    return Held(held, options.elementwise_in_place)
 
 
 Roots = dict[Hashable, tuple[Hashable, ...]]  # a node or piece -> the arena tensors reading it reads
@@ -116,7 +128,25 @@ def node_step(node: Node, roots: Roots, held: Held = _everything) -> Step | None
     if node.op == "output":  # what the graph returns stays live to the end
         return Step(None, 0, reads)
     step = _step(roots, node, node, node_bytes(node), reads, held, _aliases(node))
-    return dataclasses.replace(step, transient=transient_bytes(node)) if step.key is not None else step
+    if step.key is None:
+        return step
+    return dataclasses.replace(
+        step, transient=transient_bytes(node), elementwise=held.in_place and _elementwise_kernel(node, held)
+    )
+
+
+def _elementwise_kernel(node: Node, held: Held) -> bool:
+    """True if the kernel computing `node` is elementwise: `node`'s op and every op between it and the
+    arena tensors it reads (the dequantize -> op of an int8 kernel) are."""
+    todo, seen = [node], {node}
+    while todo:
+        current = todo.pop()
+        if not is_pointwise(current):
+            return False
+        inner = [a for a in current.all_input_nodes if a.op == "call_function" and not held(a)]
+        todo += [a for a in inner if a not in seen]
+        seen.update(inner)
+    return True
 
 
 def _reads(roots: Roots, keys: Sequence[Hashable]) -> tuple[Hashable, ...]:
@@ -169,29 +199,52 @@ def _piece_steps(region: Region, pieces: Sequence[Piece], roots: Roots, held: He
         )
         if piece.kind == "op" and step.key is not None:  # intermediates scale with the rows computed
             share = transient_bytes(piece.origin) * piece.bytes // max(node_bytes(piece.origin), 1)
-            step = dataclasses.replace(step, transient=share)
+            elementwise = held.in_place and _elementwise_kernel(piece.origin, held)
+            step = dataclasses.replace(step, transient=share, elementwise=elementwise)
         steps.append(step)
     return steps
 
 
 def peak_bytes(steps: Sequence[Step]) -> int:
-    """Most bytes live at once: each tensor from its step through its last read."""
+    """Most bytes live at once: each tensor from its step through its last read (an elementwise step's
+    tensor written over a read of its size that dies there adds nothing and extends that read's)."""
     last: dict[Hashable, int] = {}
     for t, step in enumerate(steps):
         for key in step.reads:
             last[key] = t
+    end, written_over = _in_place(steps, last)
     delta = [0] * (len(steps) + 2)
     for t, step in enumerate(steps):
         delta[t] += step.transient
         delta[t + 1] -= step.transient
-        if step.key is not None and step.bytes:
+        if step.key is not None and step.bytes and step.key not in written_over:
             delta[t] += step.bytes
-            delta[max(last.get(step.key, t), t) + 1] -= step.bytes
+            delta[max(end.get(step.key, t), t) + 1] -= step.bytes
     live = peak = 0
     for d in delta:
         live += d
         peak = max(peak, live)
     return peak
+
+
+def _in_place(steps: Sequence[Step], last: dict[Hashable, int]) -> tuple[dict[Hashable, int], set]:
+    """The last step each tensor's bytes are read (through every tensor written over them), and the
+    tensors written over another's bytes."""
+    end = dict(last)
+    size = {s.key: s.bytes for s in steps if s.key is not None and s.reads}  # made by an op, not given
+    owner: dict[Hashable, Hashable] = {}
+    for t, step in enumerate(steps):
+        if not step.elementwise or step.key is None:
+            continue
+        for key in step.reads:
+            root = key
+            while root in owner:
+                root = owner[root]
+            if size.get(key) == step.bytes and root in size and end.get(root) == t:
+                owner[step.key] = root
+                end[root] = max(t, last.get(step.key, t))
+                break
+    return end, set(owner)
 
 
 def macs_of(out_shape: Sequence[int], weight_shape: Sequence[int]) -> int:

@@ -18,7 +18,9 @@ class TilingOptions:
     (a slice carried over, a cat joining it to the new rows) instead of computed by both. What the cost counts follows the lowering: `input_in_arena` False when the caller
     passes the input (`alloc_graph_input=False`); `int8_kernels` True when a quantized graph's
     dequantize -> op -> quantize triples become one int8 kernel each (XNNPACK), so the floats
-    between its int8 tensors never reach the arena (False for portable kernels, which hold them).
+    between its int8 tensors never reach the arena (False for portable kernels, which hold them);
+    `elementwise_in_place` True when the pass writes an elementwise kernel's output over an input it
+    reads last (`PlannerPass(elementwise_in_place=...)`, on with tiling).
     """
 
     max_extra_macs: float = 0.15
@@ -27,6 +29,7 @@ class TilingOptions:
     cache_rows: bool = True
     input_in_arena: bool = True
     int8_kernels: bool = True
+    elementwise_in_place: bool = True
 
     def __post_init__(self) -> None:
         if not self.max_extra_macs >= 0:

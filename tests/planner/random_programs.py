@@ -70,6 +70,7 @@ class Levers:
     cat_fusion_partial: bool = False  # inputs that cannot move are cloned into their slot
     slice_noop: bool = False  # slices/selects/splits placed inside their input, the copy removed
     memory_map: bool = False  # a 64-byte sram and a roomy dram: tensors split across two banks
+    elementwise_in_place: bool = False  # an elementwise op's output written over an input it reads last
 
     def planner(self) -> PlannerPass:
         return PlannerPass(
@@ -78,6 +79,7 @@ class Levers:
             state_in_place=self.state_in_place,
             cat_fusion_partial=self.cat_fusion_partial,
             slice_noop=self.slice_noop,
+            elementwise_in_place=self.elementwise_in_place,
             memory_map=TargetMemoryMap([Bank("sram", 64, 1), Bank("dram", 1 << 20, 2)])
             if self.memory_map
             else None,
@@ -87,6 +89,7 @@ class Levers:
         partial = ", partial" if self.cat_fusion_partial else ""
         noop = ", slice_noop" if self.slice_noop else ""
         banks = ", two banks" if self.memory_map else ""
+        noop += ", elementwise_in_place" if self.elementwise_in_place else ""
         levers = f"cat_fusion={self.cat_fusion}{partial}, state_in_place={self.state_in_place}{noop}{banks}"
         return f"{self.solver}, {levers}"
 
@@ -94,12 +97,13 @@ class Levers:
 # Every cat_fusion x state_in_place combination under each solver, PARTIAL fusion (clones into the
 # state's slots) with the state in place, and every lever on at once (slice no-ops too; with PARTIAL
 # fusion as well), then with a memory map as well (the BankedGreedy reference may be kept over the
-# levers' plan).
+# levers' plan), and every lever with elementwise outputs written over their inputs as well.
 LEVERS = tuple(Levers(c, s, solver) for solver, c, s in product(SOLVERS, (True, False), (True, False))) + (
     Levers(True, True, SOLVERS[1], cat_fusion_partial=True),
     Levers(True, True, SOLVERS[0], slice_noop=True),
     Levers(True, True, SOLVERS[0], cat_fusion_partial=True, slice_noop=True),
     Levers(True, True, SOLVERS[0], slice_noop=True, memory_map=True),
+    Levers(True, True, SOLVERS[0], cat_fusion_partial=True, slice_noop=True, elementwise_in_place=True),
 )
 
 

@@ -7,6 +7,7 @@ import pytest
 
 from memplan.errors import PlanningError
 from memplan.planner.levers.cat.lever import CatFusionLever, CatFusionOptions
+from memplan.planner.levers.elementwise_in_place.lever import ElementwiseInPlaceLever
 from memplan.planner.levers.lever import Phase
 from memplan.planner.levers.registry import LEVERS, configured, keywords, lever_arguments
 from memplan.planner.levers.reorder.lever import ReorderLever
@@ -21,16 +22,20 @@ def test_defaults_switch_on_every_lever_in_the_order_they_run():
     assert [type(lever) for lever in levers] == [StateInPlaceLever, SliceNoopLever, CatFusionLever]
     assert [lever.phase for lever in levers] == [Phase.GRAPH, Phase.PROBLEM, Phase.PROBLEM]
     assert [type(lever) for lever in configured({"reorder": True})][0] is ReorderLever  # first, when on
-    assert [lever.keyword for lever in LEVERS] == ["reorder", "state_in_place", "slice_noop", "cat_fusion"]
+    order = ["reorder", "state_in_place", "elementwise_in_place", "slice_noop", "cat_fusion"]
+    assert [lever.keyword for lever in LEVERS] == order
 
 
-def test_tiling_switches_reorder_on_unless_told_otherwise():
-    """A tiled graph needs its band order back after lowering (planner.levers.reorder.exported)."""
+def test_tiling_switches_reorder_and_elementwise_in_place_on_unless_told_otherwise():
+    """A tiled graph needs its band order back after lowering (planner.levers.reorder.exported), and
+    the tiling search counts on elementwise outputs written over their inputs."""
     kinds = lambda planner: [type(lever) for lever in planner.levers]  # noqa: E731
-    assert ReorderLever not in kinds(PlannerPass())
+    for lever, keyword in ((ReorderLever, "reorder"), (ElementwiseInPlaceLever, "elementwise_in_place")):
+        assert lever not in kinds(PlannerPass())
+        assert lever in kinds(PlannerPass(tiling=True))
+        assert lever not in kinds(PlannerPass(tiling=True, **{keyword: False}))
+        assert lever not in kinds(PlannerPass(tiling=False))
     assert kinds(PlannerPass(tiling=True))[0] is ReorderLever
-    assert ReorderLever not in kinds(PlannerPass(tiling=True, reorder=False))
-    assert ReorderLever not in kinds(PlannerPass(tiling=False))
 
 
 def test_flat_keywords_set_the_same_options_as_an_options_object():
@@ -93,6 +98,7 @@ def test_the_pass_takes_exactly_the_keywords_the_registry_derives():
     assert keywords() == [
         "reorder",
         "state_in_place",
+        "elementwise_in_place",
         "slice_noop",
         "cat_fusion",
         "cat_fusion_relax_alignment",
@@ -101,8 +107,9 @@ def test_the_pass_takes_exactly_the_keywords_the_registry_derives():
     ]
     for lever in (
         LEVERS
-    ):  # on by default (reorder: None, on exactly with tiling); a field keyword left at None keeps its value
-        if lever is ReorderLever:
+    ):  # on by default (reorder, elementwise in place: None, on exactly with tiling); a field keyword
+        # left at None keeps its value
+        if lever in (ReorderLever, ElementwiseInPlaceLever):
             assert parameters[lever.keyword].default is None and not lever.options_type().enabled
         else:
             assert parameters[lever.keyword].default is lever.options_type().enabled is True
