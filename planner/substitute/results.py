@@ -26,6 +26,7 @@ class MethodRow:
     note: str = ""  # why the stock pass planned it, or how memplan honoured the given algorithm
     result: Any = field(default=None, repr=False)  # memplan's MethodResult
     tiling: Any = None  # with tiling on: the method's TilingReport, or why it was lowered untiled
+    tiling_input_differs: bool = False  # the search assumed the other owner of the graph's input
 
     def tiling_columns(self) -> dict[str, Any]:
         """The run table's tiling columns: the region, its bands, the extra MACs (a fraction)."""
@@ -34,6 +35,12 @@ class MethodRow:
             why = report if isinstance(report, str) or report is None else report.summary()
             return {"region": why or "not tiled", "bands": 0, "extra_macs": 0.0}
         region = f"{report.start} -> {report.end} ({len(report.ops)} ops)"
+        if self.tiling_input_differs:
+            held = "in the arena" if report.options.input_in_arena else "by the caller"
+            region += (
+                f"; searched with the input held {held}, which this script's pass does not do:"
+                f" --tiling-input {'caller' if report.options.input_in_arena else 'arena'} searches as it plans"
+            )
         return {"region": region, "bands": report.patches, "extra_macs": report.extra_macs}
 
     @property

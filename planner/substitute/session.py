@@ -87,6 +87,7 @@ class Substitution:
         if self.tiling is not None:
             for row in result.methods:
                 row.tiling = tiled.get(row.method, "not tiled: no to_edge call of this script tiled it")
+                row.tiling_input_differs = _input_assumed_wrongly(guards, row.method, row.tiling)
         self.programs.append(result)
         return program
 
@@ -113,6 +114,15 @@ def _guards(
         stock = given.get(name) or MemoryPlanningPass()  # ExecuTorch's own default for a method not listed
         of[name] = made.setdefault(id(stock), GuardedPass(stock, options, stock_methods))
     return _Guards(dict(of), of)
+
+
+def _input_assumed_wrongly(guards: _Guards, method: str, tiled: TilingReport | str) -> bool:
+    """True when the search counted the graph's input in the arena and the script's pass leaves it to
+    the caller, or the other way round (the search runs at `to_edge`, before the pass exists)."""
+    planner = guards.of[method].planner if method in guards.of else None
+    if planner is None or not isinstance(tiled, TilingReport):
+        return False
+    return tiled.options.input_in_arena != planner.alloc_graph_input
 
 
 def _hand_over_tiling(guards: _Guards, tiled: dict[str, TilingReport | str]) -> None:

@@ -226,6 +226,9 @@ def test_tiling_input_caller_makes_the_search_count_the_input_out_of_the_arena(
         assert code == 0, stderr
         (rows[holder],) = json.loads((tmp_path / holder / "report.json").read_text())[0]["rows"]
     assert rows["caller"]["memplan_bytes"] <= rows["arena"]["memplan_bytes"], rows
+    # the run table says when the search assumed the other owner, and which flag searches as it plans
+    assert "--tiling-input caller" in rows["arena"]["region"], rows["arena"]
+    assert "--tiling-input" not in rows["caller"]["region"], rows["caller"]
     assert (
         rows["caller"]["region"] != rows["arena"]["region"]
         or rows["caller"]["bands"] != rows["arena"]["bands"]
