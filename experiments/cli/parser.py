@@ -300,7 +300,8 @@ def _add_run(sub) -> None:
         default="arena",
         help="with --tiling: who holds the graph's input, as the script's memory planning pass will say"
         " (caller: MemoryPlanningPass(alloc_graph_input=False)); tiling happens when the script lowers,"
-        " before that pass exists, and the search counts the input only in the arena (default: arena)",
+        " before that pass exists, so this is its first guess: when to_executorch's pass says otherwise"
+        " the program is tiled and lowered again (naming the right holder saves that; default: arena)",
     )
 
 

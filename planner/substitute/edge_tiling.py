@@ -13,14 +13,22 @@ the failure is kept as that method's note. Only the flow's own call tiles: Execu
 entry points itself while lowering (with the per-op XNNPACK partitioner, on pieces of the program), and
 those calls pass through untouched. What was done waits in `pending` until the next
 `to_executorch` takes it, for the `PlannerPass` that plans the method to report.
+
+The search runs at that call, before the script's `MemoryPlanningPass` exists, so it guesses who holds
+the graph's input (`TilingOptions.input_in_arena`, `--tiling-input`). Each call's arguments are kept
+with the manager it returned: when `to_executorch` finds the script's pass says otherwise and the
+manager still holds the programs that call made, `relower` tiles the programs again under the pass's
+answer and lowers them again into the same manager object.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import executorch.exir as exir_api
@@ -33,14 +41,29 @@ ENTRY_POINTS = ("to_edge", "to_edge_transform_and_lower")
 wherever a module holds it, `exir.program._program` included)."""
 
 
+@dataclass(frozen=True)
+class Lowering:
+    """One flow call of an entry point: the function, what it was given (untiled), and the ids of the
+    edge programs the manager it returned held then (a transform since replaces them)."""
+
+    entry: Callable[..., Any]
+    programs: Any
+    args: tuple
+    kwargs: dict[str, Any]
+    made: dict[str, int]
+
+
 class EdgeTiling:
     """Tiles the programs of each `to_edge`-like call; `pending` holds, per method, the report (or why
-    tiling failed) until `take` hands them to the `to_executorch` that plans those methods."""
+    tiling failed) until `take` hands them to the `to_executorch` that plans those methods; `retiled`
+    the methods `relower` searched again."""
 
     def __init__(self, options: TilingOptions) -> None:
         self.options = options
         self.pending: dict[str, TilingReport | str] = {}
+        self.retiled: set[str] = set()
         self.depth = 0  # entry-point calls under way: only the outermost (the flow's own) tiles
+        self.lowerings: dict[int, Lowering] = {}  # id(manager returned) -> the call that made it
 
     def programs(self, programs: Any) -> Any:
         """`programs` (one program, or a dict method -> program) with each method tiled."""
@@ -67,6 +90,25 @@ class EdgeTiling:
         """What was done to `methods` since the last `take` (and forget it)."""
         return {name: self.pending.pop(name) for name in methods if name in self.pending}
 
+    def relower(self, manager: Any, input_in_arena: bool) -> bool:
+        """Tile the programs that made `manager` again with the input held as the script's pass says,
+        and lower them again into `manager` (its state replaced by the new call's); False, leaving it
+        as it is, when no entry point made it or its edge programs changed since."""
+        made = self.lowerings.get(id(manager))
+        if made is None or _program_ids(manager) != made.made:
+            return False
+        again = EdgeTiling(dataclasses.replace(self.options, input_in_arena=input_in_arena))
+        self.depth += 1  # ExecuTorch's own calls inside reach the wrappers: they pass through
+        try:
+            fresh = made.entry(again.programs(made.programs), *made.args, **made.kwargs)
+        finally:
+            self.depth -= 1
+        manager.__dict__.update(fresh.__dict__)
+        self.lowerings[id(manager)] = dataclasses.replace(made, made=_program_ids(manager))
+        self.pending.update(again.pending)
+        self.retiled.update(again.pending)
+        return True
+
     def wrapped(self, original: Callable[..., Any]) -> Callable[..., Any]:
         @functools.wraps(original)
         def entry(programs: Any, *args: Any, **kwargs: Any) -> Any:
@@ -74,12 +116,21 @@ class EdgeTiling:
                 return original(programs, *args, **kwargs)
             self.depth += 1
             try:
-                return original(self.programs(programs), *args, **kwargs)
+                manager = original(self.programs(programs), *args, **kwargs)
             finally:
                 self.depth -= 1
+            if hasattr(manager, "_edge_programs"):
+                self.lowerings[id(manager)] = Lowering(
+                    original, programs, args, kwargs, _program_ids(manager)
+                )
+            return manager
 
         entry.__wrapped_by_memplan__ = original  # type: ignore[attr-defined]
         return entry
+
+
+def _program_ids(manager: Any) -> dict[str, int]:
+    return {name: id(program) for name, program in manager._edge_programs.items()}
 
 
 @contextmanager

@@ -27,6 +27,7 @@ class MethodRow:
     result: Any = field(default=None, repr=False)  # memplan's MethodResult
     tiling: Any = None  # with tiling on: the method's TilingReport, or why it was lowered untiled
     tiling_input_differs: bool = False  # the search assumed the other owner of the graph's input
+    tiling_searched_again: bool = False  # ... and was run again once the script's pass said it
 
     def tiling_columns(self) -> dict[str, Any]:
         """The run table's tiling columns: the region, its bands, the extra MACs (a fraction)."""
@@ -35,7 +36,12 @@ class MethodRow:
             why = report if isinstance(report, str) or report is None else report.summary()
             return {"region": why or "not tiled", "bands": 0, "extra_macs": 0.0}
         region = f"{report.start} -> {report.end} ({len(report.ops)} ops)"
-        if self.tiling_input_differs:
+        if self.tiling_searched_again:
+            held = "in the arena" if report.options.input_in_arena else "by the caller"
+            region += (
+                f"; searched again and lowered again once the script's pass said the input is held {held}"
+            )
+        elif self.tiling_input_differs:
             held = "in the arena" if report.options.input_in_arena else "by the caller"
             region += (
                 f"; searched with the input held {held}, which this script's pass does not do:"

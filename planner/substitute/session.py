@@ -52,6 +52,8 @@ class Substitution:
         config = config if config else ExecutorchBackendConfig()
         methods = list(manager._edge_programs)
         stock_methods: dict[str, str] = {}
+        if self.tiling is not None:
+            _tile_as_the_pass_plans(self.tiling, manager, config, methods)
         tiled = self.tiling.take(methods) if self.tiling is not None else {}
         try:
             snapshot = programs_copy(manager._edge_programs)
@@ -88,6 +90,7 @@ class Substitution:
             for row in result.methods:
                 row.tiling = tiled.get(row.method, "not tiled: no to_edge call of this script tiled it")
                 row.tiling_input_differs = _input_assumed_wrongly(guards, row.method, row.tiling)
+                row.tiling_searched_again = row.method in self.tiling.retiled
         self.programs.append(result)
         return program
 
@@ -114,6 +117,19 @@ def _guards(
         stock = given.get(name) or MemoryPlanningPass()  # ExecuTorch's own default for a method not listed
         of[name] = made.setdefault(id(stock), GuardedPass(stock, options, stock_methods))
     return _Guards(dict(of), of)
+
+
+def _tile_as_the_pass_plans(tiling: EdgeTiling, manager: Any, config: Any, methods: list[str]) -> None:
+    """Lower `manager`'s programs again, tiled for the input's real holder, when the search guessed
+    wrong: the script's passes (one answer for every method) say who holds the graph's input."""
+    given = config.memory_planning_pass
+    passes = [given.get(m) or MemoryPlanningPass() for m in methods] if isinstance(given, dict) else [given]
+    held = {bool(getattr(p, "alloc_graph_input", True)) for p in passes}
+    guessed = [
+        r for m, r in tiling.pending.items() if m in methods and isinstance(r, TilingReport) and r.tiled
+    ]
+    if len(held) == 1 and any(r.options.input_in_arena not in held for r in guessed):
+        tiling.relower(manager, held.pop())
 
 
 def _input_assumed_wrongly(guards: _Guards, method: str, tiled: TilingReport | str) -> bool:

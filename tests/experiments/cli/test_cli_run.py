@@ -209,29 +209,38 @@ def test_plan_spellings_of_the_levers_work_on_run_as_the_no_flags_do(
     assert code == 2 and "--cat-fusion" in stderr and "Traceback" not in stderr
 
 
-def test_tiling_input_caller_makes_the_search_count_the_input_out_of_the_arena(
+def test_a_wrong_guess_of_the_input_holder_is_searched_and_lowered_again(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The script's pass leaves the input to the caller, which the search cannot see when it tiles (at
-    lowering, before that pass exists): `--tiling-input caller` tells it, and the plan is no larger."""
-    script = tmp_path / "export_cnn.py"
-    script.write_text(TILED_SCRIPT)
+    """The search runs when the script lowers, before its pass exists, and guesses the input is in the
+    arena (`--tiling-input arena`, the default); the script's pass leaves it to the caller, so
+    `to_executorch` tiles and lowers again: the same program as `--tiling-input caller` gets at once.
+    A script that transforms the lowered programs before `to_executorch` keeps the first tiling, and
+    the table says which flag searches as it plans."""
     rows = {}
-    for holder in ("arena", "caller"):
+    transformed = TILED_SCRIPT.replace(").to_executorch(", ").transform([]).to_executorch(")
+    for name, text, holder in (
+        ("guess", TILED_SCRIPT, "arena"),
+        ("told", TILED_SCRIPT, "caller"),
+        ("transformed", transformed, "arena"),
+    ):
+        script = tmp_path / f"{name}.py"
+        script.write_text(text)
         code, _, stderr = run_cli(
-            ["run", "--solver", "bestfit", "--tiling", "--tiling-input", holder, "--report", str(tmp_path / holder),
-             "--", str(script), str(tmp_path / f"{holder}.pte")],
+            ["run", "--solver", "bestfit", "--tiling", "--tiling-input", holder, "--report", str(tmp_path / name),
+             "--", str(script), str(tmp_path / f"{name}.pte")],
             capsys,
         )  # fmt: skip
         assert code == 0, stderr
-        (rows[holder],) = json.loads((tmp_path / holder / "report.json").read_text())[0]["rows"]
-    assert rows["caller"]["memplan_bytes"] <= rows["arena"]["memplan_bytes"], rows
-    # the run table says when the search assumed the other owner, and which flag searches as it plans
-    assert "--tiling-input caller" in rows["arena"]["region"], rows["arena"]
-    assert "--tiling-input" not in rows["caller"]["region"], rows["caller"]
+        (rows[name],) = json.loads((tmp_path / name / "report.json").read_text())[0]["rows"]
+    guess, told, transformed_row = rows["guess"], rows["told"], rows["transformed"]
+    assert "searched again" in guess["region"] and "searched again" not in told["region"], rows
+    assert guess["region"].split(";")[0] == told["region"] and guess["bands"] == told["bands"], rows
+    assert guess["memplan_bytes"] == told["memplan_bytes"], rows
+    assert "--tiling-input caller" in transformed_row["region"], transformed_row
     assert (
-        rows["caller"]["region"] != rows["arena"]["region"]
-        or rows["caller"]["bands"] != rows["arena"]["bands"]
+        transformed_row["region"].split(";")[0] != told["region"] or transformed_row["bands"] != told["bands"]
     )
-    code, _, stderr = run_cli(["run", "--tiling-input", "caller", "--", str(script)], capsys)
+    assert told["memplan_bytes"] <= transformed_row["memplan_bytes"], rows
+    code, _, stderr = run_cli(["run", "--tiling-input", "caller", "--", str(tmp_path / "told.py")], capsys)
     assert code == 2 and "--tiling-input is an option of --tiling" in stderr
