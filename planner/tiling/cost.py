@@ -74,6 +74,8 @@ class Held:
 
     holds: Callable[[Node], bool]
     in_place: bool = False
+    elementwise: dict[Node, bool] = dataclasses.field(default_factory=dict, compare=False, repr=False)
+    """Each node's `_elementwise_kernel` verdict once found: a search scores thousands of tilings."""
 
     def __call__(self, node: Node) -> bool:
         return self.holds(node)
@@ -138,6 +140,12 @@ def node_step(node: Node, roots: Roots, held: Held = _everything) -> Step | None
 def _elementwise_kernel(node: Node, held: Held) -> bool:
     """True if the kernel computing `node` is elementwise: `node`'s op and every op between it and the
     arena tensors it reads (the dequantize -> op of an int8 kernel) are."""
+    if node not in held.elementwise:
+        held.elementwise[node] = _traced_elementwise(node, held)
+    return held.elementwise[node]
+
+
+def _traced_elementwise(node: Node, held: Held) -> bool:
     todo, seen = [node], {node}
     while todo:
         current = todo.pop()
