@@ -70,9 +70,15 @@ def _same_outputs(a, b, calls) -> None:
     assert not torch.equal(got[0][0], got[1][0])  # different inputs, different outputs
 
 
-def test_int8_relu6_and_residual_add_written_over_their_inputs_run_bit_identical():
+@pytest.fixture(scope="module")
+def relu_residual():
+    """ReluResidual quantized, lowered with the lever and without: ((program, planner), (...))."""
     program = quantized_program(ReluResidual(), (torch.randn(SIZE),))
-    (on, with_lever), (off, _) = _xnnpack(program, True), _xnnpack(program, False)
+    return _xnnpack(program, True), _xnnpack(program, False)
+
+
+def test_int8_relu6_and_residual_add_written_over_their_inputs_run_bit_identical(relu_residual):
+    (on, with_lever), (off, _) = relu_residual
     report = _report(with_lever)
     over = {d.instruction: d.input for d in report.shared}
     assert len(over) == 3, report.summary()  # both ReLU6 delegates and the add
@@ -80,9 +86,8 @@ def test_int8_relu6_and_residual_add_written_over_their_inputs_run_bit_identical
     assert _arena(on) <= _arena(off)
 
 
-def test_the_first_relu6_output_read_later_is_written_over_only_by_the_add():
-    program = quantized_program(ReluResidual(), (torch.randn(SIZE),))
-    _, planner = _xnnpack(program, True)
+def test_the_first_relu6_output_read_later_is_written_over_only_by_the_add(relu_residual):
+    (_, planner), _ = relu_residual
     report = _report(planner)
     add = report.decisions[-1]
     # the add reads the second ReLU6 (dies there) and the first (dies there too): it takes the first
@@ -110,7 +115,9 @@ def test_an_int8_expansion_beside_its_relu6_is_held_once():
     _same_outputs(on, off, _calls(shape))
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(
+    "seed", [*range(2), *(pytest.param(seed, marks=pytest.mark.slow) for seed in range(2, 12))]
+)
 def test_random_int8_cnns_with_every_lever_run_bit_identical_to_them_without_it(seed):
     module, example = random_cnn(seed)
     program = quantized_program(module, example, seed=seed)
