@@ -146,7 +146,15 @@ def lower_planned(
     return Lowered(program, planner_pass, time.perf_counter() - began)
 
 
-LEVER_NAMES = ("cat fusion", "state in place", "slice no-ops", "banks", "tiling")
+LEVER_NAMES = (
+    "cat fusion",
+    "state in place",
+    "slice no-ops",
+    "reorder",
+    "elementwise in place",
+    "banks",
+    "tiling",
+)
 
 
 def levers(planner_pass: Any) -> str:
@@ -157,6 +165,8 @@ def levers(planner_pass: Any) -> str:
         "cat fusion" in switched_on,
         "state in place" in switched_on,
         "slice no-ops" in switched_on,
+        "reorder" in switched_on,
+        "elementwise in place" in switched_on,
         planner_pass.algorithm.memory_map is not None,
         getattr(planner_pass, "tiling", None) is not None,
     )

@@ -267,8 +267,24 @@ def test_plan_with_tiling_prints_the_tiled_region(capsys, tmp_path):
     path.write_text(TILEABLE)
     code, out, _ = _run(["plan", f"{path}:make", "--solver", "bestfit", "--tiling", "--check"], capsys)
     assert code == 0
-    assert "levers: cat fusion + state in place + slice no-ops + tiling" in out
+    assert (
+        "levers: cat fusion + state in place + slice no-ops + reorder + elementwise in place + tiling" in out
+    )
     assert "forward: tiled " in out and "row bands" in out
+
+
+def test_elementwise_in_place_is_switched_on_or_off_by_its_flag(capsys, tmp_path):
+    path = tmp_path / "tileable.py"
+    path.write_text(TILEABLE)
+    lines = {}
+    for flags in (["--elementwise-in-place", "on"], ["--tiling", "--elementwise-in-place", "off"]):
+        code, out, _ = _run(["plan", f"{path}:make", "--solver", "bestfit", *flags, "--check"], capsys)
+        assert code == 0
+        lines[flags[-1]] = out.splitlines()[0]
+    assert "elementwise in place" in lines["on"] and "tiling" not in lines["on"]
+    assert "elementwise in place" not in lines["off"] and "tiling" in lines["off"]
+    code, _, err = _run(["plan", f"{path}:make", "--elementwise-in-place", "maybe"], capsys)
+    assert code == 2 and "--elementwise-in-place" in err
 
 
 def test_plan_tiling_budget_takes_the_bank_grammar(capsys, tmp_path):
