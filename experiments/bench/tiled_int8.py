@@ -4,8 +4,8 @@ one op per XNNPACK delegate, the input given by the caller), planned by the stoc
 untiled and by memplan tiled, with Arm Vela's cascading figure beside it where the issue cites one.
 The tiled program's outputs must be bit-identical to the stock (untiled) program's.
 
-Vela's figures are the issue author's measurements with Vela 5.2 (ethos-u55-128, --optimise Size,
-Shared_Sram, "Total SRAM used" of an int8 TFLite build of the same architecture): Vela keeps the input
+Vela's figures are measurements with Vela 5.2 (ethos-u55-128, --optimise Size, Shared_Sram, "Total
+SRAM used" of an int8 TFLite build of the same architecture; docs/vela_reference.md): Vela keeps the input
 image in SRAM, an MCU program planned with `alloc_graph_input=False` does not, so the arena to compare
 with is Vela's total less its input.
 """
@@ -23,9 +23,16 @@ from memplan.experiments.zoo.models.vision import vision_module
 from memplan.planner.pass_ import PlannerPass
 from memplan.planner.tiling import TilingOptions
 
-VELA_5_2 = {"mobilenet_v2_035_144": (120_960, 62_208), "mobilenet_v2_100_224": (361_984, 150_528)}
-"""Model -> (Vela's total SRAM with cascading, of which the input image), measured with Vela 5.2 by the
-issue's author."""
+VELA_5_2 = {
+    "mobilenet_v2_035_144": (120_960, 62_208),
+    "mobilenet_v2_100_224": (361_984, 150_528),
+    "resnet18_128": (143_360, 49_152),
+    "mnasnet_b1_128": (123_904, 49_152),
+    "mobilenet_v3_small_224": (211_456, 150_528),
+}
+"""Model -> (Vela's total SRAM with cascading, of which the input image), with Vela 5.2: the MobileNetV2
+figures by the issue's author, the others here with the procedure that reproduces those
+(docs/vela_reference.md)."""
 
 CALLS = 3
 
