@@ -216,11 +216,7 @@ def _piece_steps(region: Region, pieces: Sequence[Piece], roots: Roots, held: He
 def peak_bytes(steps: Sequence[Step]) -> int:
     """Most bytes live at once: each tensor from its step through its last read (an elementwise step's
     tensor written over a read of its size that dies there adds nothing and extends that read's)."""
-    last: dict[Hashable, int] = {}
-    for t, step in enumerate(steps):
-        for key in step.reads:
-            last[key] = t
-    end, written_over = _in_place(steps, last)
+    end, written_over = buffer_lifetimes(steps)
     delta = [0] * (len(steps) + 2)
     for t, step in enumerate(steps):
         delta[t] += step.transient
@@ -235,9 +231,13 @@ def peak_bytes(steps: Sequence[Step]) -> int:
     return peak
 
 
-def _in_place(steps: Sequence[Step], last: dict[Hashable, int]) -> tuple[dict[Hashable, int], set]:
+def buffer_lifetimes(steps: Sequence[Step]) -> tuple[dict[Hashable, int], set[Hashable]]:
     """The last step each tensor's bytes are read (through every tensor written over them), and the
-    tensors written over another's bytes."""
+    tensors written over another's bytes (an elementwise step over a read of its size dying there)."""
+    last: dict[Hashable, int] = {}
+    for t, step in enumerate(steps):
+        for key in step.reads:
+            last[key] = t
     end = dict(last)
     size = {s.key: s.bytes for s in steps if s.key is not None and s.reads}  # made by an op, not given
     owner: dict[Hashable, Hashable] = {}

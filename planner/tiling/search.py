@@ -21,6 +21,7 @@ from memplan.planner.tiling.cost import (
     Held,
     Step,
     arena_tensors,
+    buffer_lifetimes,
     graph_macs,
     graph_steps,
     node_bytes,
@@ -70,20 +71,18 @@ def extra(macs: int, base: int) -> float:
 
 
 def _live_at_peak(steps: list[Step], peak: int) -> set:
-    """Keys of the tensors live at the first step where the untiled graph reaches `peak`."""
-    last: dict = {}
-    for t, step in enumerate(steps):
-        for key in step.reads:
-            last[key] = t
+    """Keys of the tensors live at the first step where the untiled graph reaches `peak` (lifetimes as
+    `peak_bytes` counts them: a tensor written over another's bytes adds none of its own)."""
+    end, written_over = buffer_lifetimes(steps)
     live: dict = {}
     total = 0
     for t, step in enumerate(steps):
         if step.key is not None and step.bytes:
-            live[step.key] = step.bytes
-            total += step.bytes
+            live[step.key] = 0 if step.key in written_over else step.bytes
+            total += live[step.key]
         if total + step.transient >= peak:
             return set(live)
-        for key in [k for k in live if last.get(k, -1) <= t]:
+        for key in [k for k in live if end.get(k, -1) <= t]:
             total -= live.pop(key)
     return set(live)
 
