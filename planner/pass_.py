@@ -126,9 +126,7 @@ class PlannerPass(MemoryPlanningPass):
     ) -> None:
         if reorder is None:  # a tiled graph needs its band order back after lowering (levers.reorder)
             reorder = tiling_options(tiling) is not None
-        if (
-            elementwise_in_place is None
-        ):  # the tiling search counts on it (TilingOptions.elementwise_in_place)
+        if elementwise_in_place is None:  # the tiling search counts on it (TilingOptions)
             elementwise_in_place = tiling_options(tiling) is not None
         lever_keywords = lever_arguments(locals())  # first, while only the arguments are local
         if share_mutable_buffers and not alloc_mutable_buffers:

@@ -36,13 +36,12 @@ class MethodRow:
             why = report if isinstance(report, str) or report is None else report.summary()
             return {"region": why or "not tiled", "bands": 0, "extra_macs": 0.0}
         region = f"{report.start} -> {report.end} ({len(report.ops)} ops)"
+        held = "in the arena" if report.options.input_in_arena else "by the caller"
         if self.tiling_searched_again:
-            held = "in the arena" if report.options.input_in_arena else "by the caller"
             region += (
                 f"; searched again and lowered again once the script's pass said the input is held {held}"
             )
         elif self.tiling_input_differs:
-            held = "in the arena" if report.options.input_in_arena else "by the caller"
             region += (
                 f"; searched with the input held {held}, which this script's pass does not do:"
                 f" --tiling-input {'caller' if report.options.input_in_arena else 'arena'} searches as it plans"

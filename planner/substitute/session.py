@@ -114,16 +114,21 @@ def _guards(
     made: dict[int, GuardedPass] = {}
     of = {}
     for name in methods:
-        stock = given.get(name) or MemoryPlanningPass()  # ExecuTorch's own default for a method not listed
+        stock = _stock_pass(given, name)
         of[name] = made.setdefault(id(stock), GuardedPass(stock, options, stock_methods))
     return _Guards(dict(of), of)
+
+
+def _stock_pass(given: dict[str, Any], method: str) -> Any:
+    """The pass a per-method dict gives `method`: ExecuTorch's own default for a method not listed."""
+    return given.get(method) or MemoryPlanningPass()
 
 
 def _tile_as_the_pass_plans(tiling: EdgeTiling, manager: Any, config: Any, methods: list[str]) -> None:
     """Lower `manager`'s programs again, tiled for the input's real holder, when the search guessed
     wrong: the script's passes (one answer for every method) say who holds the graph's input."""
     given = config.memory_planning_pass
-    passes = [given.get(m) or MemoryPlanningPass() for m in methods] if isinstance(given, dict) else [given]
+    passes = [_stock_pass(given, m) for m in methods] if isinstance(given, dict) else [given]
     held = {bool(getattr(p, "alloc_graph_input", True)) for p in passes}
     guessed = [
         r for m, r in tiling.pending.items() if m in methods and isinstance(r, TilingReport) and r.tiled

@@ -81,10 +81,11 @@ class _Analyzer:
     def run(self) -> list[InPlace]:
         decisions = []
         for node in self.nodes:
-            inputs = elementwise_inputs(node, self.gm)
             output = _single_output(node)
-            same = [a for a in inputs if output is not None and _same_layout(a, output)]
-            if output is not None and same:  # a candidate: it could write over one of `same`
+            if output is None:
+                continue
+            same = [a for a in elementwise_inputs(node, self.gm) if _same_layout(a, output)]
+            if same:  # a candidate: it could write over one of `same`
                 decisions.append(self._decide(node, output, same))
         return decisions
 
@@ -109,7 +110,7 @@ class _Analyzer:
         if output in self.returned:
             refusal = Refusal.GRAPH_OUTPUT if self.outputs_planned else Refusal.OUTPUT_NOT_PLANNED
             found.append((refusal, f"{output.name} is returned to the caller"))
-        others = [c for c in self.carriers[id(spec)] if c not in (node, output, _alloc_of(node))]
+        others = [c for c in self.carriers[id(spec)] if c not in (node, output, alloc_of(node))]
         if others:
             found.append((Refusal.OUTPUT_PINNED, f"{output.name}'s storage is shared with {others[0].name}"))
         if any(u.target is memory.view for u in output.users):
@@ -179,7 +180,7 @@ def _single_output(node: torch.fx.Node) -> torch.fx.Node | None:
     return node if isinstance(node.meta.get("spec"), TensorSpec) else None
 
 
-def _alloc_of(node: torch.fx.Node) -> torch.fx.Node | None:
+def alloc_of(node: torch.fx.Node) -> torch.fx.Node | None:
     """The `memory.alloc` node an out-variant op writes into (None for a delegate)."""
     out = node.kwargs.get("out")
     return out if isinstance(out, torch.fx.Node) and out.target is memory.alloc else None

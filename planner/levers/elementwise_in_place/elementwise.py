@@ -7,7 +7,7 @@ per-channel one does not). A delegate is
 elementwise in an input when every op of its original graph is, the input feeds exactly one of them
 (an input read twice could be read again after the result has overwritten it inside a backend that
 computes op by op into the output), and its backend is one whose runtime is tested with an output
-aliasing an input (`tests/planner/levers/test_elementwise_in_place_runtime.py`): a backend may stage
+aliasing an input (`tests/planner/levers/test_elementwise_in_place.py`): a backend may stage
 its work in ways the graph does not show.
 """
 

@@ -14,12 +14,11 @@ import operator
 from collections.abc import Sequence
 
 import torch
-from executorch.exir import memory
 from executorch.exir.delegate import executorch_call_delegate
 from executorch.exir.tensor import TensorSpec
 
 from memplan.errors import ProblemError
-from memplan.planner.levers.elementwise_in_place.analysis import InPlace
+from memplan.planner.levers.elementwise_in_place.analysis import InPlace, alloc_of
 
 
 class InPlaceRewriteError(ProblemError):
@@ -53,6 +52,6 @@ def _give_spec(instruction: torch.fx.Node, output: torch.fx.Node, spec: TensorSp
                 user.meta["spec"] = spec
         return
     instruction.meta["spec"] = spec
-    out = instruction.kwargs.get("out")
-    if isinstance(out, torch.fx.Node) and out.target is memory.alloc:
-        out.meta["spec"] = spec
+    alloc = alloc_of(instruction)
+    if alloc is not None:
+        alloc.meta["spec"] = spec
