@@ -188,7 +188,7 @@ def _tiling_columns(result: Any) -> dict[str, Any]:
     if not report.tiled:
         return {"tiled_region": report.summary(), "tiling_bands": 0, "tiling_extra_macs": 0.0}
     return {
-        "tiled_region": f"{report.start} -> {report.end} ({len(report.ops)} ops)",
+        "tiled_region": report.region_text(),
         "tiling_bands": report.patches,
         "tiling_extra_macs": report.extra_macs,
         "tiling_peak_bound_before": report.base_peak,

@@ -35,7 +35,7 @@ class MethodRow:
         if report is None or isinstance(report, str) or not report.tiled:
             why = report if isinstance(report, str) or report is None else report.summary()
             return {"region": why or "not tiled", "bands": 0, "extra_macs": 0.0}
-        region = f"{report.start} -> {report.end} ({len(report.ops)} ops)"
+        region = report.region_text()
         held = "in the arena" if report.options.input_in_arena else "by the caller"
         if self.tiling_searched_again:
             region += (

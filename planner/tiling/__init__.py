@@ -1,5 +1,6 @@
 """Spatial tiling (patch-based inference): compute a high-resolution CNN stage one row band at a time,
-so its activations exist a band at a time and the arena falls below the untiled graph's lower bound.
+so its activations exist a band at a time and the arena falls below the untiled graph's lower bound;
+then the stage where the peak sits next, with a band count of its own (`TilingOptions.max_regions`).
 
     ep = torch.export.export(model, example_inputs)
     tiled = tile(ep, TilingOptions(max_extra_macs=0.15))     # before to_edge / partitioning
@@ -16,6 +17,8 @@ method. Modules: `semantics` (rows an op reads), `region` (legal regions, rows p
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import dataclass
 
 import torch
@@ -25,12 +28,21 @@ from torch.fx import GraphModule
 from memplan.errors import UsageError
 from memplan.planner.tiling.cost import arena_tensors, graph_macs, graph_steps, peak_bytes
 from memplan.planner.tiling.options import TilingOptions, tiling_options
-from memplan.planner.tiling.report import TilingReport
+from memplan.planner.tiling.report import TiledRegion, TilingReport
 from memplan.planner.tiling.rewrite import rewrite
-from memplan.planner.tiling.search import extra, search
+from memplan.planner.tiling.search import Search, extra, search
 from memplan.planner.tiling.semantics import Refusal
 
-__all__ = ["Refusal", "Tiled", "TilingOptions", "TilingReport", "tile", "tile_module", "tiling_options"]
+__all__ = [
+    "Refusal",
+    "TiledRegion",
+    "Tiled",
+    "TilingOptions",
+    "TilingReport",
+    "tile",
+    "tile_module",
+    "tiling_options",
+]
 
 
 @dataclass(frozen=True)
@@ -42,9 +54,11 @@ class Tiled:
 
 
 def tile_module(module: GraphModule, options: TilingOptions) -> TilingReport:
-    """Tile `module`'s graph in place (it needs node meta "val", as exported graphs have)."""
+    """Tile `module`'s graph in place (it needs node meta "val", as exported graphs have): the best
+    region, then where the peak sits next, up to `options.max_regions`. Under a budget no single region
+    reaches, regions are tiled in turn for the smallest peak on a copy, kept if they reach it."""
     found = search(module.graph, options)
-    report = TilingReport(
+    not_tiled = TilingReport(
         options,
         found.base_peak,
         found.base_macs,
@@ -57,23 +71,61 @@ def tile_module(module: GraphModule, options: TilingOptions) -> TilingReport:
         if found.best_over_limit is None
         else (found.best_over_limit.peak, extra(found.best_over_limit.macs, found.base_macs)),
     )
-    chosen = found.chosen
-    if chosen is None:
-        return report
-    rewrite(module, chosen.region, chosen.pieces())
-    return TilingReport(
-        options,
-        found.base_peak,
-        found.base_macs,
+    budget = options.budget_bytes
+    if found.chosen is None and found.refusal is Refusal.BUDGET_UNREACHABLE and options.max_regions > 1:
+        smallest = dataclasses.replace(options, budget_bytes=None)
+        trial = copy.deepcopy(module)
+        turns = _in_turn(trial, smallest, search(trial.graph, smallest, found.base_macs), found.base_macs)
+        if turns.regions and turns.peak <= budget:  # type: ignore[operator]
+            module.graph = trial.graph
+            return _tiled(not_tiled, turns)
+        return not_tiled
+    if found.chosen is None:
+        return not_tiled
+    return _tiled(not_tiled, _in_turn(module, options, found, found.base_macs))
+
+
+@dataclass(frozen=True)
+class _Turns:
+    regions: tuple[TiledRegion, ...]
+    peak: int
+    macs: int
+    scored: int
+
+
+def _in_turn(module: GraphModule, options: TilingOptions, found: Search, untiled_macs: int) -> _Turns:
+    """Tile `found`'s choice, search the tiled graph again and tile its choice while it lowers the
+    peak, up to `options.max_regions` regions (or until the peak fits the budget)."""
+    regions: list[TiledRegion] = []
+    scored = found.scored
+    peak, macs = found.base_peak, found.base_macs
+    while found.chosen is not None and found.chosen.peak < peak:
+        chosen = found.chosen
+        rewrite(module, chosen.region, chosen.pieces())
+        names = tuple(n.name for n in chosen.region.nodes)
+        regions.append(
+            TiledRegion(chosen.region.start.name, chosen.region.end.name, names, chosen.patches, chosen.peak)
+        )
+        peak, macs = chosen.peak, chosen.macs
+        if len(regions) == options.max_regions or (
+            options.budget_bytes is not None and peak <= options.budget_bytes
+        ):
+            break
+        found = search(module.graph, options, untiled_macs)
+        scored += found.scored
+    return _Turns(tuple(regions), peak, macs, scored)
+
+
+def _tiled(untiled: TilingReport, turns: _Turns) -> TilingReport:
+    return dataclasses.replace(
+        untiled,
         tiled=True,
-        start=chosen.region.start.name,
-        end=chosen.region.end.name,
-        ops=tuple(n.name for n in chosen.region.nodes),
-        patches=chosen.patches,
-        peak=chosen.peak,
-        macs=chosen.macs,
-        candidates=found.scored,
-        regions_refused=found.regions_refused,
+        refusal=None,
+        over_limit=None,
+        regions=turns.regions,
+        peak=turns.peak,
+        macs=turns.macs,
+        candidates=turns.scored,
     )
 
 
@@ -96,11 +148,9 @@ def tile(program: ExportedProgram, options: TilingOptions | bool = True) -> Tile
     with torch.no_grad():
         exported = torch.export.export(module, tuple(args), kwargs or None, strict=False)
     graph = exported.module().graph
-    counted = TilingReport(
-        **{
-            **report.__dict__,
-            "peak": peak_bytes(graph_steps(graph, held=arena_tensors(graph, chosen))),
-            "macs": graph_macs(graph),
-        }
+    counted = dataclasses.replace(
+        report,
+        peak=peak_bytes(graph_steps(graph, held=arena_tensors(graph, chosen))),
+        macs=graph_macs(graph),
     )
     return Tiled(exported, counted)

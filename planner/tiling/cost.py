@@ -178,17 +178,27 @@ def graph_steps(
     graph: Graph, region: Region | None = None, pieces: Sequence[Piece] = (), held: Held = _everything
 ) -> list[Step]:
     """The graph's steps; with a region, its ops replaced by `pieces` at the end's place."""
+    return tiled_steps(graph, region, pieces, held)[0]
+
+
+def tiled_steps(
+    graph: Graph, region: Region | None, pieces: Sequence[Piece], held: Held
+) -> tuple[list[Step], range]:
+    """`graph_steps`, and the steps the pieces take among them (empty without a region)."""
     roots: Roots = {}
     inside = set(region.nodes) if region else set()
     steps: list[Step] = []
+    span = range(0)
     for node in graph.nodes:
         if region is not None and node is region.end:
+            first = len(steps)
             steps += _piece_steps(region, pieces, roots, held)
+            span = range(first, len(steps))
         elif node not in inside:
             step = node_step(node, roots, held)
             if step is not None:
                 steps.append(step)
-    return steps
+    return steps, span
 
 
 def _piece_steps(region: Region, pieces: Sequence[Piece], roots: Roots, held: Held) -> list[Step]:
@@ -216,6 +226,11 @@ def _piece_steps(region: Region, pieces: Sequence[Piece], roots: Roots, held: He
 def peak_bytes(steps: Sequence[Step]) -> int:
     """Most bytes live at once: each tensor from its step through its last read (an elementwise step's
     tensor written over a read of its size that dies there adds nothing and extends that read's)."""
+    return max(live_bytes(steps), default=0)
+
+
+def live_bytes(steps: Sequence[Step]) -> list[int]:
+    """Bytes live at each step, as `peak_bytes` counts them."""
     end, written_over = buffer_lifetimes(steps)
     delta = [0] * (len(steps) + 2)
     for t, step in enumerate(steps):
@@ -224,11 +239,11 @@ def peak_bytes(steps: Sequence[Step]) -> int:
         if step.key is not None and step.bytes and step.key not in written_over:
             delta[t] += step.bytes
             delta[max(end.get(step.key, t), t) + 1] -= step.bytes
-    live = peak = 0
-    for d in delta:
+    live, profile = 0, []
+    for d in delta[: len(steps)]:
         live += d
-        peak = max(peak, live)
-    return peak
+        profile.append(live)
+    return profile
 
 
 def buffer_lifetimes(steps: Sequence[Step]) -> tuple[dict[Hashable, int], set[Hashable]]:

@@ -14,7 +14,8 @@ class TilingOptions:
     `max_extra_macs`: the most extra multiply-accumulates tiling may add, as a fraction of the untiled
     graph's (halo rows are computed by two bands). `budget_bytes`: when given, the fewest patches whose
     peak fits it (within the MAC limit) instead of the smallest peak. `max_patches`: the most row
-    bands tried. `cache_rows`: rows two bands share are computed once and kept for the next band
+    bands tried. `max_regions`: the most regions tiled one after the other, each where the graph's
+    peak sits once the last is tiled (a high-resolution stage wants many bands, a deep one few). `cache_rows`: rows two bands share are computed once and kept for the next band
     (a slice carried over, a cat joining it to the new rows) instead of computed by both. What the cost counts follows the lowering: `input_in_arena` False when the caller
     passes the input (`alloc_graph_input=False`); `int8_kernels` True when a quantized graph's
     dequantize -> op -> quantize triples become one int8 kernel each (XNNPACK), so the floats
@@ -26,6 +27,7 @@ class TilingOptions:
     max_extra_macs: float = 0.15
     budget_bytes: int | None = None
     max_patches: int = 64
+    max_regions: int = 4
     cache_rows: bool = True
     input_in_arena: bool = True
     int8_kernels: bool = True
@@ -36,6 +38,8 @@ class TilingOptions:
             raise UsageError(f"max_extra_macs must be a fraction >= 0, got {self.max_extra_macs!r}")
         if self.budget_bytes is not None and self.budget_bytes <= 0:
             raise UsageError(f"budget_bytes must be positive, got {self.budget_bytes!r}")
+        if self.max_regions < 1:
+            raise UsageError(f"max_regions must be at least 1, got {self.max_regions!r}")
         if self.max_patches < 2:
             raise UsageError(f"max_patches must be at least 2, got {self.max_patches!r}")
 

@@ -1,4 +1,4 @@
-"""What tiling did to one graph, in numbers a reader can check: the region, the bands, the peak and
+"""What tiling did to one graph, in numbers a reader can check: the regions, their bands, the peak and
 the MACs before and after (all counted from the graphs), or why nothing was tiled."""
 
 from __future__ import annotations
@@ -8,6 +8,21 @@ from dataclasses import dataclass, field
 
 from memplan.planner.tiling.options import TilingOptions
 from memplan.planner.tiling.semantics import Refusal
+
+
+@dataclass(frozen=True)
+class TiledRegion:
+    """One region tiled: its first tensor (cut into bands), its last op (assembled by a cat), its ops
+    in graph order, its band count, and the graph's estimated peak once it was tiled."""
+
+    start: str
+    end: str
+    ops: tuple[str, ...]
+    patches: int
+    peak: int
+
+    def summary(self) -> str:
+        return f"{self.start} -> {self.end} ({len(self.ops)} ops) in {self.patches} row bands"
 
 
 @dataclass(frozen=True)
@@ -23,16 +38,30 @@ class TilingReport:
     base_macs: int
     tiled: bool = False
     refusal: Refusal | None = None
-    start: str = ""  # the region's first tensor (cut into bands)
-    end: str = ""  # the region's last op (assembled by a cat)
-    ops: tuple[str, ...] = ()  # the region's ops, in graph order
-    patches: int = 0
+    regions: tuple[TiledRegion, ...] = ()  # in the order tiled: each where the peak was once the last was
     peak: int = 0  # the tiled graph's live-bytes peak (= base_peak when not tiled)
     macs: int = 0
     candidates: int = 0  # (region, band count) pairs scored
     regions_refused: Counter = field(default_factory=Counter)
     # Refused for the MAC limit: the smallest peak seen over it, and its extra MACs (a fraction).
     over_limit: tuple[int, float] | None = None
+
+    @property
+    def ops(self) -> tuple[str, ...]:
+        """Every tiled region's ops."""
+        return tuple(op for region in self.regions for op in region.ops)
+
+    @property
+    def patches(self) -> int:
+        """Row bands over all tiled regions."""
+        return sum(region.patches for region in self.regions)
+
+    def region_text(self) -> str:
+        """Each region as `start -> end (n ops)`, with its bands when there are several regions."""
+        if len(self.regions) == 1:
+            region = self.regions[0]
+            return f"{region.start} -> {region.end} ({len(region.ops)} ops)"
+        return "; ".join(region.summary() for region in self.regions)
 
     @property
     def extra_macs(self) -> float:
@@ -52,10 +81,10 @@ class TilingReport:
             if self.over_limit is not None:
                 nearest = f" (it would reach {self.over_limit[0]:,} B at {100 * self.over_limit[1]:.1f} % extra MACs)"
             return f"not tiled ({why}); peak {self.base_peak:,} B{nearest}"
+        regions = "; ".join(region.summary() for region in self.regions)
         return (
-            f"tiled {self.start} -> {self.end} ({len(self.ops)} ops) in {self.patches} row bands: "
-            f"estimated peak {self.base_peak:,} -> {self.peak:,} B ({self.reduction:.2f}x), "
-            f"extra MACs {100 * self.extra_macs:.1f} %"
+            f"tiled {regions}: estimated peak {self.base_peak:,} -> {self.peak:,} B "
+            f"({self.reduction:.2f}x), extra MACs {100 * self.extra_macs:.1f} %"
         )
 
 

@@ -1,22 +1,31 @@
 """Emit a tiled region into an fx graph: slices, border pads, the region's ops per band, one cat.
 
 The pieces (`schedule`) are inserted before the region's end in order, the end's users read the cat,
-and the region's original ops are erased. The graph stays ATen, so it exports and lowers like any
-other: XNNPACK delegates the per-band convolutions, pads and cats where it supports them.
+and the region's original ops are erased; each new node carries its band mark (`BAND`, but the cat)
+and its value's fake tensor (meta "val") as exported nodes do. The graph stays ATen, so it exports
+and lowers like any other: XNNPACK delegates the per-band convolutions, pads and cats where it
+supports them.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 
 import torch
+from torch._guards import detect_fake_mode
 from torch.fx import Graph, GraphModule, Node
+from torch.utils._pytree import tree_flatten
 
 from memplan.planner.tiling.region import Region
 from memplan.planner.tiling.schedule import START, Piece
 from memplan.planner.tiling.semantics import H, rebuilt_args
 
 aten = torch.ops.aten
+
+BAND = "memplan_tiling_band"
+"""Meta key of the nodes a rewrite emits before its cat: a region tiled already, which a search for the
+next region neither starts in nor crosses (its cat, the old end's place, is a tensor like any other)."""
 
 
 def rewrite(module: GraphModule, region: Region, pieces: Sequence[Piece]) -> None:
@@ -27,13 +36,25 @@ def rewrite(module: GraphModule, region: Region, pieces: Sequence[Piece]) -> Non
     with graph.inserting_before(region.end):
         for piece in pieces:
             inputs = [region.start if j == START else made[j] for j in piece.inputs]
-            made.append(_emit(graph, piece, inputs, _own_weights(graph, piece, claimed)))
+            node = _emit(graph, piece, inputs, _own_weights(graph, piece, claimed))
+            node.meta["val"] = _value(node)
+            made.append(node)
     cat = made[-1]
+    for node in made[:-1]:
+        node.meta[BAND] = True
     region.end.replace_all_uses_with(cat)
     for node in reversed(region.nodes):
         graph.erase_node(node)
     graph.lint()
     module.recompile()
+
+
+def _value(node: Node) -> object:
+    """The new node's meta "val", computed from its inputs' in their fake mode: a graph searched
+    again for the next region is counted with its bands' shapes, as the exported graph has them."""
+    args, kwargs = torch.fx.node.map_arg((node.args, node.kwargs), lambda a: a.meta["val"])
+    with detect_fake_mode(tree_flatten((args, kwargs))[0]) or contextlib.nullcontext():
+        return node.target(*args, **kwargs)  # type: ignore[operator]
 
 
 def _own_weights(graph: Graph, piece: Piece, claimed: set[Node]) -> dict[int, Node]:

@@ -24,12 +24,15 @@ from memplan.planner.tiling.cost import (
     buffer_lifetimes,
     graph_macs,
     graph_steps,
+    live_bytes,
     node_bytes,
     peak_bytes,
     tiled_macs,
+    tiled_steps,
 )
 from memplan.planner.tiling.options import TilingOptions
 from memplan.planner.tiling.region import GraphIndex, Region
+from memplan.planner.tiling.rewrite import BAND
 from memplan.planner.tiling.schedule import Piece, schedule
 from memplan.planner.tiling.semantics import Refusal, shape
 
@@ -43,6 +46,7 @@ class Candidate:
     peak: int
     macs: int
     cache_rows: bool = True
+    inner_peak: int = 0  # the most bytes live while the region's pieces run
 
     def pieces(self) -> list[Piece]:
         """The pieces of this tiling (rebuilt: the search keeps only the scores)."""
@@ -87,12 +91,14 @@ def _live_at_peak(steps: list[Step], peak: int) -> set:
     return set(live)
 
 
-def search(graph: Graph, options: TilingOptions) -> Search:
-    """Score legal regions and band counts, best-first by a lower bound on their peak; pick by `options`."""
+def search(graph: Graph, options: TilingOptions, untiled_macs: int | None = None) -> Search:
+    """Score legal regions and band counts, best-first by a lower bound on their peak; pick by `options`.
+    `untiled_macs`: the MACs the MAC limit is a fraction of, when `graph` has regions tiled already
+    (the graph's own by default)."""
     held = arena_tensors(graph, options)
     base_steps = graph_steps(graph, held=held)
     base_peak = peak_bytes(base_steps)
-    base_macs = graph_macs(graph)
+    base_macs = graph_macs(graph) if untiled_macs is None else untiled_macs
     result = Search(base_peak, base_macs, None, None)
     if options.budget_bytes is not None and base_peak <= options.budget_bytes:
         return result  # nothing to do: chosen None, refusal None
@@ -152,9 +158,13 @@ def _ladder(region: Region, options: TilingOptions) -> list[int]:
 
 
 def _rank(c: Candidate, options: TilingOptions) -> tuple[int, ...]:
-    """Smaller is better: the smallest peak, or under a budget the fewest bands."""
+    """Smaller is better: the smallest peak, or under a budget the fewest bands. When more regions may
+    follow, of equal peaks the one whose own pieces hold least: the peak then sits outside it, where
+    the next region goes, and this one does not become the floor (MobileNetV2-1.0@224 int8: its first
+    region at 24 bands reaches the 14x14 stage's peak, but holds 227,360 B itself; more bands hold less)."""
     if options.budget_bytes is None:
-        return (c.peak, c.macs, c.patches)
+        inner = (c.inner_peak,) if options.max_regions > 1 else ()
+        return (c.peak, *inner, c.macs, c.patches)
     return (c.patches, c.macs, c.peak)
 
 
@@ -163,18 +173,21 @@ def _regions(graph: Graph, base_steps: list[Step], base_peak: int, result: Searc
     index = GraphIndex(graph)
     at_peak = _live_at_peak(base_steps, base_peak)
     cut = _cut_points(index.nodes)
+    bands = sum(1 << i for i, n in enumerate(index.nodes) if n.meta.get(BAND))
     regions = []
     for start in index.nodes:
         s = shape(start)
         if start.op not in ("placeholder", "call_function") or s is None or len(s) != 4:
             continue
-        if node_bytes(start) >= base_peak or start not in cut:
+        if node_bytes(start) >= base_peak or start not in cut or start.meta.get(BAND):
             continue
         below = index.descendants(start)
         for end in index.nodes[index.index[start] + 1 :]:
             if not below >> index.index[end] & 1 or end.op != "call_function" or end not in cut:
                 continue
             if 2 * node_bytes(end) >= base_peak:
+                continue
+            if below & index.ancestors[index.index[end]] & bands:  # it would cross a tiled region
                 continue
             region = index.region(start, end, below)
             if isinstance(region, Refusal):
@@ -257,8 +270,12 @@ def _score(
     if pieces is None:
         return None
     result.scored += 1
-    peak = peak_bytes(graph_steps(graph, region, pieces, held))
-    return Candidate(region, count, peak, tiled_macs(graph, region, pieces), options.cache_rows)
+    steps, span = tiled_steps(graph, region, pieces, held)
+    live = live_bytes(steps)
+    inner = max((live[t] for t in span), default=0)
+    return Candidate(
+        region, count, max(live, default=0), tiled_macs(graph, region, pieces), options.cache_rows, inner
+    )
 
 
 def _fits(candidate: Candidate, options: TilingOptions, result: Search) -> bool:
@@ -279,7 +296,7 @@ def _pick(result: Search, candidates: list[Candidate], options: TilingOptions) -
         if result.chosen is None:
             result.refusal = Refusal.BUDGET_UNREACHABLE
         return result
-    result.chosen = min(within, key=lambda c: (c.peak, c.macs, c.patches), default=None)
+    result.chosen = min(within, key=lambda c: _rank(c, options), default=None)
     if result.chosen is None:
         if over:
             result.refusal = Refusal.MAC_LIMIT

@@ -122,7 +122,7 @@ def test_the_search_cuts_a_quantized_graph_only_at_int8_tensors_or_the_input(pro
     report = tiler.tiling_reports["forward"]
     assert report.tiled, report.summary()
     nodes = {n.name: n for n in program.graph_module.graph.nodes}
-    for name in (report.start, report.end):
+    for name in (report.regions[0].start, report.regions[0].end):
         node = nodes[name]
         assert node.op == "placeholder" or node.meta["val"].dtype == torch.int8, name
     calls = [("forward", (torch.randn(SIZE),)) for _ in range(2)]
