@@ -178,19 +178,49 @@ def graph_steps(
     graph: Graph, region: Region | None = None, pieces: Sequence[Piece] = (), held: Held = _everything
 ) -> list[Step]:
     """The graph's steps; with a region, its ops replaced by `pieces` at the end's place."""
-    return tiled_steps(graph, region, pieces, held)[0]
+    if region is None:
+        return GraphSteps(graph, held).steps
+    return GraphSteps(graph, held).tiled(region, pieces)[0]
 
 
-def tiled_steps(
-    graph: Graph, region: Region | None, pieces: Sequence[Piece], held: Held
+class GraphSteps:
+    """The untiled graph's steps, counted once, and any tiling's steps spliced from them: a node outside
+    a region reads the same arena tensors tiled or not (the cat takes the end's key), so only the
+    pieces are counted anew. A search scores hundreds of tilings of one graph."""
+
+    def __init__(self, graph: Graph, held: Held = _everything) -> None:
+        self.graph, self.held = graph, held
+        self.roots: Roots = {}
+        self.order: list[tuple[Node, Step | None]] = [
+            (n, node_step(n, self.roots, held)) for n in graph.nodes
+        ]
+        self.position = {node: i for i, (node, _) in enumerate(self.order)}
+        self.steps = [step for _, step in self.order if step is not None]
+
+    def tiled(self, region: Region, pieces: Sequence[Piece]) -> tuple[list[Step], range]:
+        """The steps with `region`'s ops replaced by `pieces` at the end's place, and the pieces' steps."""
+        if not self.held(region.end):  # readers of the end read what it was computed from: count anew
+            return steps_counted_anew(self.graph, region, pieces, self.held)
+        inside = set(region.nodes)
+        at = self.position[region.end]
+        steps = [s for n, s in self.order[:at] if s is not None and n not in inside]
+        first = len(steps)
+        steps += _piece_steps(region, pieces, dict(self.roots), self.held)
+        span = range(first, len(steps))
+        steps += [s for n, s in self.order[at + 1 :] if s is not None and n not in inside]
+        return steps, span
+
+
+def steps_counted_anew(
+    graph: Graph, region: Region, pieces: Sequence[Piece], held: Held
 ) -> tuple[list[Step], range]:
-    """`graph_steps`, and the steps the pieces take among them (empty without a region)."""
+    """`GraphSteps.tiled` counted node by node over the tiled graph (what the splice must equal)."""
     roots: Roots = {}
-    inside = set(region.nodes) if region else set()
+    inside = set(region.nodes)
     steps: list[Step] = []
     span = range(0)
     for node in graph.nodes:
-        if region is not None and node is region.end:
+        if node is region.end:
             first = len(steps)
             steps += _piece_steps(region, pieces, roots, held)
             span = range(first, len(steps))

@@ -18,17 +18,15 @@ import torch
 from torch.fx import Graph, Node
 
 from memplan.planner.tiling.cost import (
-    Held,
+    GraphSteps,
     Step,
     arena_tensors,
     buffer_lifetimes,
     graph_macs,
-    graph_steps,
     live_bytes,
     node_bytes,
     peak_bytes,
     tiled_macs,
-    tiled_steps,
 )
 from memplan.planner.tiling.options import TilingOptions
 from memplan.planner.tiling.region import GraphIndex, Region
@@ -95,24 +93,24 @@ def search(graph: Graph, options: TilingOptions, untiled_macs: int | None = None
     """Score legal regions and band counts, best-first by a lower bound on their peak; pick by `options`.
     `untiled_macs`: the MACs the MAC limit is a fraction of, when `graph` has regions tiled already
     (the graph's own by default)."""
-    held = arena_tensors(graph, options)
-    base_steps = graph_steps(graph, held=held)
+    counted = GraphSteps(graph, arena_tensors(graph, options))
+    base_steps = counted.steps
     base_peak = peak_bytes(base_steps)
     base_macs = graph_macs(graph) if untiled_macs is None else untiled_macs
     result = Search(base_peak, base_macs, None, None)
     if options.budget_bytes is not None and base_peak <= options.budget_bytes:
         return result  # nothing to do: chosen None, refusal None
     regions = _regions(graph, base_steps, base_peak, result)
-    bounded = sorted(((_floor(graph, r, held), i) for i, r in enumerate(regions)))
+    bounded = sorted(((_floor(counted, r), i) for i, r in enumerate(regions)))
     if options.budget_bytes is None and options.cache_rows:
-        return _pick(result, _most_bands_first(graph, regions, bounded, options, result, held), options)
+        return _pick(result, _most_bands_first(graph, regions, bounded, options, result, counted), options)
     limit = options.budget_bytes if options.budget_bytes is not None else base_peak - 1
     candidates: list[Candidate] = []
     best: Candidate | None = None
     for floor, i in bounded:
         if floor > limit or (best is not None and options.budget_bytes is None and floor >= best.peak):
             break
-        for candidate in _scored(graph, regions[i], floor, options, result, best, held):
+        for candidate in _scored(graph, regions[i], floor, options, result, best, counted):
             candidates.append(candidate)
             if candidate.peak <= limit and extra(candidate.macs, base_macs) <= options.max_extra_macs:
                 best = min(best or candidate, candidate, key=lambda c: _rank(c, options))
@@ -125,7 +123,7 @@ def _most_bands_first(
     bounded: list[tuple[int, int]],
     options: TilingOptions,
     result: Search,
-    held: Held,
+    counted: GraphSteps,
 ) -> list[Candidate]:
     """With rows kept from band to band more bands add no MACs and only thin what is live, so each
     region is scored once, at the most bands its ladder allows (or the most that schedule), best-first
@@ -138,7 +136,7 @@ def _most_bands_first(
         if floor >= result.base_peak or (best is not None and floor >= best.peak):
             break
         for count in reversed(_ladder(regions[i], options)):
-            candidate = _score(graph, regions[i], count, options, result, held)
+            candidate = _score(graph, regions[i], count, options, result, counted)
             if candidate is not None:
                 candidates.append(candidate)
                 if extra(candidate.macs, result.base_macs) <= options.max_extra_macs:
@@ -146,7 +144,9 @@ def _most_bands_first(
                 break
     if best is not None:
         fewer = (c for c in _ladder(best.region, options) if c < best.patches)
-        candidates += [c for c in (_score(graph, best.region, n, options, result, held) for n in fewer) if c]
+        candidates += [
+            c for c in (_score(graph, best.region, n, options, result, counted) for n in fewer) if c
+        ]
     return candidates
 
 
@@ -212,11 +212,12 @@ def _cut_points(nodes: list[Node]) -> set[Node]:
     return {n for n in nodes if n not in floats or n.op == "placeholder" or n in returned}
 
 
-def _floor(graph: Graph, region: Region, held: Held) -> int:
+def _floor(counted: GraphSteps, region: Region) -> int:
     """A lower bound on the peak of any tiling of `region`: the graph with the region's ops gone, the
     end made from nothing, and at the cat the end's bands (as many bytes as the end) next to it."""
     end = Piece("cat", region.end, (0, shape(region.end)[2]), ())  # type: ignore[index]
-    return max(peak_bytes(graph_steps(graph, region, [end], held)), 2 * end.bytes * held(region.end))
+    floor = peak_bytes(counted.tiled(region, [end])[0])
+    return max(floor, 2 * end.bytes * counted.held(region.end))
 
 
 def band_counts(limit: int) -> list[int]:
@@ -237,7 +238,7 @@ def _scored(
     options: TilingOptions,
     result: Search,
     best: Candidate | None,
-    held: Held,
+    counted: GraphSteps,
 ) -> list[Candidate]:
     """The region's candidates up its band-count ladder; stopped once one reaches the region's `floor`
     (no count goes below it; the fewest bands reaching it has the fewest copies), or under a budget at
@@ -247,7 +248,7 @@ def _scored(
     for count in _ladder(region, options):
         if options.budget_bytes is not None and best is not None and count > best.patches:
             break  # under a budget more bands than the best fitting tiling never win
-        candidate = _score(graph, region, count, options, result, held)
+        candidate = _score(graph, region, count, options, result, counted)
         if candidate is None:
             continue
         if options.budget_bytes is None or not _fits(candidate, options, result):
@@ -256,7 +257,7 @@ def _scored(
             if options.budget_bytes is None and candidate.peak <= floor:
                 break
             continue
-        fewer = (_score(graph, region, c, options, result, held) for c in range(tried + 1, count))
+        fewer = (_score(graph, region, c, options, result, counted) for c in range(tried + 1, count))
         fitting = [c for c in fewer if c is not None and _fits(c, options, result)]
         out.append(fitting[0] if fitting else candidate)  # the fewest bands of this region that fit
         break
@@ -264,13 +265,13 @@ def _scored(
 
 
 def _score(
-    graph: Graph, region: Region, count: int, options: TilingOptions, result: Search, held: Held
+    graph: Graph, region: Region, count: int, options: TilingOptions, result: Search, counted: GraphSteps
 ) -> Candidate | None:
     pieces = schedule(region, count, options.cache_rows)
     if pieces is None:
         return None
     result.scored += 1
-    steps, span = tiled_steps(graph, region, pieces, held)
+    steps, span = counted.tiled(region, pieces)
     live = live_bytes(steps)
     inner = max((live[t] for t in span), default=0)
     return Candidate(

@@ -9,7 +9,7 @@ from torch import nn
 
 from memplan.errors import UsageError
 from memplan.planner.tiling import Refusal, TilingOptions, tile, tiling_options
-from memplan.planner.tiling.cost import graph_macs, tiled_macs
+from memplan.planner.tiling.cost import GraphSteps, arena_tensors, graph_macs, steps_counted_anew, tiled_macs
 from memplan.planner.tiling.pointwise import derived_pointwise
 from memplan.planner.tiling.region import GraphIndex, bands
 from memplan.planner.tiling.rewrite import rewrite
@@ -375,3 +375,25 @@ def test_a_resnet_whose_skip_reads_lag_two_windows_tiles_and_equals_eager():
         assert tiled.report.tiled and tiled.report.extra_macs == 0, tiled.report.summary()
         x = torch.randn(example[0].shape)
         torch.testing.assert_close(tiled.program.module()(x), program.module()(x), atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_steps_spliced_from_the_untiled_graph_equal_stepssteps_counted_anew_for_every_legal_region(seed):
+    model, inputs = generated_cnn(seed)
+    graph = exported(model, *inputs).module().graph
+    counted = GraphSteps(graph, arena_tensors(graph, TilingOptions(input_in_arena=False)))
+    index = GraphIndex(graph)
+    regions = [
+        region
+        for start in index.nodes
+        if start.op in ("placeholder", "call_function")
+        and len(getattr(start.meta.get("val"), "shape", ())) == 4
+        for end in index.nodes
+        if not isinstance(region := index.region(start, end, index.descendants(start)), Refusal)
+    ]
+    assert len(regions) > 5
+    for region in regions:
+        pieces = schedule(region, 3)
+        if pieces is None:
+            continue
+        assert counted.tiled(region, pieces) == steps_counted_anew(graph, region, pieces, counted.held)
