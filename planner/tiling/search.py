@@ -100,7 +100,7 @@ def search(graph: Graph, options: TilingOptions, untiled_macs: int | None = None
     result = Search(base_peak, base_macs, None, None)
     if options.budget_bytes is not None and base_peak <= options.budget_bytes:
         return result  # nothing to do: chosen None, refusal None
-    regions = _regions(graph, base_steps, base_peak, result)
+    regions = _regions(counted, base_peak, result)
     bounded = sorted(((_floor(counted, r), i) for i, r in enumerate(regions)))
     if options.budget_bytes is None and options.cache_rows:
         return _pick(result, _most_bands_first(graph, regions, bounded, options, result, counted), options)
@@ -168,10 +168,11 @@ def _rank(c: Candidate, options: TilingOptions) -> tuple[int, ...]:
     return (c.patches, c.macs, c.peak)
 
 
-def _regions(graph: Graph, base_steps: list[Step], base_peak: int, result: Search) -> list[Region]:
-    """Legal regions that could lower the peak (refused ones counted in `result` by reason)."""
-    index = GraphIndex(graph)
-    at_peak = _live_at_peak(base_steps, base_peak)
+def _regions(counted: GraphSteps, base_peak: int, result: Search) -> list[Region]:
+    """Legal regions that could lower the peak (refused ones counted in `result` by reason). A start
+    the arena holds whole at or above the peak cannot be cut below it (a caller's input can)."""
+    index = GraphIndex(counted.graph)
+    at_peak = _live_at_peak(counted.steps, base_peak)
     cut = _cut_points(index.nodes)
     bands = sum(1 << i for i, n in enumerate(index.nodes) if n.meta.get(BAND))
     regions = []
@@ -179,7 +180,7 @@ def _regions(graph: Graph, base_steps: list[Step], base_peak: int, result: Searc
         s = shape(start)
         if start.op not in ("placeholder", "call_function") or s is None or len(s) != 4:
             continue
-        if node_bytes(start) >= base_peak or start not in cut or start.meta.get(BAND):
+        if node_bytes(start) * counted.held(start) >= base_peak or start not in cut or start.meta.get(BAND):
             continue
         below = index.descendants(start)
         for end in index.nodes[index.index[start] + 1 :]:
