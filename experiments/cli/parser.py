@@ -389,6 +389,13 @@ def _add_tiling(p: argparse.ArgumentParser) -> None:
         help="with --tiling: the most extra MACs, a fraction of the model's (default: %(default)s)",
     )
     p.add_argument(
+        "--max-regions",
+        type=int,
+        default=4,
+        help="with --tiling: the most regions tiled one after the other, each where the peak sits once"
+        " the last is tiled (default: %(default)s)",
+    )
+    p.add_argument(
         "--budget",
         help="with --tiling: the fewest bands whose peak fits this size (150000, 146KiB or sram:146KiB:"
         " the grammar of --memory-map and report's --budget, one bank)",
@@ -401,6 +408,8 @@ def tiling_of(args: argparse.Namespace) -> dict:
     if not getattr(args, "tiling", False):
         if getattr(args, "budget", None) is not None:
             raise UsageError("--budget is an option of --tiling; add --tiling")
+        if getattr(args, "max_regions", 4) != 4:
+            raise UsageError("--max-regions is an option of --tiling; add --tiling")
         if getattr(args, "tiling_input", "arena") != "arena":
             raise UsageError("--tiling-input is an option of --tiling; add --tiling")
         return {}
@@ -413,7 +422,10 @@ def tiling_of(args: argparse.Namespace) -> dict:
     in_arena = getattr(args, "tiling_input", "arena") != "caller"  # memplan run's --tiling-input
     return {
         "tiling": TilingOptions(
-            max_extra_macs=args.max_extra_macs, budget_bytes=budget, input_in_arena=in_arena
+            max_extra_macs=args.max_extra_macs,
+            budget_bytes=budget,
+            max_regions=args.max_regions,
+            input_in_arena=in_arena,
         )
     }
 

@@ -56,6 +56,11 @@ ERROR_CASES = {
         ["plan", "cat_seed", "--tiling", "--max-extra-macs", "-1"],
         "max_extra_macs must be a fraction >= 0",
     ),
+    "max regions without tiling": (
+        ["plan", "cat_seed", "--max-regions", "2"],
+        "--max-regions is an option of --tiling",
+    ),
+    "no regions": (["plan", "cat_seed", "--tiling", "--max-regions", "0"], "max_regions must be at least 1"),
     "two fusion values for one plan": (
         ["plan", "cat_seed", "--cat-fusion", "on,off"],
         "takes one value here",
