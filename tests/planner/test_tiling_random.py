@@ -14,6 +14,7 @@ import torch
 
 from memplan import PlannerPass
 from memplan.experiments.zoo import runtime
+from memplan.planner.tiling import TilingOptions
 from memplan.planner.tiling.rewrite import rewrite
 from memplan.planner.tiling.schedule import schedule
 from memplan.planner.tiling.search import band_counts
@@ -126,3 +127,37 @@ def test_the_generator_covers_what_the_issue_lists() -> None:
                 seen.add("cat")
     assert seen >= {"odd size", "stride 2", "dilation", "depthwise", "grouped", "MaxPool2d", "AvgPool2d",
                     "Hardswish", "residual", "cat"}, seen  # fmt: skip
+
+
+SEARCHED_SEEDS = [(6, False), (15, False)]  # generated CNNs whose search tiles two regions
+SLOW_SEARCHED_SEEDS = [(s, False) for s in (0, 2, 4, 5, 9, 12)] + [(s, True) for s in (3, 5, 8, 9, 12)]
+
+
+@pytest.mark.parametrize(
+    "seed, int8", SEARCHED_SEEDS + [pytest.param(*s, marks=pytest.mark.slow) for s in SLOW_SEARCHED_SEEDS]
+)
+def test_random_cnn_tiled_by_the_search_runs_like_the_untiled_program(seed: int, int8: bool) -> None:
+    """The search's own choice, every region it tiles one after the other (the checks above cut one
+    region by hand), as `PlannerPass.tile` does it: the caller's input, few bands to lower quickly."""
+    model, example = random_cnn(seed)
+    if int8:
+        program = quantized_program(model, example, seed)
+    else:
+        with torch.no_grad():
+            program = torch.export.export(model, example, strict=False)
+    tiler = PlannerPass(alloc_graph_input=False, tiling=TilingOptions(max_patches=8))
+    tiled = tiler.tile(program)
+    report = tiler.tiling_reports["forward"]
+    assert report.tiled, f"seed {seed}: {report.summary()}"
+    if (seed, int8) in SEARCHED_SEEDS:
+        assert len(report.regions) >= 2, f"seed {seed}: {report.summary()}"
+    generator = torch.Generator().manual_seed(seed)
+    calls = [("forward", (torch.randn(example[0].shape, generator=generator),)) for _ in range(CALLS)]
+    got = runtime.run_pte(lowered(tiled, int8, tiler), calls)
+    want = runtime.run_pte(lowered(program, xnnpack=int8), calls)
+    for call, (g, w) in enumerate(zip(got, want, strict=True)):
+        where = f"seed {seed}, call {call}: {report.summary()}"
+        if int8:
+            assert torch.equal(g[0], w[0]), where
+        else:
+            torch.testing.assert_close(g[0], w[0], atol=1e-4, rtol=1e-4, msg=where)
