@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -62,6 +62,7 @@ from memplan.planner.stages.solver import algorithm
 from memplan.planner.stages.stock import with_shared_state_arena
 from memplan.planner.stages.verify import verify_method
 from memplan.planner.tiling import TilingOptions, TilingReport, tile, tiling_options
+from memplan.planner.tiling.partitioned import partitioned
 
 
 class PlannerPass(MemoryPlanningPass):
@@ -190,16 +191,24 @@ class PlannerPass(MemoryPlanningPass):
         return PassResult(graph_module, True)
 
     def tile(
-        self, program: torch.export.ExportedProgram, method: str = "forward"
+        self,
+        program: torch.export.ExportedProgram,
+        method: str = "forward",
+        partitioner: Sequence[Any] | None = None,
     ) -> torch.export.ExportedProgram:
-        """`program` with its best region tiled by this pass's `tiling` options (before `to_edge`); the
+        """`program` with its best regions tiled by this pass's `tiling` options (before `to_edge`); the
         search counts the input in the arena only when this pass allocates it (`alloc_graph_input`),
-        and elementwise outputs written over their inputs only when its lever is on."""
+        and elementwise outputs written over their inputs only when its lever is on. `partitioner`: the
+        partitioners the program will be lowered with (as given to `to_edge_transform_and_lower`), so
+        the search counts the float tensors they leave in the arena (planner.tiling.partitioned)."""
         if self.tiling is None:
             raise PlanningError("tile() needs PlannerPass(tiling=True or TilingOptions(...))")
         in_place = any(lever.keyword == "elementwise_in_place" for lever in self.levers)
         lowering = dataclasses.replace(
-            self.tiling, input_in_arena=self.alloc_graph_input, elementwise_in_place=in_place
+            self.tiling,
+            input_in_arena=self.alloc_graph_input,
+            elementwise_in_place=in_place,
+            partitioned=partitioned(program, partitioner) if partitioner else self.tiling.partitioned,
         )
         tiled = tile(program, lowering)
         self.tiling_reports[method] = tiled.report

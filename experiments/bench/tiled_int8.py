@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
 
 from memplan.experiments.flows.mcu_int8_export import lowered, quantized
 from memplan.experiments.zoo.models.vision import vision_module
@@ -77,7 +78,7 @@ def int8_row(
     untiled = lowered(program, plain)
     tiler = PlannerPass(alloc_graph_input=False, solver=solver, time_limit_s=time_limit_s, tiling=options)
     began = time.perf_counter()
-    tiled_program = tiler.tile(program, "forward")
+    tiled_program = tiler.tile(program, "forward", partitioner=[XnnpackPartitioner(per_op_mode=True)])
     search_seconds = time.perf_counter() - began
     tiled = lowered(tiled_program, tiler)
     report = tiler.tiling_reports["forward"]

@@ -35,6 +35,7 @@ import executorch.exir as exir_api
 from torch.export import ExportedProgram
 
 from memplan.planner.tiling import TilingOptions, TilingReport, tile
+from memplan.planner.tiling.partitioned import partitioned
 
 ENTRY_POINTS = ("to_edge", "to_edge_transform_and_lower")
 """The functions of `executorch.exir` that take a flow's exported programs (each rebound by identity
@@ -65,19 +66,26 @@ class EdgeTiling:
         self.depth = 0  # entry-point calls under way: only the outermost (the flow's own) tiles
         self.lowerings: dict[int, Lowering] = {}  # id(manager returned) -> the call that made it
 
-    def programs(self, programs: Any) -> Any:
-        """`programs` (one program, or a dict method -> program) with each method tiled."""
+    def programs(self, programs: Any, partitioner: Any = None) -> Any:
+        """`programs` (one program, or a dict method -> program) with each method tiled; `partitioner`
+        as the entry point takes it (a list, or a dict method -> list), for the search's costs."""
         if isinstance(programs, dict):
-            return {name: self.method(name, program) for name, program in programs.items()}
-        return self.method("forward", programs)
+            return {
+                name: self.method(name, program, _of_method(partitioner, name))
+                for name, program in programs.items()
+            }
+        return self.method("forward", programs, _of_method(partitioner, "forward"))
 
-    def method(self, name: str, program: Any) -> Any:
+    def method(self, name: str, program: Any, partitioners: list[Any] | None = None) -> Any:
         """`program` tiled, or as given when tiling fails (the failure kept as the method's note)."""
         if not isinstance(program, ExportedProgram):
             self.pending[name] = f"not tiled: {type(program).__name__} is not an ExportedProgram"
             return program
         try:
-            tiled = tile(program, self.options)
+            options = self.options
+            if partitioners:  # the search counts what these partitioners leave in the arena
+                options = dataclasses.replace(options, partitioned=partitioned(program, partitioners))
+            tiled = tile(program, options)
         except Exception as e:  # never the user's export: this method is lowered untiled
             text = str(e).strip().splitlines()
             why = f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
@@ -100,7 +108,8 @@ class EdgeTiling:
         again = EdgeTiling(dataclasses.replace(self.options, input_in_arena=input_in_arena))
         self.depth += 1  # ExecuTorch's own calls inside reach the wrappers: they pass through
         try:
-            fresh = made.entry(again.programs(made.programs), *made.args, **made.kwargs)
+            tiled = again.programs(made.programs, _partitioner(made.entry, made.args, made.kwargs))
+            fresh = made.entry(tiled, *made.args, **made.kwargs)
         finally:
             self.depth -= 1
         manager.__dict__.update(fresh.__dict__)
@@ -116,7 +125,9 @@ class EdgeTiling:
                 return original(programs, *args, **kwargs)
             self.depth += 1
             try:
-                manager = original(self.programs(programs), *args, **kwargs)
+                manager = original(
+                    self.programs(programs, _partitioner(original, args, kwargs)), *args, **kwargs
+                )
             finally:
                 self.depth -= 1
             if hasattr(manager, "_edge_programs"):
@@ -162,3 +173,18 @@ def _rebind(replacements: dict[int, Callable[..., Any]]) -> list[tuple[Any, str,
             setattr(module, name, replacements[id(previous)])
             rebound.append((module, name, previous))
     return rebound
+
+
+def _partitioner(entry: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
+    """The `partitioner` argument of `to_edge_transform_and_lower(programs, transform_passes,
+    partitioner, ...)` (None for `to_edge`, which takes none)."""
+    if getattr(entry, "__name__", "") != "to_edge_transform_and_lower":
+        return None
+    return kwargs["partitioner"] if "partitioner" in kwargs else (args[1] if len(args) > 1 else None)
+
+
+def _of_method(partitioner: Any, name: str) -> list[Any] | None:
+    """The partitioners lowering method `name`: a dict's entry for it, or the one list for all."""
+    if isinstance(partitioner, dict):
+        partitioner = partitioner.get(name)
+    return list(partitioner) if partitioner else None

@@ -28,6 +28,7 @@ from torch.fx import GraphModule
 from memplan.errors import UsageError
 from memplan.planner.tiling.cost import arena_tensors, graph_macs, graph_steps, peak_bytes
 from memplan.planner.tiling.options import TilingOptions, tiling_options
+from memplan.planner.tiling.partitioned import mark_origins
 from memplan.planner.tiling.report import TiledRegion, TilingReport
 from memplan.planner.tiling.rewrite import rewrite
 from memplan.planner.tiling.search import Search, extra, search
@@ -57,6 +58,7 @@ def tile_module(module: GraphModule, options: TilingOptions) -> TilingReport:
     """Tile `module`'s graph in place (it needs node meta "val", as exported graphs have): the best
     region, then where the peak sits next, up to `options.max_regions`. Under a budget no single region
     reaches, regions are tiled in turn for the smallest peak on a copy, kept if they reach it."""
+    mark_origins(module.graph)
     found = search(module.graph, options)
     not_tiled = TilingReport(
         options,

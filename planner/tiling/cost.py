@@ -12,6 +12,9 @@ neither are a quantized graph's float tensors between its int8 ones nor its dequ
 `TilingOptions.elementwise_in_place` an elementwise kernel's output takes the bytes of an input of
 its size that it reads last (planner.levers.elementwise_in_place does it to the lowered program). An
 op `to_edge` decomposes (hardswish) also holds its intermediates during its step (`transients`).
+With `TilingOptions.partitioned` (the partitioners known) both are read off the partitioned program
+instead: a float tensor is held unless a delegate computes and alone reads it, and an op the
+partitioner keeps whole has no intermediates.
 MACs: every op with a `weight` of rank >= 2 (convolution, linear) does numel(output) * prod(weight
 dims after the first) multiply-accumulates, which for a convolution is N*Cout*Hout*Wout*Cin/groups*kh*kw.
 """
@@ -27,6 +30,7 @@ import torch
 from torch.fx import Graph, Node
 
 from memplan.planner.tiling.options import TilingOptions
+from memplan.planner.tiling.partitioned import origin
 from memplan.planner.tiling.pointwise import is_pointwise
 from memplan.planner.tiling.region import Region
 from memplan.planner.tiling.schedule import START, Piece
@@ -74,6 +78,7 @@ class Held:
 
     holds: Callable[[Node], bool]
     in_place: bool = False
+    kept_whole: frozenset = frozenset()  # ops the partitioner keeps from decomposition: no transients
     elementwise: dict[Node, bool] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     """Each node's `_elementwise_kernel` verdict once found: a search scores thousands of tilings."""
 
@@ -101,17 +106,23 @@ def arena_tensors(graph: Graph, options: TilingOptions) -> Held:
         if any(a in varying for a in n.all_input_nodes):
             varying.add(n)
     returned = {a for n in nodes if n.op == "output" for a in n.all_input_nodes}
+    read_off = options.partitioned
 
     def held(node: Node) -> bool:
         if node.op == "placeholder":
             return options.input_in_arena
-        if not fused or node in returned:
+        if node in returned:
             return True
         value = values.get(node)
         floating = isinstance(value, torch.Tensor) and value.dtype.is_floating_point
+        if read_off is not None:  # what the partitioner does, not the int8-kernel assumption
+            return node in varying and not (floating and origin(node) in read_off.inside)
+        if not fused:
+            return True
         return node in varying and not floating
 
-    return Held(held, options.elementwise_in_place)
+    kept = read_off.kept_whole if read_off is not None else frozenset()
+    return Held(held, options.elementwise_in_place, kept_whole=kept)
 
 
 Roots = dict[Hashable, tuple[Hashable, ...]]  # a node or piece -> the arena tensors reading it reads
@@ -133,8 +144,12 @@ def node_step(node: Node, roots: Roots, held: Held = _everything) -> Step | None
     if step.key is None:
         return step
     return dataclasses.replace(
-        step, transient=transient_bytes(node), elementwise=held.in_place and _elementwise_kernel(node, held)
+        step, transient=_transient(node, held), elementwise=held.in_place and _elementwise_kernel(node, held)
     )
+
+
+def _transient(node: Node, held: Held) -> int:
+    return 0 if node.target in held.kept_whole else transient_bytes(node)
 
 
 def _elementwise_kernel(node: Node, held: Held) -> bool:
@@ -246,7 +261,7 @@ def _piece_steps(region: Region, pieces: Sequence[Piece], roots: Roots, held: He
             roots, key, piece.origin, piece.bytes, _reads(roots, keys), _everything if copy else held
         )
         if piece.kind == "op" and step.key is not None:  # intermediates scale with the rows computed
-            share = transient_bytes(piece.origin) * piece.bytes // max(node_bytes(piece.origin), 1)
+            share = _transient(piece.origin, held) * piece.bytes // max(node_bytes(piece.origin), 1)
             elementwise = held.in_place and _elementwise_kernel(piece.origin, held)
             step = dataclasses.replace(step, transient=share, elementwise=elementwise)
         steps.append(step)

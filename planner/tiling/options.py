@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memplan.errors import UsageError
+from memplan.planner.tiling.partitioned import Partitioned
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,10 @@ class TilingOptions:
     dequantize -> op -> quantize triples become one int8 kernel each (XNNPACK), so the floats
     between its int8 tensors never reach the arena (False for portable kernels, which hold them);
     `elementwise_in_place` True when the pass writes an elementwise kernel's output over an input it
-    reads last (`PlannerPass(elementwise_in_place=...)`, on with tiling).
+    reads last (`PlannerPass(elementwise_in_place=...)`, on with tiling); `partitioned`, when the
+    partitioners are known (`PlannerPass.tile(..., partitioner=...)`, `memplan run`), what they do to
+    the untiled program, read off it (`planner.tiling.partitioned`), which `int8_kernels` then
+    stands in for no longer.
     """
 
     max_extra_macs: float = 0.15
@@ -32,6 +36,7 @@ class TilingOptions:
     input_in_arena: bool = True
     int8_kernels: bool = True
     elementwise_in_place: bool = True
+    partitioned: Partitioned | None = None
 
     def __post_init__(self) -> None:
         if not self.max_extra_macs >= 0:

@@ -1,10 +1,10 @@
 """Emit a tiled region into an fx graph: slices, border pads, the region's ops per band, one cat.
 
 The pieces (`schedule`) are inserted before the region's end in order, the end's users read the cat,
-and the region's original ops are erased; each new node carries its band mark (`BAND`, but the cat)
-and its value's fake tensor (meta "val") as exported nodes do. The graph stays ATen, so it exports
-and lowers like any other: XNNPACK delegates the per-band convolutions, pads and cats where it
-supports them.
+and the region's original ops are erased; each new node carries its band mark (`BAND`, but the cat),
+its value's fake tensor (meta "val") as exported nodes do, and the program node it stands for
+(`partitioned.ORIGIN`: a band's op its original). The graph stays ATen, so it exports and lowers
+like any other: XNNPACK delegates the per-band convolutions, pads and cats where it supports them.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from torch._guards import detect_fake_mode
 from torch.fx import Graph, GraphModule, Node
 from torch.utils._pytree import tree_flatten
 
+from memplan.planner.tiling.partitioned import mark_origin, origin
 from memplan.planner.tiling.region import Region
 from memplan.planner.tiling.schedule import START, Piece
 from memplan.planner.tiling.semantics import H, rebuilt_args
@@ -38,6 +39,7 @@ def rewrite(module: GraphModule, region: Region, pieces: Sequence[Piece]) -> Non
             inputs = [region.start if j == START else made[j] for j in piece.inputs]
             node = _emit(graph, piece, inputs, _own_weights(graph, piece, claimed))
             node.meta["val"] = _value(node)
+            mark_origin(node, origin(piece.origin) if piece.kind == "op" else node.name)
             made.append(node)
     cat = made[-1]
     for node in made[:-1]:

@@ -5,6 +5,8 @@ XNNPACK delegate, and portable kernels with ExecuTorch's quantized kernel librar
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
@@ -15,9 +17,11 @@ from memplan import PlannerPass
 from memplan.experiments.zoo import runtime
 from memplan.peak_bound import lower_bound
 from memplan.planner.tiling import TilingOptions
+from memplan.planner.tiling.partitioned import partitioned
 from memplan.planner.tiling.pointwise import derived_pointwise
 from memplan.planner.tiling.rewrite import rewrite
 from memplan.planner.tiling.schedule import schedule
+from memplan.planner.tiling.search import search
 from tests.planner.tiling_models import Int8Stage, int8_region, quantized_program
 
 QD = torch.ops.quantized_decomposed
@@ -171,3 +175,42 @@ def test_a_caller_input_bigger_than_the_peak_is_cut_into_bands_and_quantized_per
     got = runtime.run_pte(_lowered(tiled, True, tiler), calls)
     want = runtime.run_pte(_lowered(program, True), calls)
     assert all(torch.equal(g[0], w[0]) for g, w in zip(got, want, strict=True))
+
+
+class HardswishStem(nn.Module):
+    """MobileNetV3's stem: XNNPACK's quantizer leaves hardswish float and its partitioner keeps it
+    whole, so the dequantize, the hardswish and the quantize are delegates of their own."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.act, self.head = nn.Conv2d(3, 8, 3, padding=1), nn.Hardswish(), nn.Conv2d(8, 8, 1)
+
+    def forward(self, x):
+        return self.head(self.act(self.stem(x)))
+
+
+class MeanHead(nn.Module):
+    """MnasNet's head: `mean([2, 3])` without keepdim, which XNNPACK's partitioner leaves to the
+    portable kernel, so the feature map stands dequantized in float before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(3, 16, 3, padding=1), nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc(torch.relu(self.conv(x)).mean([2, 3]))
+
+
+@pytest.mark.parametrize("model", [HardswishStem, MeanHead], ids=["hardswish", "mean_head"])
+def test_costs_read_off_the_partitioned_program_equal_the_lowered_bound_where_the_assumption_does_not(model):
+    shape = (1, 3, 16, 16)
+    program = quantized_program(model(), (torch.randn(shape),))
+    planner = PlannerPass(alloc_graph_input=False, elementwise_in_place=False)
+    _lowered(program, True, planner)
+    lowered_bound = lower_bound(planner.results["forward"].problem)
+    read_off = partitioned(program, [XnnpackPartitioner(per_op_mode=True)])
+    options = TilingOptions(input_in_arena=False, elementwise_in_place=False)
+    assumed = search(program.graph_module.graph, options).base_peak
+    counted = search(program.graph_module.graph, dataclasses.replace(options, partitioned=read_off)).base_peak
+    assert counted == lowered_bound
+    assert assumed != lowered_bound  # one int8 kernel per dequantize -> op -> quantize is not what it is
