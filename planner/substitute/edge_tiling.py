@@ -48,6 +48,7 @@ class Lowering:
     edge programs the manager it returned held then (a transform since replaces them)."""
 
     entry: Callable[..., Any]
+    name: str  # the entry point's name in `ENTRY_POINTS`
     programs: Any
     args: tuple
     kwargs: dict[str, Any]
@@ -108,7 +109,7 @@ class EdgeTiling:
         again = EdgeTiling(dataclasses.replace(self.options, input_in_arena=input_in_arena))
         self.depth += 1  # ExecuTorch's own calls inside reach the wrappers: they pass through
         try:
-            tiled = again.programs(made.programs, _partitioner(made.entry, made.args, made.kwargs))
+            tiled = again.programs(made.programs, _partitioner(made.name, made.args, made.kwargs))
             fresh = made.entry(tiled, *made.args, **made.kwargs)
         finally:
             self.depth -= 1
@@ -118,21 +119,21 @@ class EdgeTiling:
         self.retiled.update(again.pending)
         return True
 
-    def wrapped(self, original: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapped(self, original: Callable[..., Any], name: str) -> Callable[..., Any]:
+        """`original` (the entry point `name`) tiling the flow's programs first."""
+
         @functools.wraps(original)
         def entry(programs: Any, *args: Any, **kwargs: Any) -> Any:
             if self.depth:  # called by ExecuTorch itself inside the flow's call: not the user's program
                 return original(programs, *args, **kwargs)
             self.depth += 1
             try:
-                manager = original(
-                    self.programs(programs, _partitioner(original, args, kwargs)), *args, **kwargs
-                )
+                manager = original(self.programs(programs, _partitioner(name, args, kwargs)), *args, **kwargs)
             finally:
                 self.depth -= 1
             if hasattr(manager, "_edge_programs"):
                 self.lowerings[id(manager)] = Lowering(
-                    original, programs, args, kwargs, _program_ids(manager)
+                    original, name, programs, args, kwargs, _program_ids(manager)
                 )
             return manager
 
@@ -148,7 +149,7 @@ def _program_ids(manager: Any) -> dict[str, int]:
 def tiling_entry_points(tiling: EdgeTiling) -> Iterator[None]:
     """Inside the block, `to_edge` and `to_edge_transform_and_lower` tile first, wherever bound."""
     originals = {name: getattr(exir_api, name) for name in ENTRY_POINTS}
-    pairs = [(original, tiling.wrapped(original)) for original in originals.values()]
+    pairs = [(original, tiling.wrapped(original, name)) for name, original in originals.items()]
     rebound = _rebind({id(original): wrapper for original, wrapper in pairs})
     try:
         yield
@@ -175,10 +176,10 @@ def _rebind(replacements: dict[int, Callable[..., Any]]) -> list[tuple[Any, str,
     return rebound
 
 
-def _partitioner(entry: Callable[..., Any], args: tuple, kwargs: dict[str, Any]) -> Any:
+def _partitioner(entry: str, args: tuple, kwargs: dict[str, Any]) -> Any:
     """The `partitioner` argument of `to_edge_transform_and_lower(programs, transform_passes,
     partitioner, ...)` (None for `to_edge`, which takes none)."""
-    if getattr(entry, "__name__", "") != "to_edge_transform_and_lower":
+    if entry != "to_edge_transform_and_lower":
         return None
     return kwargs["partitioner"] if "partitioner" in kwargs else (args[1] if len(args) > 1 else None)
 

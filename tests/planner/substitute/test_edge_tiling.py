@@ -96,8 +96,8 @@ def test_only_the_flows_own_call_tiles_not_the_calls_executorch_makes_inside_it(
         edge_tiling, "tile", lambda program, options: tiled.append(program) or _Tiled(program)
     )
     tiling = edge_tiling.EdgeTiling(TilingOptions())
-    inner = tiling.wrapped(lambda programs: programs)
-    outer = tiling.wrapped(lambda programs: inner(_exported()))
+    inner = tiling.wrapped(lambda programs: programs, "to_edge")
+    outer = tiling.wrapped(lambda programs: inner(_exported()), "to_edge")
     program = _exported()
     outer(program)
     assert tiled == [program] and set(tiling.take(["forward"])) == {"forward"}
@@ -108,3 +108,26 @@ def test_only_the_flows_own_call_tiles_not_the_calls_executorch_makes_inside_it(
 class _Tiled:
     def __init__(self, program) -> None:
         self.program, self.report = program, "report"
+
+
+@pytest.mark.parametrize("keyword", [True, False], ids=["partitioner=", "positional"])
+def test_the_search_counts_what_the_flows_own_partitioner_leaves_in_the_arena(keyword: bool) -> None:
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+
+    partitioners = [XnnpackPartitioner(per_op_mode=True)]
+    with memplan.substituted(solver="bestfit", tiling=TilingOptions()) as run:
+        from executorch.exir import to_edge_transform_and_lower  # as a script imports it
+
+        program = _exported()
+        if keyword:
+            edge = to_edge_transform_and_lower(program, partitioner=partitioners)
+        else:
+            edge = to_edge_transform_and_lower(program, None, partitioners)
+        edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass()))
+    (row,) = run.programs[0].methods
+    assert not isinstance(row.tiling, str), row.tiling
+    read_off = row.tiling.options.partitioned
+    assert read_off is not None and read_off.kept_whole  # XNNPACK keeps ops from decomposition
+    # XNNPACK fuses each convolution with its ReLU: the convolution's output stays inside
+    assert read_off.inside == {n.name for n in program.graph.nodes if "conv2d" in n.name}
+    assert row.tiling.tiled, row.tiling.summary()
