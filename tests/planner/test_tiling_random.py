@@ -43,25 +43,35 @@ def banded(program: torch.export.ExportedProgram, seed: int, int8: bool):
     return torch.export.export(module, tuple(args), strict=False), ops_of(region), count
 
 
-def check(seed: int, int8: bool) -> None:
+def _program(seed: int, int8: bool) -> tuple[torch.export.ExportedProgram, list]:
+    """The seed's random CNN exported (int8: quantized by pt2e), and `CALLS` calls of random images."""
     model, example = random_cnn(seed)
     if int8:
         program = quantized_program(model, example, seed)
     else:
         with torch.no_grad():
             program = torch.export.export(model, example, strict=False)
-    tiled, ops, count = banded(program, seed, int8)
     generator = torch.Generator().manual_seed(seed)
     calls = [("forward", (torch.randn(example[0].shape, generator=generator),)) for _ in range(CALLS)]
+    return program, calls
+
+
+def _same(got: list, want: list, int8: bool, where: str) -> None:
+    """int8 bit-identical, fp32 within 1e-4, call by call."""
+    for call, (g, w) in enumerate(zip(got, want, strict=True)):
+        if int8:
+            assert torch.equal(g[0], w[0]), f"{where}, call {call}"
+        else:
+            torch.testing.assert_close(g[0], w[0], atol=1e-4, rtol=1e-4, msg=f"{where}, call {call}")
+
+
+def check(seed: int, int8: bool) -> None:
+    program, calls = _program(seed, int8)
+    tiled, ops, count = banded(program, seed, int8)
     # int8: as `PlannerPass(tiling=...)` lowers it, reorder on (the bands' order given back)
     got = runtime.run_pte(lowered(tiled, int8, PlannerPass(alloc_graph_input=False, reorder=int8)), calls)
     want = runtime.run_pte(lowered(program, xnnpack=int8), calls)
-    for call, (g, w) in enumerate(zip(got, want, strict=True)):
-        where = f"seed {seed}, call {call}, {count} bands over {ops}"
-        if int8:
-            assert torch.equal(g[0], w[0]), where
-        else:
-            torch.testing.assert_close(g[0], w[0], atol=1e-4, rtol=1e-4, msg=where)
+    _same(got, want, int8, f"seed {seed}, {count} bands over {ops}")
 
 
 @pytest.mark.parametrize(
@@ -139,25 +149,13 @@ SLOW_SEARCHED_SEEDS = [(s, False) for s in (0, 2, 4, 5, 9, 12)] + [(s, True) for
 def test_random_cnn_tiled_by_the_search_runs_like_the_untiled_program(seed: int, int8: bool) -> None:
     """The search's own choice, every region it tiles one after the other (the checks above cut one
     region by hand), as `PlannerPass.tile` does it: the caller's input, few bands to lower quickly."""
-    model, example = random_cnn(seed)
-    if int8:
-        program = quantized_program(model, example, seed)
-    else:
-        with torch.no_grad():
-            program = torch.export.export(model, example, strict=False)
+    program, calls = _program(seed, int8)
     tiler = PlannerPass(alloc_graph_input=False, tiling=TilingOptions(max_patches=8))
     tiled = tiler.tile(program)
     report = tiler.tiling_reports["forward"]
     assert report.tiled, f"seed {seed}: {report.summary()}"
     if (seed, int8) in SEARCHED_SEEDS:
         assert len(report.regions) >= 2, f"seed {seed}: {report.summary()}"
-    generator = torch.Generator().manual_seed(seed)
-    calls = [("forward", (torch.randn(example[0].shape, generator=generator),)) for _ in range(CALLS)]
     got = runtime.run_pte(lowered(tiled, int8, tiler), calls)
     want = runtime.run_pte(lowered(program, xnnpack=int8), calls)
-    for call, (g, w) in enumerate(zip(got, want, strict=True)):
-        where = f"seed {seed}, call {call}: {report.summary()}"
-        if int8:
-            assert torch.equal(g[0], w[0]), where
-        else:
-            torch.testing.assert_close(g[0], w[0], atol=1e-4, rtol=1e-4, msg=where)
+    _same(got, want, int8, f"seed {seed}: {report.summary()}")
