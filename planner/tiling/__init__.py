@@ -26,7 +26,7 @@ from torch.export import ExportedProgram
 from torch.fx import GraphModule
 
 from memplan.errors import UsageError
-from memplan.planner.tiling.cost import arena_tensors, graph_macs, graph_steps, peak_bytes
+from memplan.planner.tiling.cost import GraphSteps, arena_tensors, graph_macs, peak_bytes
 from memplan.planner.tiling.options import TilingOptions, tiling_options
 from memplan.planner.tiling.partitioned import mark_origins
 from memplan.planner.tiling.report import TiledRegion, TilingReport
@@ -152,7 +152,7 @@ def tile(program: ExportedProgram, options: TilingOptions | bool = True) -> Tile
     graph = exported.module().graph
     counted = dataclasses.replace(
         report,
-        peak=peak_bytes(graph_steps(graph, held=arena_tensors(graph, chosen))),
+        peak=peak_bytes(GraphSteps(graph, arena_tensors(graph, chosen)).steps),
         macs=graph_macs(graph),
     )
     return Tiled(exported, counted)

@@ -189,17 +189,8 @@ def _step(
     return Step(key, size, reads)
 
 
-def graph_steps(
-    graph: Graph, region: Region | None = None, pieces: Sequence[Piece] = (), held: Held = _everything
-) -> list[Step]:
-    """The graph's steps; with a region, its ops replaced by `pieces` at the end's place."""
-    if region is None:
-        return GraphSteps(graph, held).steps
-    return GraphSteps(graph, held).tiled(region, pieces)[0]
-
-
 class GraphSteps:
-    """The untiled graph's steps, counted once, and any tiling's steps spliced from them: a node outside
+    """The graph's steps (`steps`), counted once, and any tiling's steps spliced from them: a node outside
     a region reads the same arena tensors tiled or not (the cat takes the end's key), so only the
     pieces are counted anew. A search scores hundreds of tilings of one graph."""
 

@@ -21,8 +21,11 @@ class TiledRegion:
     patches: int
     peak: int
 
+    def span(self) -> str:
+        return f"{self.start} -> {self.end} ({len(self.ops)} ops)"
+
     def summary(self) -> str:
-        return f"{self.start} -> {self.end} ({len(self.ops)} ops) in {self.patches} row bands"
+        return f"{self.span()} in {self.patches} row bands"
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,10 @@ class TilingReport:
     def region_text(self) -> str:
         """Each region as `start -> end (n ops)`, with its bands when there are several regions."""
         if len(self.regions) == 1:
-            region = self.regions[0]
-            return f"{region.start} -> {region.end} ({len(region.ops)} ops)"
+            return self.regions[0].span()
+        return self._each_region()
+
+    def _each_region(self) -> str:
         return "; ".join(region.summary() for region in self.regions)
 
     @property
@@ -81,9 +86,8 @@ class TilingReport:
             if self.over_limit is not None:
                 nearest = f" (it would reach {self.over_limit[0]:,} B at {100 * self.over_limit[1]:.1f} % extra MACs)"
             return f"not tiled ({why}); peak {self.base_peak:,} B{nearest}"
-        regions = "; ".join(region.summary() for region in self.regions)
         return (
-            f"tiled {regions}: estimated peak {self.base_peak:,} -> {self.peak:,} B "
+            f"tiled {self._each_region()}: estimated peak {self.base_peak:,} -> {self.peak:,} B "
             f"({self.reduction:.2f}x), extra MACs {100 * self.extra_macs:.1f} %"
         )
 
