@@ -208,6 +208,7 @@ class PlannerPass(MemoryPlanningPass):
             self.tiling,
             input_in_arena=self.alloc_graph_input,
             elementwise_in_place=in_place,
+            alignment=self.alignment,
             partitioned=partitioned(program, partitioner) if partitioner else self.tiling.partitioned,
         )
         tiled = tile(program, lowering)

@@ -391,9 +391,9 @@ def _add_tiling(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--max-regions",
         type=int,
-        default=4,
+        default=None,
         help="with --tiling: the most regions tiled one after the other, each where the peak sits once"
-        " the last is tiled (default: %(default)s)",
+        " the last is tiled (default: TilingOptions.max_regions, 8)",
     )
     p.add_argument(
         "--budget",
@@ -408,7 +408,7 @@ def tiling_of(args: argparse.Namespace) -> dict:
     if not getattr(args, "tiling", False):
         if getattr(args, "budget", None) is not None:
             raise UsageError("--budget is an option of --tiling; add --tiling")
-        if getattr(args, "max_regions", 4) != 4:
+        if getattr(args, "max_regions", None) is not None:
             raise UsageError("--max-regions is an option of --tiling; add --tiling")
         if getattr(args, "tiling_input", "arena") != "arena":
             raise UsageError("--tiling-input is an option of --tiling; add --tiling")
@@ -420,12 +420,10 @@ def tiling_of(args: argparse.Namespace) -> dict:
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     in_arena = getattr(args, "tiling_input", "arena") != "caller"  # memplan run's --tiling-input
+    regions = {} if args.max_regions is None else {"max_regions": args.max_regions}
     return {
         "tiling": TilingOptions(
-            max_extra_macs=args.max_extra_macs,
-            budget_bytes=budget,
-            max_regions=args.max_regions,
-            input_in_arena=in_arena,
+            max_extra_macs=args.max_extra_macs, budget_bytes=budget, input_in_arena=in_arena, **regions
         )
     }
 

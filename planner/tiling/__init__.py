@@ -12,7 +12,7 @@ planning pass the graph is already out-variant with every tensor's spec fixed, a
 convolutions are inside delegate blobs, so it can only be a transform of the exported ATen program.
 `PlannerPass(tiling=...).tile(ep)` runs it with the pass's options and the pass then reports it per
 method. Modules: `semantics` (rows an op reads), `region` (legal regions, rows per band),
-`schedule` (the pieces), `cost` (peak and MACs from a graph), `search`, `rewrite`, `report`.
+`schedule` (the pieces), `channels` (regions in groups of channels: a head's mean), `cost` (peak and MACs from a graph), `search`, `rewrite`, `report`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from torch.export import ExportedProgram
 from torch.fx import GraphModule
 
 from memplan.errors import UsageError
+from memplan.planner.tiling.channels import C
 from memplan.planner.tiling.cost import GraphSteps, arena_tensors, graph_macs, peak_bytes
 from memplan.planner.tiling.options import TilingOptions, tiling_options
 from memplan.planner.tiling.partitioned import mark_origins
@@ -106,7 +107,14 @@ def _in_turn(module: GraphModule, options: TilingOptions, found: Search, untiled
         rewrite(module, chosen.region, chosen.pieces())
         names = tuple(n.name for n in chosen.region.nodes)
         regions.append(
-            TiledRegion(chosen.region.start.name, chosen.region.end.name, names, chosen.patches, chosen.peak)
+            TiledRegion(
+                chosen.region.start.name,
+                chosen.region.end.name,
+                names,
+                chosen.patches,
+                chosen.peak,
+                by_channels=chosen.region.axis == C,
+            )
         )
         peak, macs = chosen.peak, chosen.macs
         if len(regions) == options.max_regions or (

@@ -78,7 +78,8 @@ class Held:
 
     holds: Callable[[Node], bool]
     in_place: bool = False
-    kept_whole: frozenset = frozenset()  # ops the partitioner keeps from decomposition: no transients
+    kept_whole: frozenset = frozenset()
+    alignment: int = 1  # a held tensor's bytes are rounded up to it  # ops the partitioner keeps from decomposition: no transients
     elementwise: dict[Node, bool] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     """Each node's `_elementwise_kernel` verdict once found: a search scores thousands of tilings."""
 
@@ -122,7 +123,7 @@ def arena_tensors(graph: Graph, options: TilingOptions) -> Held:
         return node in varying and not floating
 
     kept = read_off.kept_whole if read_off is not None else frozenset()
-    return Held(held, options.elementwise_in_place, kept_whole=kept)
+    return Held(held, options.elementwise_in_place, kept_whole=kept, alignment=options.alignment)
 
 
 Roots = dict[Hashable, tuple[Hashable, ...]]  # a node or piece -> the arena tensors reading it reads
@@ -134,7 +135,7 @@ def node_step(node: Node, roots: Roots, held: Held = _everything) -> Step | None
     an int8 kernel) what it was computed from, so those stay live until the kernel's int8 output."""
     if node.op == "placeholder":
         roots[node] = (node,)
-        return Step(node, node_bytes(node) if held(node) else 0, ())
+        return Step(node, _aligned(node_bytes(node), held) if held(node) else 0, ())
     if node.op not in ("call_function", "output"):
         return None
     reads = _reads(roots, node.all_input_nodes)
@@ -186,7 +187,11 @@ def _step(
         roots[key] = reads
         return Step(None, 0, reads)
     roots[key] = (key,)
-    return Step(key, size, reads)
+    return Step(key, _aligned(size, held), reads)
+
+
+def _aligned(size: int, held: Held) -> int:
+    return -(-size // held.alignment) * held.alignment
 
 
 class GraphSteps:
@@ -239,6 +244,7 @@ def steps_counted_anew(
 
 def _piece_steps(region: Region, pieces: Sequence[Piece], roots: Roots, held: Held) -> list[Step]:
     """The pieces' steps; the cat makes the end (its key is the end node)."""
+    copies = dataclasses.replace(_everything, alignment=held.alignment)  # a copy is held, even a float
     steps = []
     for i, piece in enumerate(pieces):
         keys: list[Hashable] = [region.start if j == START else ("piece", j) for j in piece.inputs]
@@ -247,10 +253,8 @@ def _piece_steps(region: Region, pieces: Sequence[Piece], roots: Roots, held: He
                 a for pos, a in enumerate(piece.origin.args) if pos not in piece.args and isinstance(a, Node)
             ]
         key = region.end if piece.kind == "cat" else ("piece", i)
-        copy = piece.kind != "op"  # a slice, pad or cat is a new tensor of its own, even of a float
-        step = _step(
-            roots, key, piece.origin, piece.bytes, _reads(roots, keys), _everything if copy else held
-        )
+        copy = piece.kind != "op"  # a slice, pad or cat is a new tensor of its own
+        step = _step(roots, key, piece.origin, piece.bytes, _reads(roots, keys), copies if copy else held)
         if piece.kind == "op" and step.key is not None:  # intermediates scale with the rows computed
             share = _transient(piece.origin, held) * piece.bytes // max(node_bytes(piece.origin), 1)
             elementwise = held.in_place and _elementwise_kernel(piece.origin, held)

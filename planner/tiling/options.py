@@ -15,7 +15,7 @@ class TilingOptions:
     `max_extra_macs`: the most extra multiply-accumulates tiling may add, as a fraction of the untiled
     graph's (halo rows are computed by two bands). `budget_bytes`: when given, the fewest patches whose
     peak fits it (within the MAC limit) instead of the smallest peak. `max_patches`: the most row
-    bands tried. `max_regions`: the most regions tiled one after the other, each where the graph's
+    bands (or channel groups) tried. `max_regions`: the most regions tiled one after the other, each where the graph's
     peak sits once the last is tiled (a high-resolution stage wants many bands, a deep one few). `cache_rows`: rows two bands share are computed once and kept for the next band
     (a slice carried over, a cat joining it to the new rows) instead of computed by both. What the cost counts follows the lowering: `input_in_arena` False when the caller
     passes the input (`alloc_graph_input=False`); `int8_kernels` True when a quantized graph's
@@ -25,18 +25,20 @@ class TilingOptions:
     reads last (`PlannerPass(elementwise_in_place=...)`, on with tiling); `partitioned`, when the
     partitioners are known (`PlannerPass.tile(..., partitioner=...)`, `memplan run`), what they do to
     the untiled program, read off it (`planner.tiling.partitioned`), which `int8_kernels` then
-    stands in for no longer.
+    stands in for no longer. `alignment`: each tensor's bytes in the arena are rounded up to it (the
+    pass's, ExecuTorch's 16 by default), which counts where a region makes many small tensors.
     """
 
     max_extra_macs: float = 0.15
     budget_bytes: int | None = None
     max_patches: int = 64
-    max_regions: int = 4
+    max_regions: int = 8
     cache_rows: bool = True
     input_in_arena: bool = True
     int8_kernels: bool = True
     elementwise_in_place: bool = True
     partitioned: Partitioned | None = None
+    alignment: int = 16
 
     def __post_init__(self) -> None:
         if not self.max_extra_macs >= 0:
@@ -45,6 +47,8 @@ class TilingOptions:
             raise UsageError(f"budget_bytes must be positive, got {self.budget_bytes!r}")
         if self.max_regions < 1:
             raise UsageError(f"max_regions must be at least 1, got {self.max_regions!r}")
+        if self.alignment < 1:
+            raise UsageError(f"alignment must be at least 1, got {self.alignment!r}")
         if self.max_patches < 2:
             raise UsageError(f"max_patches must be at least 2, got {self.max_patches!r}")
 

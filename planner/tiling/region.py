@@ -32,6 +32,7 @@ class Region:
     rules: dict[Node, Rule] = field(compare=False, hash=False)
     # Region ops whose rows may reach past the tensor -> the integer their input is padded with.
     borders: dict[Node, int] = field(default_factory=dict, compare=False, hash=False)
+    axis: int = H  # what the pieces cut: row bands (H) or groups of channels (`channels.C`)
 
 
 class GraphIndex:
@@ -57,13 +58,19 @@ class GraphIndex:
                 mask |= 1 << i
         return mask
 
-    def region(self, start: Node, end: Node, below: int) -> Region | Refusal:
-        """The region from `start` to `end` (`below` = `descendants(start)`), or why it is illegal."""
+    def members(self, start: Node, end: Node, below: int) -> list[Node] | None:
+        """The ops on every path from `start` to `end`, in graph order (None: `end` is not below it)."""
         e = self.index[end]
         mask = below & (self.ancestors[e] | (1 << e))
         if not mask >> e & 1:
+            return None
+        return [self.nodes[i] for i in range(self.index[start] + 1, e + 1) if mask >> i & 1]
+
+    def region(self, start: Node, end: Node, below: int) -> Region | Refusal:
+        """The region from `start` to `end` (`below` = `descendants(start)`), or why it is illegal."""
+        members = self.members(start, end, below)
+        if members is None:
             return Refusal.NO_REGION
-        members = [self.nodes[i] for i in range(self.index[start] + 1, e + 1) if mask >> i & 1]
         inside = set(members)
         rules: dict[Node, Rule] = {}
         for n in members:

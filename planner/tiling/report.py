@@ -13,19 +13,20 @@ from memplan.planner.tiling.semantics import Refusal
 @dataclass(frozen=True)
 class TiledRegion:
     """One region tiled: its first tensor (cut into bands), its last op (assembled by a cat), its ops
-    in graph order, its band count, and the graph's estimated peak once it was tiled."""
+    in graph order, its band (or channel group) count, and the graph's estimated peak once it was tiled."""
 
     start: str
     end: str
     ops: tuple[str, ...]
     patches: int
     peak: int
+    by_channels: bool = False  # cut into groups of channels (`channels`), not row bands
 
     def span(self) -> str:
         return f"{self.start} -> {self.end} ({len(self.ops)} ops)"
 
     def summary(self) -> str:
-        return f"{self.span()} in {self.patches} row bands"
+        return f"{self.span()} in {self.patches} {'channel groups' if self.by_channels else 'row bands'}"
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from torch.utils._pytree import tree_flatten
 from memplan.planner.tiling.partitioned import mark_origin, origin
 from memplan.planner.tiling.region import Region
 from memplan.planner.tiling.schedule import START, Piece
-from memplan.planner.tiling.semantics import H, rebuilt_args
+from memplan.planner.tiling.semantics import rebuilt_args
 
 aten = torch.ops.aten
 
@@ -82,11 +82,11 @@ def _own_weights(graph: Graph, piece: Piece, claimed: set[Node]) -> dict[int, No
 
 def _emit(graph, piece: Piece, inputs: list[Node], own: dict[int, Node]) -> Node:
     if piece.kind == "slice":
-        return graph.call_function(aten.slice.Tensor, (inputs[0], H, piece.cut[0], piece.cut[1]))
+        return graph.call_function(aten.slice.Tensor, (inputs[0], piece.axis, piece.cut[0], piece.cut[1]))
     if piece.kind == "pad":
         top, bottom, value = piece.pad
         return graph.call_function(aten.constant_pad_nd.default, (inputs[0], [0, 0, top, bottom], value))
     if piece.kind in ("cat", "join"):
-        return graph.call_function(aten.cat.default, (inputs, H))
+        return graph.call_function(aten.cat.default, (inputs, piece.axis))
     args, kwargs = rebuilt_args(piece.origin, {**own, **dict(zip(piece.args, inputs, strict=True))})
     return graph.call_function(piece.origin.target, args, kwargs)

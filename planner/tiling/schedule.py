@@ -49,12 +49,14 @@ class Piece:
     cut: Rows = (0, 0)  # "slice"
     pad: tuple[int, int, float] = (0, 0, 0.0)  # "pad"
 
+    axis: int = H  # the dim `rows` and `cut` run along, and a slice or cat cuts (channels: 1)
+
     shape: tuple[int, ...] = ()  # set from `origin` and `rows` on creation
     bytes: int = 0
 
     def __post_init__(self) -> None:
         full = list(shape(self.origin) or ())
-        full[H] = self.rows[1] - self.rows[0]
+        full[self.axis] = self.rows[1] - self.rows[0]
         object.__setattr__(self, "shape", tuple(full))
         object.__setattr__(self, "bytes", math.prod(full) * itemsize(self.origin))
 

@@ -6,7 +6,8 @@ the same pieces the rewrite emits. Without a budget the winner has the smallest 
 within the MAC limit; with a budget, the fewest bands that fit it. Pairs that cannot beat the untiled
 peak are skipped before scoring: the start stays whole while its first band is cut from it, the
 end's bands and the end are all live at the cat, and only ops inside the region shrink, so a region
-holding none of the tensors live at the untiled peak cannot lower it.
+holding none of the tensors live at the untiled peak cannot lower it. Where rows cannot go (a mean
+over H and W) a region may run in groups of channels instead (`channels`), scored the same way.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.fx import Graph, Node
 
+from memplan.planner.tiling.channels import C, channel_region, channel_rule, channel_schedule
 from memplan.planner.tiling.cost import (
     GraphSteps,
     Step,
@@ -48,9 +50,16 @@ class Candidate:
 
     def pieces(self) -> list[Piece]:
         """The pieces of this tiling (rebuilt: the search keeps only the scores)."""
-        pieces = schedule(self.region, self.patches, self.cache_rows)
+        pieces = _pieces(self.region, self.patches, self.cache_rows)
         assert pieces is not None
         return pieces
+
+
+def _pieces(region: Region, count: int, cache_rows: bool) -> list[Piece] | None:
+    """The region's pieces in `count` row bands or groups of channels (its `axis`)."""
+    if region.axis == C:
+        return channel_schedule(region, count)
+    return schedule(region, count, cache_rows)
 
 
 @dataclass
@@ -153,6 +162,8 @@ def _most_bands_first(
 def _ladder(region: Region, options: TilingOptions) -> list[int]:
     """The band counts a region is scored at: the ladder up to `max_patches` and the height of the
     tensor the bands share out (the start when rows are kept, else the end)."""
+    if region.axis == C:
+        return band_counts(min(options.max_patches, shape(region.start)[C]))  # type: ignore[index]
     streamed = region.start if options.cache_rows else region.end
     return band_counts(min(options.max_patches, shape(streamed)[2]))  # type: ignore[index]
 
@@ -173,7 +184,7 @@ def _regions(counted: GraphSteps, base_peak: int, result: Search) -> list[Region
     the arena holds whole at or above the peak cannot be cut below it (a caller's input can)."""
     index = GraphIndex(counted.graph)
     at_peak = _live_at_peak(counted.steps, base_peak)
-    cut = _cut_points(index.nodes)
+    cut = cut_points(index.nodes)
     bands = sum(1 << i for i, n in enumerate(index.nodes) if n.meta.get(BAND))
     regions = []
     for start in index.nodes:
@@ -183,6 +194,7 @@ def _regions(counted: GraphSteps, base_peak: int, result: Search) -> list[Region
         if node_bytes(start) * counted.held(start) >= base_peak or start not in cut or start.meta.get(BAND):
             continue
         below = index.descendants(start)
+        by_channels = any(channel_rule(u) is not None for u in start.users)
         for end in index.nodes[index.index[start] + 1 :]:
             if not below >> index.index[end] & 1 or end.op != "call_function" or end not in cut:
                 continue
@@ -190,9 +202,8 @@ def _regions(counted: GraphSteps, base_peak: int, result: Search) -> list[Region
                 continue
             if below & index.ancestors[index.index[end]] & bands:  # it would cross a tiled region
                 continue
-            region = index.region(start, end, below)
-            if isinstance(region, Refusal):
-                result.regions_refused[region] += 1
+            region = _region(index, start, end, below, by_channels, result)
+            if region is None:
                 continue
             result.legal_regions += 1
             if at_peak & (set(region.nodes) - {end}):
@@ -200,7 +211,21 @@ def _regions(counted: GraphSteps, base_peak: int, result: Search) -> list[Region
     return regions
 
 
-def _cut_points(nodes: list[Node]) -> set[Node]:
+def _region(
+    index: GraphIndex, start: Node, end: Node, below: int, by_channels: bool, result: Search
+) -> Region | None:
+    """The row region from `start` to `end`, else (where a user of `start` is channel-local) the one in
+    groups of channels; None, the row region's refusal counted, when neither is legal."""
+    rows = index.region(start, end, below)
+    if not isinstance(rows, Refusal):
+        return rows
+    channels = channel_region(index, start, end, below) if by_channels else None
+    if channels is None:
+        result.regions_refused[rows] += 1
+    return channels
+
+
+def cut_points(nodes: list[Node]) -> set[Node]:
     """Tensors a region may start or end at. In a quantized graph (integer activations) only the
     integer ones, graph inputs and what the graph returns: a slice or cat on a float between a
     dequantize and a quantize would split the dq -> op -> q pattern an int8 kernel is matched on."""
@@ -216,7 +241,8 @@ def _cut_points(nodes: list[Node]) -> set[Node]:
 def _floor(counted: GraphSteps, region: Region) -> int:
     """A lower bound on the peak of any tiling of `region`: the graph with the region's ops gone, the
     end made from nothing, and at the cat the end's bands (as many bytes as the end) next to it."""
-    end = Piece("cat", region.end, (0, shape(region.end)[2]), ())  # type: ignore[index]
+    whole = (0, shape(region.end)[region.axis])  # type: ignore[index]
+    end = Piece("cat", region.end, whole, (), axis=region.axis)
     floor = peak_bytes(counted.tiled(region, [end])[0])
     return max(floor, 2 * end.bytes * counted.held(region.end))
 
@@ -268,7 +294,7 @@ def _scored(
 def _score(
     graph: Graph, region: Region, count: int, options: TilingOptions, result: Search, counted: GraphSteps
 ) -> Candidate | None:
-    pieces = schedule(region, count, options.cache_rows)
+    pieces = _pieces(region, count, options.cache_rows)
     if pieces is None:
         return None
     result.scored += 1

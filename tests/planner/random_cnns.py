@@ -1,6 +1,6 @@
 """Seeded random CNNs for the tiling equivalence tests: strides, dilations, grouped and depthwise
 convolutions, odd image sizes, max and average pools, residual adds (over one conv or two), channel cats of two branches,
-ReLU / ReLU6 / hardswish; the program tiled is the longest legal region from the input (what the
+ReLU / ReLU6 / hardswish, and (`random_headed_cnn`) a classifier head reducing over H and W; the program tiled is the longest legal region from the input (what the
 tiling core accepts of it), so every generated op the core can band is banded."""
 
 from __future__ import annotations
@@ -75,6 +75,43 @@ def random_cnn(seed: int) -> tuple[nn.Module, tuple[torch.Tensor]]:
             break
     model = randomize_batchnorm(nn.Sequential(*layers).eval())
     return model, (torch.randn(1, 3, height, width),)
+
+
+REDUCTIONS = (
+    lambda x: x.mean([2, 3]),
+    lambda x: x.mean([-2, -1], keepdim=True),
+    lambda x: x.sum([3]),
+    lambda x: x.amax([2, 3]),
+)
+
+
+class Head(nn.Module):
+    """A classifier head: maybe a 1x1 widening convolution and an activation, a reduction over H and/or
+    W (mean, sum, max), maybe a ReLU or a scale after it, and a linear layer when two dims are left."""
+
+    def __init__(self, rng: random.Random, cin: int) -> None:
+        super().__init__()
+        wide = cin * rng.randrange(2, 7)
+        self.widen = nn.Conv2d(cin, wide, 1) if rng.random() < 0.7 else nn.Identity()
+        self.act = rng.choice(ACTIVATIONS)() if isinstance(self.widen, nn.Conv2d) else nn.Identity()
+        self.reduce = rng.choice(REDUCTIONS)
+        self.after = rng.choice([nn.ReLU(), nn.Identity(), None])
+        channels = wide if isinstance(self.widen, nn.Conv2d) else cin
+        self.fc = nn.Linear(channels, rng.randrange(3, 9)) if rng.random() < 0.6 else nn.Identity()
+
+    def forward(self, x):
+        y = self.reduce(self.act(self.widen(x)))
+        y = y * 0.5 if self.after is None else self.after(y)
+        return self.fc(y) if y.dim() == 2 else y
+
+
+def random_headed_cnn(seed: int) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """`random_cnn(seed)` ending in a seeded `Head`."""
+    body, example = random_cnn(seed)
+    with torch.no_grad():
+        channels = body(*example).shape[1]
+    head = Head(random.Random(seed), channels)
+    return nn.Sequential(body, head).eval(), example
 
 
 def longest_region(module: GraphModule, int8_end: bool = False) -> tuple[Region | None, list[str]]:
