@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch.fx import Graph, Node
 
+from memplan.arith import align_up
 from memplan.planner.tiling.options import TilingOptions
 from memplan.planner.tiling.partitioned import origin
 from memplan.planner.tiling.pointwise import is_pointwise
@@ -78,8 +79,8 @@ class Held:
 
     holds: Callable[[Node], bool]
     in_place: bool = False
-    kept_whole: frozenset = frozenset()
-    alignment: int = 1  # a held tensor's bytes are rounded up to it  # ops the partitioner keeps from decomposition: no transients
+    kept_whole: frozenset = frozenset()  # ops the partitioner keeps from decomposition: no transients
+    alignment: int = 1  # a held tensor's bytes are rounded up to it
     elementwise: dict[Node, bool] = dataclasses.field(default_factory=dict, compare=False, repr=False)
     """Each node's `_elementwise_kernel` verdict once found: a search scores thousands of tilings."""
 
@@ -135,7 +136,7 @@ def node_step(node: Node, roots: Roots, held: Held = _everything) -> Step | None
     an int8 kernel) what it was computed from, so those stay live until the kernel's int8 output."""
     if node.op == "placeholder":
         roots[node] = (node,)
-        return Step(node, _aligned(node_bytes(node), held) if held(node) else 0, ())
+        return Step(node, align_up(node_bytes(node), held.alignment) if held(node) else 0, ())
     if node.op not in ("call_function", "output"):
         return None
     reads = _reads(roots, node.all_input_nodes)
@@ -187,11 +188,7 @@ def _step(
         roots[key] = reads
         return Step(None, 0, reads)
     roots[key] = (key,)
-    return Step(key, _aligned(size, held), reads)
-
-
-def _aligned(size: int, held: Held) -> int:
-    return -(-size // held.alignment) * held.alignment
+    return Step(key, align_up(size, held.alignment), reads)
 
 
 class GraphSteps:

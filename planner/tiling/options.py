@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from executorch.exir.tensor import ALIGNMENT
+
 from memplan.errors import UsageError
 from memplan.planner.tiling.partitioned import Partitioned
 
@@ -38,7 +40,7 @@ class TilingOptions:
     int8_kernels: bool = True
     elementwise_in_place: bool = True
     partitioned: Partitioned | None = None
-    alignment: int = 16
+    alignment: int = ALIGNMENT
 
     def __post_init__(self) -> None:
         if not self.max_extra_macs >= 0:

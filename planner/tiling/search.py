@@ -160,12 +160,11 @@ def _most_bands_first(
 
 
 def _ladder(region: Region, options: TilingOptions) -> list[int]:
-    """The band counts a region is scored at: the ladder up to `max_patches` and the height of the
-    tensor the bands share out (the start when rows are kept, else the end)."""
-    if region.axis == C:
-        return band_counts(min(options.max_patches, shape(region.start)[C]))  # type: ignore[index]
-    streamed = region.start if options.cache_rows else region.end
-    return band_counts(min(options.max_patches, shape(streamed)[2]))  # type: ignore[index]
+    """The band counts a region is scored at: the ladder up to `max_patches` and the size along the
+    region's axis of the tensor the bands share out (the start when rows are kept or channels are
+    grouped, else the end)."""
+    streamed = region.start if options.cache_rows or region.axis == C else region.end
+    return band_counts(min(options.max_patches, shape(streamed)[region.axis]))  # type: ignore[index]
 
 
 def _rank(c: Candidate, options: TilingOptions) -> tuple[int, ...]:
