@@ -10,7 +10,6 @@ import random
 import pytest
 import torch
 from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-from executorch.exir import ExecutorchBackendConfig, to_edge, to_edge_transform_and_lower
 from torch import nn
 
 from memplan import PlannerPass
@@ -23,6 +22,9 @@ from memplan.planner.tiling.region import GraphIndex
 from memplan.planner.tiling.rewrite import rewrite
 from memplan.planner.tiling.search import cut_points
 from tests.planner.random_cnns import random_headed_cnn
+from tests.planner.test_tiling_int8 import _lowered  # XNNPACK per op, or portable
+from tests.planner.test_tiling_random import _program as program_and_calls
+from tests.planner.test_tiling_random import _same as same_outputs
 from tests.planner.tiling_models import quantized_program
 
 SIZE = (1, 3, 16, 16)
@@ -101,6 +103,19 @@ class PerChannelBias(nn.Module):
         return self.conv(x).relu().mean([2, 3]) + self.bias
 
 
+def _channel_regions(graph, cut: set | None = None) -> list:
+    """Every channel region of `graph` from a 4D op (at `cut` points only, when given)."""
+    index = GraphIndex(graph)
+    return [
+        r
+        for s in index.nodes
+        if s.op == "call_function" and len(getattr(s.meta.get("val"), "shape", ())) == 4
+        for e in index.nodes[index.index[s] + 1 :]
+        if (cut is None or (s in cut and e in cut))
+        and (r := channel_region(index, s, e, index.descendants(s))) is not None
+    ]
+
+
 def _region(graph, start_name: str, end_name: str):
     index = GraphIndex(graph)
     nodes = {n.name: n for n in graph.nodes}
@@ -134,29 +149,12 @@ def test_steps_spliced_for_channel_groups_equal_steps_counted_anew():
     program = quantized_program(ChannelHead(), (torch.randn(SIZE),))
     graph = program.graph_module.graph
     counted = GraphSteps(graph, arena_tensors(graph, TilingOptions(input_in_arena=False)))
-    index = GraphIndex(graph)
-    regions = [
-        r
-        for s in index.nodes
-        for e in index.nodes[index.index[s] + 1 :]
-        if s.op == "call_function" and len(s.meta["val"].shape) == 4
-        if (r := channel_region(index, s, e, index.descendants(s))) is not None
-    ]
+    regions = _channel_regions(graph)
     assert regions
     for region in regions:
         pieces = channel_schedule(region, 2)
         assert pieces is not None
         assert counted.tiled(region, pieces) == steps_counted_anew(graph, region, pieces, counted.held)
-
-
-def _lowered(program, xnnpack: bool, planner: PlannerPass):
-    if xnnpack:
-        edge = to_edge_transform_and_lower(program, partitioner=[XnnpackPartitioner(per_op_mode=True)])
-    else:
-        import executorch.kernels.quantized  # noqa: F401  registers the quantized_decomposed out kernels
-
-        edge = to_edge(program)
-    return edge.to_executorch(ExecutorchBackendConfig(memory_planning_pass=planner))
 
 
 @pytest.fixture(scope="module")
@@ -175,8 +173,7 @@ def test_the_search_cuts_an_int8_mean_head_into_channel_groups_bit_identical_and
     calls = [("forward", (torch.randn(SIZE),)) for _ in range(3)]
     got = runtime.run_pte(_lowered(tiled, xnnpack, tiler), calls)
     want = runtime.run_pte(_lowered(head, xnnpack, untiled), calls)
-    for a, b in zip(got, want, strict=True):
-        assert torch.equal(a[0], b[0])
+    same_outputs(got, want, True, "the int8 head in channel groups")
     assert not torch.equal(want[0][0], want[1][0])
     tiled_bound = lower_bound(tiler.results["forward"].problem)
     assert tiled_bound < lower_bound(untiled.results["forward"].problem)
@@ -194,37 +191,18 @@ SLOW_HEAD_SEEDS = [(s, int8) for s in range(2, 14) for int8 in (False, True)]
 def test_random_heads_in_channel_groups_run_like_the_untiled_program(seed: int, int8: bool) -> None:
     """The longest channel region of a random CNN's head in a seeded group count, lowered (int8: one op
     per XNNPACK delegate; fp32: portable) and run against the untiled program: int8 bit-identical."""
-    model, example = random_headed_cnn(seed)
-    if int8:
-        program = quantized_program(model, example, seed)
-    else:
-        with torch.no_grad():
-            program = torch.export.export(model, example)
+    program, calls = program_and_calls(seed, int8, random_headed_cnn)
     module = program.module()
-    index = GraphIndex(module.graph)
-    cut = cut_points(index.nodes)  # where the search may start and end a region (int8 tensors)
-    found = [
-        r
-        for s in index.nodes
-        if s in cut and s.op == "call_function" and len(getattr(s.meta.get("val"), "shape", ())) == 4
-        for e in index.nodes[index.index[s] + 1 :]
-        if e in cut and (r := channel_region(index, s, e, index.descendants(s))) is not None
-    ]
+    found = _channel_regions(module.graph, cut_points(list(module.graph.nodes)))  # the search's cut points
     reducing = [r for r in found if any("dim" in str(n.target._schema) for n in r.nodes)]
     assert reducing, f"seed {seed}: no channel region through the head's reduction"
     region = max(reducing, key=lambda r: len(r.nodes))
     channels = region.start.meta["val"].shape[C]
     groups = random.Random(seed).randint(2, channels)
     rewrite(module, region, channel_schedule(region, groups))
-    tiled = torch.export.export(module, example)
-    generator = torch.Generator().manual_seed(seed)
-    calls = [("forward", (torch.randn(example[0].shape, generator=generator),)) for _ in range(3)]
-    planner = PlannerPass(alloc_graph_input=False)
-    got = runtime.run_pte(_lowered(tiled, int8, planner), calls)
-    want = runtime.run_pte(_lowered(program, int8, PlannerPass(alloc_graph_input=False)), calls)
+    args, _ = program.example_inputs
+    tiled = torch.export.export(module, tuple(args))
+    got = runtime.run_pte(_lowered(tiled, int8), calls)
+    want = runtime.run_pte(_lowered(program, int8), calls)
     where = f"seed {seed}, {groups} groups over {[n.name for n in region.nodes]}"
-    for call, (a, b) in enumerate(zip(got, want, strict=True)):
-        if int8:
-            assert torch.equal(a[0], b[0]), f"{where}, call {call}"
-        else:
-            torch.testing.assert_close(a[0], b[0], atol=1e-5, rtol=1e-5, msg=f"{where}, call {call}")
+    same_outputs(got, want, int8, where, tolerance=1e-5)

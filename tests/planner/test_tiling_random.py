@@ -43,9 +43,10 @@ def banded(program: torch.export.ExportedProgram, seed: int, int8: bool):
     return torch.export.export(module, tuple(args), strict=False), ops_of(region), count
 
 
-def _program(seed: int, int8: bool) -> tuple[torch.export.ExportedProgram, list]:
-    """The seed's random CNN exported (int8: quantized by pt2e), and `CALLS` calls of random images."""
-    model, example = random_cnn(seed)
+def _program(seed: int, int8: bool, build=random_cnn) -> tuple[torch.export.ExportedProgram, list]:
+    """The seed's random CNN (`build(seed)`) exported (int8: quantized by pt2e), and `CALLS` calls of
+    random images."""
+    model, example = build(seed)
     if int8:
         program = quantized_program(model, example, seed)
     else:
@@ -56,13 +57,15 @@ def _program(seed: int, int8: bool) -> tuple[torch.export.ExportedProgram, list]
     return program, calls
 
 
-def _same(got: list, want: list, int8: bool, where: str) -> None:
-    """int8 bit-identical, fp32 within 1e-4, call by call."""
+def _same(got: list, want: list, int8: bool, where: str, tolerance: float = 1e-4) -> None:
+    """int8 bit-identical, fp32 within `tolerance`, call by call."""
     for call, (g, w) in enumerate(zip(got, want, strict=True)):
         if int8:
             assert torch.equal(g[0], w[0]), f"{where}, call {call}"
         else:
-            torch.testing.assert_close(g[0], w[0], atol=1e-4, rtol=1e-4, msg=f"{where}, call {call}")
+            torch.testing.assert_close(
+                g[0], w[0], atol=tolerance, rtol=tolerance, msg=f"{where}, call {call}"
+            )
 
 
 def check(seed: int, int8: bool) -> None:
