@@ -1,7 +1,8 @@
 """Regions a graph can compute one row band at a time, and the rows each op needs per band.
 
 A region runs from a start tensor X (any NCHW activation, typically the image) to an end node O: the
-ops on every path from X to O. It is legal when every op in it has row semantics (`semantics.rule`),
+ops on every path from X to O along which rows flow (a branch that reaches O only through a tensor of
+one row, a squeeze-and-excitation's scale, is computed whole before the bands). It is legal when every op in it has row semantics (`semantics.rule`),
 every activation it reads is X, an op of the region, or broadcast along H (a per-channel constant),
 and nothing but O is read outside it. Given O's row bands, the rows every op must compute for a band
 follow by walking the region backwards (`band_rows`): the hull of what its consumers read, clipped to
@@ -71,6 +72,7 @@ class GraphIndex:
         members = self.members(start, end, below)
         if members is None:
             return Refusal.NO_REGION
+        members = _through_rows(members, end)
         inside = set(members)
         rules: dict[Node, Rule] = {}
         for n in members:
@@ -85,6 +87,20 @@ class GraphIndex:
                 return Refusal.ESCAPING_INTERMEDIATE
             rules[n] = r
         return Region(start, end, tuple(members), rules, _borders(members, rules, end))
+
+
+def _through_rows(members: list[Node], end: Node) -> list[Node]:
+    """The members whose rows reach `end`: a member reaching it only through a tensor of one row (a
+    squeeze-and-excitation's mean and the 1x1 convolutions after it) is no band's work. It is left
+    outside, computed once from the whole start before the bands, and read by them as a constant
+    broadcast along H; were it to read a row-band member, that member would escape the region."""
+    if not _spatial(end):
+        return members  # no rows reach it: the region's refusal says which op stops them
+    kept = {end}
+    for n in reversed(members):
+        if n is not end and _spatial(n) and any(u in kept for u in n.users):
+            kept.add(n)
+    return [n for n in members if n in kept]
 
 
 def _borders(members: list[Node], rules: dict[Node, Rule], end: Node) -> dict[Node, int]:
