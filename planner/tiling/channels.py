@@ -12,13 +12,17 @@ Which ops are channel-local is read off the op, as `semantics` reads rows:
 
 * a pointwise op (`pointwise.is_pointwise`) whose tensor args either carry the channels or broadcast
   along C (a per-tensor scale, a scalar);
-* a reduction, an op with `dim` and `keepdim` arguments, over dims that leave N and C alone.
+* a reduction, an op with `dim` and `keepdim` arguments, over dims that leave N and C alone;
+* any other op of one activation whose output on each group of channels, run on random values, is
+  the same numbers as its output on the whole sliced along C (`adaptive_avg_pool2d` to 1x1 and the
+  `flatten` after it, a classifier head's).
 
 Anything else ends a channel region. Nothing here changes a graph; `rewrite` emits the pieces.
 """
 
 from __future__ import annotations
 
+import torch
 from torch.fx import Node
 
 from memplan.planner.tiling.pointwise import is_pointwise
@@ -47,7 +51,7 @@ def _channel_rule(node: Node) -> Rule | None:
     if {"dim", "keepdim"} <= args.keys():
         return _reduction(node, args["dim"])
     if not is_pointwise(node):
-        return None
+        return _probed(node)
     carrying = []
     for pos, arg in enumerate(node.args):
         s = shape(arg)
@@ -65,6 +69,43 @@ def _reduction(node: Node, dims: object) -> Rule | None:
         return None  # no dim: a reduction over everything
     reduced = {int(d) % len(source) for d in dims}
     return Rule(None, spatial_args=(0,)) if reduced.isdisjoint({0, C}) else None
+
+
+def _probed(node: Node) -> Rule | None:
+    """An op of one activation (its other args constants: `adaptive_avg_pool2d` to 1x1, `flatten`)
+    is channel-local when it does what a group needs: run on random values of the call's shape, its
+    output on each group of channels (two groups, then three) is the same numbers as its output on
+    the whole, sliced along C. An op mixing channels, or one whose args fix the channel count (a
+    reshape's shape), gives other numbers or fails."""
+    activations = [(pos, a) for pos, a in enumerate(node.args) if isinstance(a, Node)]
+    source = shape(activations[0][1]) if len(activations) == 1 else None
+    if source is None or len(source) < 2 or source[C] < 3 or len(node.all_input_nodes) != 1:
+        return None
+    pos, arg = activations[0]
+    value = arg.meta.get("val")
+    if not isinstance(value, torch.Tensor):
+        return None
+    generator = torch.Generator().manual_seed(0)
+    if value.dtype.is_floating_point:
+        x = torch.randn(source, generator=generator).to(value.dtype)
+    else:
+        x = torch.randint(-128, 128, source, generator=generator).to(value.dtype)
+
+    def run(tensor: torch.Tensor) -> object:
+        args = (*node.args[:pos], tensor, *node.args[pos + 1 :])
+        return node.target(*args, **node.kwargs)  # type: ignore[operator]
+
+    try:
+        whole = run(x)
+        if not isinstance(whole, torch.Tensor) or whole.dim() < 2 or whole.shape[C] != source[C]:
+            return None
+        for groups in (2, 3):
+            parts = [run(x.narrow(C, lo, hi - lo)) for lo, hi in bands(source[C], groups)]
+            if not torch.equal(torch.cat(parts, dim=C), whole):  # type: ignore[arg-type]
+                return None
+    except (RuntimeError, TypeError, ValueError):
+        return None
+    return Rule(None, spatial_args=(pos,))
 
 
 def channel_region(index: GraphIndex, start: Node, end: Node, below: int) -> Region | None:

@@ -59,6 +59,11 @@ def _last_op(fn, shape=(1, 6, 5, 5)):
         (lambda x: x * torch.ones(1, 6, 1, 1), True),  # a per-channel tensor carries them
         (lambda x: x.softmax(1), False),
         (lambda x: x.flip(1), False),
+        (lambda x: nn.functional.adaptive_avg_pool2d(x, 1), True),  # probed: what it computes per group
+        (lambda x: x.mean([2, 3], keepdim=True).flatten(1), True),
+        (lambda x: x.reshape(1, 6, 25), False),  # the shape fixes the channel count
+        (lambda x: x.roll(1, 1), False),  # each group rolled alone gives other numbers
+        (lambda x: x.transpose(1, 2), False),
     ],
     ids=[
         "mean_hw",
@@ -73,6 +78,11 @@ def _last_op(fn, shape=(1, 6, 5, 5)):
         "per_channel",
         "softmax_c",
         "flip_c",
+        "adaptive_avg_pool_1x1",
+        "flatten_after_mean",
+        "reshape_fixed",
+        "roll_c",
+        "transpose_c",
     ],
 )
 def test_which_ops_are_channel_local_is_read_off_the_op(fn, local):
