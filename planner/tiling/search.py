@@ -47,6 +47,13 @@ class Candidate:
     macs: int
     cache_rows: bool = True
     inner_peak: int = 0  # the most bytes live while the region's pieces run
+    at_peak: int = 0  # steps at which `peak` bytes are live
+
+    @property
+    def gain(self) -> tuple[int, int]:
+        """What a tiling lowers, compared in order: the peak, then how many steps reach it (where
+        two stages hold the same peak, a region can lower only one; the next region the other)."""
+        return (self.peak, self.at_peak)
 
     def pieces(self) -> list[Piece]:
         """The pieces of this tiling (rebuilt: the search keeps only the scores)."""
@@ -70,6 +77,7 @@ class Search:
     base_macs: int
     chosen: Candidate | None
     refusal: Refusal | None
+    base_at_peak: int = 1  # steps of the untiled graph at `base_peak`
     scored: int = 0
     regions_refused: Counter = field(default_factory=Counter)  # Refusal -> pairs refused for it
     legal_regions: int = 0  # legal (start, end) pairs, scored or not
@@ -106,7 +114,7 @@ def search(graph: Graph, options: TilingOptions, untiled_macs: int | None = None
     base_steps = counted.steps
     base_peak = peak_bytes(base_steps)
     base_macs = graph_macs(graph) if untiled_macs is None else untiled_macs
-    result = Search(base_peak, base_macs, None, None)
+    result = Search(base_peak, base_macs, None, None, _steps_at(live_bytes(base_steps), base_peak))
     if options.budget_bytes is not None and base_peak <= options.budget_bytes:
         return result  # nothing to do: chosen None, refusal None
     regions = _regions(counted, base_peak, result)
@@ -116,7 +124,7 @@ def search(graph: Graph, options: TilingOptions, untiled_macs: int | None = None
     limit = options.budget_bytes if options.budget_bytes is not None else base_peak - 1
     candidates: list[Candidate] = []
     best: Candidate | None = None
-    for floor, i in bounded:
+    for (floor, _), i in bounded:
         if floor > limit or (best is not None and options.budget_bytes is None and floor >= best.peak):
             break
         for candidate in _scored(graph, regions[i], floor, options, result, best, counted):
@@ -129,7 +137,7 @@ def search(graph: Graph, options: TilingOptions, untiled_macs: int | None = None
 def _most_bands_first(
     graph: Graph,
     regions: list[Region],
-    bounded: list[tuple[int, int]],
+    bounded: list[tuple[tuple[int, int], int]],
     options: TilingOptions,
     result: Search,
     counted: GraphSteps,
@@ -141,8 +149,9 @@ def _most_bands_first(
     whole ladder on MobileNetV2-1.0@224 (fp32)."""
     candidates: list[Candidate] = []
     best: Candidate | None = None
+    base = (result.base_peak, result.base_at_peak)
     for floor, i in bounded:
-        if floor >= result.base_peak or (best is not None and floor >= best.peak):
+        if floor >= base or (best is not None and _beyond(floor[0], best, result, options)):
             break
         for count in reversed(_ladder(regions[i], options)):
             candidate = _score(graph, regions[i], count, options, result, counted)
@@ -157,6 +166,16 @@ def _most_bands_first(
             c for c in (_score(graph, best.region, n, options, result, counted) for n in fewer) if c
         ]
     return candidates
+
+
+def _beyond(floor: int, best: Candidate, result: Search, options: TilingOptions) -> bool:
+    """True when no region of this `floor` peak (or above) can beat `best`. A region whose floor is
+    the best's peak can still tie it, and tie-breaks with more regions to come (`_rank`: what its own
+    pieces hold); so can any region below the base while the best only lowers how many steps reach
+    the peak."""
+    if best.peak == result.base_peak:
+        return False
+    return floor > best.peak if options.max_regions > 1 else floor >= best.peak
 
 
 def _ladder(region: Region, options: TilingOptions) -> list[int]:
@@ -174,7 +193,7 @@ def _rank(c: Candidate, options: TilingOptions) -> tuple[int, ...]:
     region at 24 bands reaches the 14x14 stage's peak, but holds 227,360 B itself; more bands hold less)."""
     if options.budget_bytes is None:
         inner = (c.inner_peak,) if options.max_regions > 1 else ()
-        return (c.peak, *inner, c.macs, c.patches)
+        return (c.peak, *inner, c.at_peak, c.macs, c.patches)
     return (c.patches, c.macs, c.peak)
 
 
@@ -237,13 +256,18 @@ def cut_points(nodes: list[Node]) -> set[Node]:
     return {n for n in nodes if n not in floats or n.op == "placeholder" or n in returned}
 
 
-def _floor(counted: GraphSteps, region: Region) -> int:
-    """A lower bound on the peak of any tiling of `region`: the graph with the region's ops gone, the
-    end made from nothing, and at the cat the end's bands (as many bytes as the end) next to it."""
+def _floor(counted: GraphSteps, region: Region) -> tuple[int, int]:
+    """A lower bound on the `Candidate.gain` of any tiling of `region`: the graph with the region's
+    ops gone, the end made from nothing, and at the cat the end's bands (as many bytes as the end)
+    next to it; with the steps at that peak (every step outside the region holds at least as much
+    tiled)."""
     whole = (0, shape(region.end)[region.axis])  # type: ignore[index]
     end = Piece("cat", region.end, whole, (), axis=region.axis)
-    floor = peak_bytes(counted.tiled(region, [end])[0])
-    return max(floor, 2 * end.bytes * counted.held(region.end))
+    live = live_bytes(counted.tiled(region, [end])[0])
+    floor, at_cat = max(live, default=0), 2 * end.bytes * counted.held(region.end)
+    if at_cat > floor:
+        return (at_cat, 1)
+    return (floor, _steps_at(live, floor) + (at_cat == floor))
 
 
 def band_counts(limit: int) -> list[int]:
@@ -300,9 +324,13 @@ def _score(
     steps, span = counted.tiled(region, pieces)
     live = live_bytes(steps)
     inner = max((live[t] for t in span), default=0)
-    return Candidate(
-        region, count, max(live, default=0), tiled_macs(graph, region, pieces), options.cache_rows, inner
-    )
+    peak = max(live, default=0)
+    macs = tiled_macs(graph, region, pieces)
+    return Candidate(region, count, peak, macs, options.cache_rows, inner, _steps_at(live, peak))
+
+
+def _steps_at(live: list[int], peak: int) -> int:
+    return sum(1 for bytes_ in live if bytes_ == peak)
 
 
 def _fits(candidate: Candidate, options: TilingOptions, result: Search) -> bool:
@@ -313,7 +341,7 @@ def _fits(candidate: Candidate, options: TilingOptions, result: Search) -> bool:
 
 
 def _pick(result: Search, candidates: list[Candidate], options: TilingOptions) -> Search:
-    gaining = [c for c in candidates if c.peak < result.base_peak]
+    gaining = [c for c in candidates if c.gain < (result.base_peak, result.base_at_peak)]
     within = [c for c in gaining if extra(c.macs, result.base_macs) <= options.max_extra_macs]
     over = [c for c in gaining if c not in within]
     result.best_over_limit = min(over, key=lambda c: c.peak, default=None)

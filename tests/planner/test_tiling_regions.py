@@ -93,3 +93,38 @@ def test_a_budget_only_two_regions_reach_is_met_with_two_and_refused_with_one(ma
     else:
         assert report.refusal is Refusal.BUDGET_UNREACHABLE
         assert not any(n.meta.get(BAND) for n in module.graph.nodes)  # the graph is left as it was
+
+
+class TwinStages(nn.Module):
+    """Two stages of the same shapes with a channel softmax between them (no region crosses it): both
+    hold the same peak, so a region lowers the graph's peak only with the other stage's region."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Sequential(nn.Conv2d(3, 24, 3, padding=1), nn.ReLU(), nn.Conv2d(24, 3, 1))
+        self.second = nn.Sequential(nn.Conv2d(3, 24, 3, padding=1), nn.ReLU(), nn.Conv2d(24, 3, 1))
+
+    def forward(self, x):
+        return self.second(self.first(x).softmax(1))
+
+
+def _twins() -> torch.export.ExportedProgram:
+    torch.manual_seed(0)
+    with torch.no_grad():
+        return torch.export.export(TwinStages().eval(), (torch.randn(SHAPE),), strict=False)
+
+
+def test_two_stages_holding_the_same_peak_are_tiled_one_after_the_other():
+    report = tile_module(_twins().module(), TilingOptions())
+    assert report.tiled and len(report.regions) == 2, report.summary()
+    first, second = report.regions
+    assert first.peak == report.base_peak  # the first ties: the other stage still holds the peak
+    assert second.peak < report.base_peak and report.peak == second.peak
+
+
+def test_a_region_that_only_ties_the_peak_is_undone_when_no_second_may_follow():
+    module = _twins().module()
+    before = [n.name for n in module.graph.nodes]
+    report = tile_module(module, TilingOptions(max_regions=1))
+    assert not report.tiled and report.refusal is Refusal.NO_GAIN, report.summary()
+    assert [n.name for n in module.graph.nodes] == before  # the graph as it was
