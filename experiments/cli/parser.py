@@ -393,7 +393,7 @@ def _add_tiling(p: argparse.ArgumentParser) -> None:
         type=int,
         default=None,
         help="with --tiling: the most regions tiled one after the other, each where the peak sits once"
-        " the last is tiled (default: TilingOptions.max_regions, 8)",
+        " the last is tiled (default: TilingOptions.max_regions, 32)",
     )
     p.add_argument(
         "--budget",

@@ -12,7 +12,8 @@ planning pass the graph is already out-variant with every tensor's spec fixed, a
 convolutions are inside delegate blobs, so it can only be a transform of the exported ATen program.
 `PlannerPass(tiling=...).tile(ep)` runs it with the pass's options and the pass then reports it per
 method. Modules: `semantics` (rows an op reads), `region` (legal regions, rows per band),
-`schedule` (the pieces), `channels` (regions in groups of channels: a head's mean), `cost` (peak and MACs from a graph), `search`, `rewrite`, `report`.
+`schedule` (the pieces), `channels` (regions in groups of channels: a head's mean), `shared_chains` (a float chain computed
+again for a reduction reading it), `cost` (peak and MACs from a graph), `search`, `rewrite`, `report`.
 """
 
 from __future__ import annotations
@@ -32,8 +33,9 @@ from memplan.planner.tiling.options import TilingOptions, tiling_options
 from memplan.planner.tiling.partitioned import mark_origins
 from memplan.planner.tiling.report import TiledRegion, TilingReport
 from memplan.planner.tiling.rewrite import rewrite
-from memplan.planner.tiling.search import Search, extra, search
+from memplan.planner.tiling.search import Search, cut_points, extra, search
 from memplan.planner.tiling.semantics import Refusal
+from memplan.planner.tiling.shared_chains import split_shared_chains
 
 __all__ = [
     "Refusal",
@@ -58,8 +60,25 @@ class Tiled:
 def tile_module(module: GraphModule, options: TilingOptions) -> TilingReport:
     """Tile `module`'s graph in place (it needs node meta "val", as exported graphs have): the best
     region, then where the peak sits next, up to `options.max_regions`. Under a budget no single region
-    reaches, regions are tiled in turn for the smallest peak on a copy, kept if they reach it."""
+    reaches, regions are tiled in turn for the smallest peak on a copy, kept if they reach it. Where a
+    float chain is shared by a reduction and another reader (`shared_chains`), the graph is also tiled
+    with the chain computed again for the reduction, and the smaller peak is kept."""
     mark_origins(module.graph)
+    split = copy.deepcopy(module) if options.recompute_shared_chains else None
+    copied = 0 if split is None else split_shared_chains(split, cut_points(list(split.graph.nodes)))
+    report = _tiled_in_place(module, options)
+    if split is None or not copied:
+        return report
+    with_copies = _tiled_in_place(split, options)
+    if not with_copies.tiled or with_copies.peak >= report.peak:
+        return report
+    module.graph = split.graph
+    return dataclasses.replace(
+        with_copies, base_peak=report.base_peak, base_macs=report.base_macs, recomputed_chains=copied
+    )
+
+
+def _tiled_in_place(module: GraphModule, options: TilingOptions) -> TilingReport:
     found = search(module.graph, options)
     not_tiled = TilingReport(
         options,
@@ -98,12 +117,21 @@ class _Turns:
 
 def _in_turn(module: GraphModule, options: TilingOptions, found: Search, untiled_macs: int) -> _Turns:
     """Tile `found`'s choice, search the tiled graph again and tile its choice while it lowers the
-    peak, up to `options.max_regions` regions (or until the peak fits the budget)."""
+    peak, up to `options.max_regions` regions (or until the peak fits the budget). Where two stages
+    hold the same peak, a region lowering one leaves the peak as it was (fewer steps reach it) and the
+    next lowers it; regions after the last that lowered the peak are undone (the graph kept from
+    before the first of them)."""
     regions: list[TiledRegion] = []
     scored = found.scored
     peak, macs = found.base_peak, found.base_macs
-    while found.chosen is not None and found.chosen.peak < peak:
+    gain = (found.base_peak, found.base_at_peak)
+    before_ties: tuple[GraphModule, int, int, int] | None = None  # the graph, its peak, MACs, regions
+    while found.chosen is not None and found.chosen.gain < gain:
         chosen = found.chosen
+        if chosen.peak < peak:
+            before_ties = None
+        elif before_ties is None:
+            before_ties = (copy.deepcopy(module), peak, macs, len(regions))
         rewrite(module, chosen.region, chosen.pieces())
         names = tuple(n.name for n in chosen.region.nodes)
         regions.append(
@@ -116,17 +144,23 @@ def _in_turn(module: GraphModule, options: TilingOptions, found: Search, untiled
                 by_channels=chosen.region.axis == C,
             )
         )
-        peak, macs = chosen.peak, chosen.macs
+        peak, macs, gain = chosen.peak, chosen.macs, chosen.gain
         if len(regions) == options.max_regions or (
             options.budget_bytes is not None and peak <= options.budget_bytes
         ):
             break
         found = search(module.graph, options, untiled_macs)
         scored += found.scored
+    if before_ties is not None:
+        kept, peak, macs, count = before_ties
+        module.graph = kept.graph
+        regions = regions[:count]
     return _Turns(tuple(regions), peak, macs, scored)
 
 
 def _tiled(untiled: TilingReport, turns: _Turns) -> TilingReport:
+    if not turns.regions:  # the regions found only tied the peak, and were undone
+        return dataclasses.replace(untiled, refusal=Refusal.NO_GAIN, candidates=turns.scored)
     return dataclasses.replace(
         untiled,
         tiled=True,

@@ -28,19 +28,23 @@ class TilingOptions:
     partitioners are known (`PlannerPass.tile(..., partitioner=...)`, `memplan run`), what they do to
     the untiled program, read off it (`planner.tiling.partitioned`), which `int8_kernels` then
     stands in for no longer. `alignment`: each tensor's bytes in the arena are rounded up to it (the
-    pass's, ExecuTorch's 16 by default), which counts where a region makes many small tensors.
+    pass's, ExecuTorch's 16 by default), which counts where a region makes many small tensors. `recompute_shared_chains`: where a
+    float chain is read by a reduction over H and W and by another op (a squeeze-and-excitation's
+    mean and its gating), also try the graph with the chain computed again for the reduction
+    (`shared_chains`), so each reader's region is one the search can cut; the smaller peak is kept.
     """
 
     max_extra_macs: float = 0.15
     budget_bytes: int | None = None
     max_patches: int = 64
-    max_regions: int = 8
+    max_regions: int = 32
     cache_rows: bool = True
     input_in_arena: bool = True
     int8_kernels: bool = True
     elementwise_in_place: bool = True
     partitioned: Partitioned | None = None
     alignment: int = ALIGNMENT
+    recompute_shared_chains: bool = True
 
     def __post_init__(self) -> None:
         if not self.max_extra_macs >= 0:

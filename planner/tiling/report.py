@@ -49,6 +49,9 @@ class TilingReport:
     regions_refused: Counter = field(default_factory=Counter)
     # Refused for the MAC limit: the smallest peak seen over it, and its extra MACs (a fraction).
     over_limit: tuple[int, float] | None = None
+    # Float chains shared by a reduction and another reader, computed again for the reduction
+    # (`shared_chains`): the tiling found is of the graph with those copies.
+    recomputed_chains: int = 0
 
     @property
     def ops(self) -> tuple[str, ...]:
@@ -87,8 +90,11 @@ class TilingReport:
             if self.over_limit is not None:
                 nearest = f" (it would reach {self.over_limit[0]:,} B at {100 * self.over_limit[1]:.1f} % extra MACs)"
             return f"not tiled ({why}); peak {self.base_peak:,} B{nearest}"
+        copies = ""
+        if self.recomputed_chains:
+            copies = f"; {self.recomputed_chains} shared float chains computed again for their reductions"
         return (
-            f"tiled {self._each_region()}: estimated peak {self.base_peak:,} -> {self.peak:,} B "
+            f"tiled {self._each_region()}{copies}: estimated peak {self.base_peak:,} -> {self.peak:,} B "
             f"({self.reduction:.2f}x), extra MACs {100 * self.extra_macs:.1f} %"
         )
 

@@ -1,6 +1,7 @@
 """Seeded random CNNs for the tiling equivalence tests: strides, dilations, grouped and depthwise
 convolutions, odd image sizes, max and average pools, residual adds (over one conv or two), channel cats of two branches,
-ReLU / ReLU6 / hardswish, and (`random_headed_cnn`) a classifier head reducing over H and W; the program tiled is the longest legal region from the input (what the
+ReLU / ReLU6 / hardswish, (`random_headed_cnn`) a classifier head reducing over H and W, and
+(`random_se_cnn`) MobileNetV3's squeeze-and-excitation blocks and head; the program tiled is the longest legal region from the input (what the
 tiling core accepts of it), so every generated op the core can band is banded."""
 
 from __future__ import annotations
@@ -141,3 +142,49 @@ def longest_region(module: GraphModule, int8_end: bool = False) -> tuple[Region 
 def ops_of(region: Region) -> list[str]:
     """The ATen ops a region bands, by name (to report what the generator covered)."""
     return sorted({str(n.target).split(".")[-2] for n in region.nodes if isinstance(n, Node)})
+
+
+class SqueezeExcite(nn.Module):
+    """MobileNetV3's inverted residual with squeeze-and-excitation: a 1x1 expansion and a depthwise
+    convolution (each + hardswish), the mean over H and W through two 1x1 convolutions and a
+    hardsigmoid gating the block's own output, a 1x1 projection, a residual add when shapes allow.
+    XNNPACK's quantizer leaves hardswish and the mean float, so the hardswish output feeding both the
+    mean and the gating is the float chain `shared_chains` computes twice."""
+
+    def __init__(self, rng: random.Random, cin: int, size: int) -> None:
+        super().__init__()
+        wide = cin * rng.randrange(2, 7)
+        kernel = rng.choice([3, 5])
+        self.stride = rng.choice([1, 2]) if size >= 9 else 1
+        self.expand = nn.Conv2d(cin, wide, 1)
+        self.depthwise = nn.Conv2d(wide, wide, kernel, self.stride, kernel // 2, groups=wide)
+        squeezed = max(2, wide // 4)
+        self.fc1, self.fc2 = nn.Conv2d(wide, squeezed, 1), nn.Conv2d(squeezed, wide, 1)
+        self.cout = rng.choice([cin, cin + 2])
+        self.project = nn.Conv2d(wide, self.cout, 1)
+        self.residual = self.stride == 1 and self.cout == cin
+
+    def forward(self, x):
+        y = nn.functional.hardswish(self.depthwise(nn.functional.hardswish(self.expand(x))))
+        scale = nn.functional.hardsigmoid(self.fc2(torch.relu(self.fc1(y.mean([2, 3], keepdim=True)))))
+        out = self.project(y * scale)
+        return out + x if self.residual else out
+
+
+def random_se_cnn(seed: int) -> tuple[nn.Module, tuple[torch.Tensor]]:
+    """A seeded stem convolution, one to three `SqueezeExcite` blocks and MobileNetV3's classifier head
+    (a 1x1 widening + hardswish, `AdaptiveAvgPool2d(1)`, flatten, linear) on an image of 13-29 rows."""
+    rng = random.Random(seed)
+    torch.manual_seed(seed)
+    height, width = rng.randrange(13, 30), rng.randrange(13, 30)
+    cin = rng.choice([4, 6, 8])
+    layers: list[nn.Module] = [nn.Conv2d(3, cin, 3, 2, 1), nn.Hardswish()]
+    size = (min(height, width) + 1) // 2
+    for _ in range(rng.randrange(1, 4)):
+        block = SqueezeExcite(rng, cin, size)
+        layers.append(block)
+        cin, size = block.cout, (size + block.stride - 1) // block.stride
+    wide = cin * rng.randrange(2, 5)
+    head = [nn.Conv2d(cin, wide, 1), nn.Hardswish(), nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+    model = nn.Sequential(*layers, *head, nn.Linear(wide, rng.randrange(3, 9))).eval()
+    return model, (torch.randn(1, 3, height, width),)
