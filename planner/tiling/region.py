@@ -15,6 +15,7 @@ border rows too, from its integer input padded with the integer that maps to the
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from torch.fx import Graph, Node
 
@@ -34,6 +35,20 @@ class Region:
     # Region ops whose rows may reach past the tensor -> the integer their input is padded with.
     borders: dict[Node, int] = field(default_factory=dict, compare=False, hash=False)
     axis: int = H  # what the pieces cut: row bands (H) or groups of channels (`channels.C`)
+
+    @cached_property
+    def row_args(self) -> dict[Node, tuple[int, ...]]:
+        """Per op, the positions of its args it reads rows of: the start's or another op's (`reads`
+        asks once per op and band, thousands of times per schedule)."""
+        return {
+            node: tuple(
+                pos
+                for pos in rule.spatial_args
+                if pos < len(node.args)
+                and ((arg := node.args[pos]) is self.start or (isinstance(arg, Node) and arg in self.rules))
+            )
+            for node, rule in self.rules.items()
+        }
 
 
 class GraphIndex:
@@ -138,13 +153,9 @@ def bands(height: int, count: int) -> list[Rows]:
 
 def reads(region: Region, node: Node, rows: Rows) -> dict[int, Rows]:
     """Unclipped rows of each spatial arg (by position) that `node` reads to compute its `rows`."""
-    r = region.rules[node]
-    need = rows if r.window is None else r.window.input_rows(*rows)
-    return {
-        pos: need
-        for pos, a in enumerate(node.args)
-        if pos in r.spatial_args and isinstance(a, Node) and (a is region.start or a in region.rules)
-    }
+    window = region.rules[node].window
+    need = rows if window is None else window.input_rows(*rows)
+    return {pos: need for pos in region.row_args[node]}
 
 
 def band_rows(region: Region, out_rows: Rows) -> dict[Node, Rows]:
