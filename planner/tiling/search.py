@@ -124,7 +124,8 @@ def search(graph: Graph, options: TilingOptions, untiled_macs: int | None = None
     limit = options.budget_bytes if options.budget_bytes is not None else base_peak - 1
     candidates: list[Candidate] = []
     best: Candidate | None = None
-    for (floor, _), i in bounded:
+    for bound, i in bounded:
+        floor = bound.peak
         if floor > limit or (best is not None and options.budget_bytes is None and floor >= best.peak):
             break
         for candidate in _scored(graph, regions[i], floor, options, result, best, counted):
@@ -137,7 +138,7 @@ def search(graph: Graph, options: TilingOptions, untiled_macs: int | None = None
 def _most_bands_first(
     graph: Graph,
     regions: list[Region],
-    bounded: list[tuple[tuple[int, int], int]],
+    bounded: list[tuple[Floor, int]],
     options: TilingOptions,
     result: Search,
     counted: GraphSteps,
@@ -151,8 +152,10 @@ def _most_bands_first(
     best: Candidate | None = None
     base = (result.base_peak, result.base_at_peak)
     for floor, i in bounded:
-        if floor >= base or (best is not None and _beyond(floor[0], best, result, options)):
+        if floor.gain >= base or (best is not None and _beyond(floor.peak, best, result, options)):
             break
+        if best is not None and floor.peak == best.peak and floor.inner >= best.inner_peak:
+            continue  # at best a tie it loses on what its own pieces hold
         for count in reversed(_ladder(regions[i], options)):
             candidate = _score(graph, regions[i], count, options, result, counted)
             if candidate is not None:
@@ -256,18 +259,34 @@ def cut_points(nodes: list[Node]) -> set[Node]:
     return {n for n in nodes if n not in floats or n.op == "placeholder" or n in returned}
 
 
-def _floor(counted: GraphSteps, region: Region) -> tuple[int, int]:
-    """A lower bound on the `Candidate.gain` of any tiling of `region`: the graph with the region's
-    ops gone, the end made from nothing, and at the cat the end's bands (as many bytes as the end)
-    next to it; with the steps at that peak (every step outside the region holds at least as much
-    tiled)."""
+@dataclass(frozen=True, order=True)
+class Floor:
+    """Lower bounds for any tiling of one region, in the order candidates are compared: its peak, the
+    steps at that peak, and what its own pieces hold (`Candidate.inner_peak`)."""
+
+    peak: int
+    at_peak: int
+    inner: int
+
+    @property
+    def gain(self) -> tuple[int, int]:
+        return (self.peak, self.at_peak)
+
+
+def _floor(counted: GraphSteps, region: Region) -> Floor:
+    """The graph with the region's ops gone, the end made from nothing, and at the cat the end's bands
+    (as many bytes as the end) next to it: every step outside the region holds at least as much
+    tiled, and the cat at least what is live beside it then."""
     whole = (0, shape(region.end)[region.axis])  # type: ignore[index]
     end = Piece("cat", region.end, whole, (), axis=region.axis)
-    live = live_bytes(counted.tiled(region, [end])[0])
-    floor, at_cat = max(live, default=0), 2 * end.bytes * counted.held(region.end)
+    steps, span = counted.tiled(region, [end])
+    live = live_bytes(steps)
+    at_cat = 2 * end.bytes * counted.held(region.end)
+    inner = max(at_cat, max((live[t] for t in span), default=0))
+    floor = max(live, default=0)
     if at_cat > floor:
-        return (at_cat, 1)
-    return (floor, _steps_at(live, floor) + (at_cat == floor))
+        return Floor(at_cat, 1, inner)
+    return Floor(floor, _steps_at(live, floor) + (at_cat == floor), inner)
 
 
 def band_counts(limit: int) -> list[int]:
