@@ -172,19 +172,28 @@ def head() -> torch.export.ExportedProgram:
     return quantized_program(ChannelHead(), (torch.randn(SIZE),))
 
 
+def searched_against_untiled(
+    program, xnnpack: bool, size: tuple[int, ...], where: str, tiling: TilingOptions | bool = True
+):
+    """`program` tiled by `PlannerPass.tile` (XNNPACK's partitioner given), lowered (XNNPACK per op or
+    portable) and run against the untiled program over 3 calls, bit-identical: the tiling pass, its
+    report, and the untiled program's pass."""
+    tiler = PlannerPass(alloc_graph_input=False, tiling=tiling)
+    tiled = tiler.tile(program, "forward", partitioner=[XnnpackPartitioner(per_op_mode=True)])
+    untiled = PlannerPass(alloc_graph_input=False, elementwise_in_place=True)
+    calls = [("forward", (torch.randn(size),)) for _ in range(3)]
+    got = runtime.run_pte(_lowered(tiled, xnnpack, tiler), calls)
+    want = runtime.run_pte(_lowered(program, xnnpack, untiled), calls)
+    same_outputs(got, want, True, where)
+    assert not torch.equal(want[0][0], want[1][0])
+    return tiler, tiler.tiling_reports["forward"], untiled
+
+
 @pytest.mark.parametrize("xnnpack", [True, False], ids=["xnnpack_per_op", "portable"])
 def test_the_search_cuts_an_int8_mean_head_into_channel_groups_bit_identical_and_below_untiled(head, xnnpack):
-    tiler = PlannerPass(alloc_graph_input=False, tiling=True)
-    tiled = tiler.tile(head, "forward", partitioner=[XnnpackPartitioner(per_op_mode=True)])
-    report = tiler.tiling_reports["forward"]
+    tiler, report, untiled = searched_against_untiled(head, xnnpack, SIZE, "the int8 head in channel groups")
     assert report.tiled and any(r.by_channels for r in report.regions), report.summary()
     assert "channel groups" in report.summary()
-    untiled = PlannerPass(alloc_graph_input=False, elementwise_in_place=True)
-    calls = [("forward", (torch.randn(SIZE),)) for _ in range(3)]
-    got = runtime.run_pte(_lowered(tiled, xnnpack, tiler), calls)
-    want = runtime.run_pte(_lowered(head, xnnpack, untiled), calls)
-    same_outputs(got, want, True, "the int8 head in channel groups")
-    assert not torch.equal(want[0][0], want[1][0])
     tiled_bound = lower_bound(tiler.results["forward"].problem)
     assert tiled_bound < lower_bound(untiled.results["forward"].problem)
     if xnnpack:  # what the search counted with the partitioner's facts is what the lowered program holds

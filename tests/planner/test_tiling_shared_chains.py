@@ -22,12 +22,14 @@ from memplan.planner.tiling.search import cut_points
 from memplan.planner.tiling.semantics import Refusal
 from memplan.planner.tiling.shared_chains import split_shared_chains
 from tests.planner.random_cnns import SqueezeExcite, random_se_cnn
+from tests.planner.test_tiling_channels import searched_against_untiled
 from tests.planner.test_tiling_int8 import _lowered  # XNNPACK per op, or portable
 from tests.planner.test_tiling_random import _program as program_and_calls
 from tests.planner.test_tiling_random import _same as same_outputs
 from tests.planner.tiling_models import quantized_program
 
 SIZE = (1, 3, 24, 24)
+FEW_PATCHES = TilingOptions(max_patches=8)  # a lowering of 64 one-op delegates per region takes minutes
 
 
 class Block(nn.Module):
@@ -109,18 +111,11 @@ def _quantize_after(node):
 
 @pytest.mark.parametrize("xnnpack", [True, False], ids=["xnnpack_per_op", "portable"])
 def test_the_search_tiles_the_se_block_with_the_copy_bit_identical_and_below_untiled(block, xnnpack):
-    tiler = PlannerPass(alloc_graph_input=False, tiling=True)
-    tiled = tiler.tile(block, "forward", partitioner=[XnnpackPartitioner(per_op_mode=True)])
-    report = tiler.tiling_reports["forward"]
+    where = "the SE block with its chain computed again"
+    tiler, report, untiled = searched_against_untiled(block, xnnpack, SIZE, where, FEW_PATCHES)
     assert report.tiled and report.recomputed_chains == 1, report.summary()
     assert any(r.by_channels for r in report.regions) and not all(r.by_channels for r in report.regions)
     assert "computed again" in report.summary()
-    untiled = PlannerPass(alloc_graph_input=False, elementwise_in_place=True)
-    calls = [("forward", (torch.randn(SIZE),)) for _ in range(3)]
-    got = runtime.run_pte(_lowered(tiled, xnnpack, tiler), calls)
-    want = runtime.run_pte(_lowered(block, xnnpack, untiled), calls)
-    same_outputs(got, want, True, "the SE block with its chain computed again")
-    assert not torch.equal(want[0][0], want[1][0])
     assert lower_bound(tiler.results["forward"].problem) < lower_bound(untiled.results["forward"].problem)
 
 
@@ -133,8 +128,8 @@ def test_the_copy_is_what_lowers_the_peak_and_its_switch_turns_it_off(block):
     assert on.peak < off.peak, (on.summary(), off.summary())
 
 
-SE_SEEDS = [0, 1]
-SLOW_SE_SEEDS = list(range(2, 12))
+SE_SEEDS = [1]
+SLOW_SE_SEEDS = [0, *range(2, 12)]
 
 
 @pytest.mark.parametrize("seed", SE_SEEDS + [pytest.param(s, marks=pytest.mark.slow) for s in SLOW_SE_SEEDS])
@@ -143,7 +138,7 @@ def test_random_se_cnns_searched_and_tiled_run_bit_identical(seed: int) -> None:
     partitioner: rows, channel groups, chains computed again) lowered one op per XNNPACK delegate and
     run against the untiled program."""
     program, calls = program_and_calls(seed, True, random_se_cnn)
-    tiler = PlannerPass(alloc_graph_input=False, tiling=True)
+    tiler = PlannerPass(alloc_graph_input=False, tiling=FEW_PATCHES)
     tiled = tiler.tile(program, "forward", partitioner=[XnnpackPartitioner(per_op_mode=True)])
     report = tiler.tiling_reports["forward"]
     assert report.tiled, f"seed {seed}: {report.summary()}"
