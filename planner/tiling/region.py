@@ -111,6 +111,8 @@ def _through_rows(members: list[Node], end: Node) -> list[Node]:
     broadcast along H; were it to read a row-band member, that member would escape the region."""
     if not _spatial(end):
         return members  # no rows reach it: the region's refusal says which op stops them
+    if all(_spatial(n) for n in members):
+        return members  # each is on a path to the end through tensors of rows
     kept = {end}
     for n in reversed(members):
         if n is not end and _spatial(n) and any(u in kept for u in n.users):

@@ -78,6 +78,9 @@ class Search:
     chosen: Candidate | None
     refusal: Refusal | None
     base_at_peak: int = 1  # steps of the untiled graph at `base_peak`
+    # The most bytes live while the pieces of regions tiled already run: no later region lowers it
+    # (it neither starts in nor crosses them), so no tiling of the graph goes below it.
+    pinned: int = 0
     scored: int = 0
     regions_refused: Counter = field(default_factory=Counter)  # Refusal -> pairs refused for it
     legal_regions: int = 0  # legal (start, end) pairs, scored or not
@@ -114,7 +117,8 @@ def search(graph: Graph, options: TilingOptions, untiled_macs: int | None = None
     base_steps = counted.steps
     base_peak = peak_bytes(base_steps)
     base_macs = graph_macs(graph) if untiled_macs is None else untiled_macs
-    result = Search(base_peak, base_macs, None, None, _steps_at(live_bytes(base_steps), base_peak))
+    live = live_bytes(base_steps)
+    result = Search(base_peak, base_macs, None, None, _steps_at(live, base_peak), _pinned(counted, live))
     if options.budget_bytes is not None and base_peak <= options.budget_bytes:
         return result  # nothing to do: chosen None, refusal None
     regions = _regions(counted, base_peak, result)
@@ -154,6 +158,8 @@ def _most_bands_first(
     for floor, i in bounded:
         if floor.gain >= base or (best is not None and _beyond(floor.peak, best, result, options)):
             break
+        if best is not None and best.peak <= result.pinned:
+            break  # the peak sits in a region tiled already: no tie-break lowers what follows
         if best is not None and floor.peak == best.peak and floor.inner >= best.inner_peak:
             continue  # at best a tie it loses on what its own pieces hold
         for count in reversed(_ladder(regions[i], options)):
@@ -346,6 +352,13 @@ def _score(
     peak = max(live, default=0)
     macs = tiled_macs(graph, region, pieces)
     return Candidate(region, count, peak, macs, options.cache_rows, inner, _steps_at(live, peak))
+
+
+def _pinned(counted: GraphSteps, live: list[int]) -> int:
+    """The most bytes live at the steps of pieces of regions tiled already (`Search.pinned`)."""
+    steps = (step for node, step in counted.order if step is not None and node.meta.get(BAND))
+    index = {id(step): t for t, step in enumerate(counted.steps)}
+    return max((live[index[id(step)]] for step in steps), default=0)
 
 
 def _steps_at(live: list[int], peak: int) -> int:

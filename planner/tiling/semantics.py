@@ -79,6 +79,7 @@ class Rule:
 
 _ARGS = "memplan_tiling_args"  # node.meta keys caching what is read here again and again
 _SHAPE = "memplan_tiling_shape"
+_ITEMSIZE = "memplan_tiling_itemsize"
 _BORDER = "memplan_tiling_integer_border"
 
 
@@ -115,8 +116,10 @@ def shape(node: Any) -> tuple[int, ...] | None:
 
 def itemsize(node: Node) -> int:
     """Bytes per element of the node's tensor value (0 when it has none)."""
-    val = node.meta.get("val")
-    return val.element_size() if isinstance(val, torch.Tensor) else 0
+    if _ITEMSIZE not in node.meta:
+        val = node.meta.get("val")
+        node.meta[_ITEMSIZE] = val.element_size() if isinstance(val, torch.Tensor) else 0
+    return node.meta[_ITEMSIZE]
 
 
 def _shape(node: Node) -> tuple[int, ...] | None:
