@@ -18,9 +18,10 @@ from torch.fx import Graph, GraphModule, Node
 from torch.utils._pytree import tree_flatten
 
 from memplan.planner.tiling.partitioned import mark_origin, origin
+from memplan.planner.tiling.pointwise import is_pointwise
 from memplan.planner.tiling.region import Region
 from memplan.planner.tiling.schedule import START, Piece
-from memplan.planner.tiling.semantics import rebuilt_args
+from memplan.planner.tiling.semantics import rebuilt_args, shape
 
 aten = torch.ops.aten
 
@@ -60,11 +61,13 @@ def _value(node: Node) -> object:
 
 
 def _own_weights(graph: Graph, piece: Piece, claimed: set[Node]) -> dict[int, Node]:
-    """Copies, for this band's op, of the ops computing its constant args (a weight's dequantize).
+    """Copies, for this band's op, of the ops computing its constant args: a weight's dequantize, or
+    the dequantize of a one-row tensor from outside the region (a squeeze-and-excitation's scale).
 
-    XNNPACK's partitioner takes a conv together with its weight's dequantize, so ops of several bands
-    sharing one dequantize would become one delegate and every band's output would be live at once;
-    each band gets its own (the first keeps the original), reading the same constant.
+    XNNPACK's partitioner takes a conv together with its weight's dequantize (a mul with its scale's),
+    so ops of several bands sharing one dequantize would become one delegate and every band's input
+    would be live at once; each band gets its own (the first keeps the original), reading the same
+    tensor.
     """
     if piece.kind != "op":
         return {}
@@ -72,12 +75,19 @@ def _own_weights(graph: Graph, piece: Piece, claimed: set[Node]) -> dict[int, No
     for pos, arg in enumerate(piece.origin.args):
         if pos in piece.args or not isinstance(arg, Node) or arg.op != "call_function":
             continue
-        if not all(a.op == "get_attr" for a in arg.all_input_nodes):
+        if not (all(a.op == "get_attr" for a in arg.all_input_nodes) or _broadcast_dequantize(arg)):
             continue
         if arg in claimed:
             own[pos] = graph.node_copy(arg)
         claimed.add(arg)
     return own
+
+
+def _broadcast_dequantize(node: Node) -> bool:
+    """A pointwise op of one tensor whose output has one row (broadcast along H): cheap to copy."""
+    out = shape(node)
+    one_row = out is not None and (len(out) < 3 or out[-2] == 1)
+    return one_row and len(node.all_input_nodes) == 1 and is_pointwise(node)
 
 
 def _emit(graph, piece: Piece, inputs: list[Node], own: dict[int, Node]) -> Node:

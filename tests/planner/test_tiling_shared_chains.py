@@ -116,7 +116,10 @@ def test_the_search_tiles_the_se_block_with_the_copy_bit_identical_and_below_unt
     assert report.tiled and report.recomputed_chains == 1, report.summary()
     assert any(r.by_channels for r in report.regions) and not all(r.by_channels for r in report.regions)
     assert "computed again" in report.summary()
-    assert lower_bound(tiler.results["forward"].problem) < lower_bound(untiled.results["forward"].problem)
+    tiled_bound = lower_bound(tiler.results["forward"].problem)
+    assert tiled_bound < lower_bound(untiled.results["forward"].problem)
+    if xnnpack:  # each band's gating has its own dequantized scale, so no delegate holds every band
+        assert tiled_bound == report.peak
 
 
 def test_the_copy_is_what_lowers_the_peak_and_its_switch_turns_it_off(block):
