@@ -35,7 +35,7 @@ from memplan.planner.tiling.report import TiledRegion, TilingReport
 from memplan.planner.tiling.rewrite import rewrite
 from memplan.planner.tiling.search import Search, cut_points, extra, search
 from memplan.planner.tiling.semantics import Refusal
-from memplan.planner.tiling.shared_chains import split_shared_chains
+from memplan.planner.tiling.shared_chains import shared_chains, split_shared_chains
 
 __all__ = [
     "Refusal",
@@ -64,7 +64,10 @@ def tile_module(module: GraphModule, options: TilingOptions) -> TilingReport:
     float chain is shared by a reduction and another reader (`shared_chains`), the graph is also tiled
     with the chain computed again for the reduction, and the smaller peak is kept."""
     mark_origins(module.graph)
-    split = copy.deepcopy(module) if options.recompute_shared_chains else None
+    shared = options.recompute_shared_chains and shared_chains(
+        module.graph, cut_points(list(module.graph.nodes))
+    )
+    split = copy.deepcopy(module) if shared else None  # before tiling changes `module`
     copied = 0 if split is None else split_shared_chains(split, cut_points(list(split.graph.nodes)))
     report = _tiled_in_place(module, options)
     if split is None or not copied:

@@ -29,26 +29,33 @@ from memplan.planner.tiling.semantics import arguments, shape
 _CACHED = "memplan_tiling_"  # what the tiling modules cache in a node's meta: of the original, not the copy
 
 
-def split_shared_chains(module: GraphModule, cut: set[Node]) -> int:
-    """Give every reduction over H and W reading a shared float chain a copy of the chain (in place);
-    `cut`: the tensors a region may start at (`search.cut_points`), where a chain begins. Returns how
-    many chains were copied."""
-    graph = module.graph
-    copied = 0
-    for node in list(graph.nodes):
+def shared_chains(graph: Graph, cut: set[Node]) -> list[tuple[Node, list[Node], list[Node]]]:
+    """Each float tensor read by a reduction over H and W and by another op, with the pointwise chain
+    from the nearest tensor in `cut` (`search.cut_points`, where a region may start) up to it, and
+    its reducing readers."""
+    found = []
+    for node in graph.nodes:
         reductions = [u for u in node.users if _reduction(u)]
         if node in cut or not reductions or len(reductions) == len(node.users):
             continue
         chain = _chain_to_cut(node, cut)
-        if chain is None:
-            continue
+        if chain is not None:
+            found.append((node, chain, reductions))
+    return found
+
+
+def split_shared_chains(module: GraphModule, cut: set[Node]) -> int:
+    """Give every reduction reading a shared float chain (`shared_chains`) a copy of the chain, in
+    place. Returns how many chains were copied."""
+    graph = module.graph
+    found = shared_chains(graph, cut)
+    for node, chain, reductions in found:
         for reader in reductions:
             reader.replace_input_with(node, _copy_before(graph, reader, chain))
-        copied += 1
-    if copied:
+    if found:
         graph.lint()
         module.recompile()
-    return copied
+    return len(found)
 
 
 def _reduction(node: Node) -> bool:
