@@ -67,17 +67,17 @@ def tile_module(module: GraphModule, options: TilingOptions) -> TilingReport:
     shared = options.recompute_shared_chains and shared_chains(
         module.graph, cut_points(list(module.graph.nodes))
     )
-    split = copy.deepcopy(module) if shared else None  # before tiling changes `module`
-    copied = 0 if split is None else split_shared_chains(split, cut_points(list(split.graph.nodes)))
+    if not shared:
+        return _tiled_in_place(module, options)
+    split = copy.deepcopy(module)  # before tiling changes `module`
+    split_shared_chains(split, cut_points(list(split.graph.nodes)))
     report = _tiled_in_place(module, options)
-    if split is None or not copied:
-        return report
     with_copies = _tiled_in_place(split, options)
     if not with_copies.tiled or with_copies.peak >= report.peak:
         return report
     module.graph = split.graph
     return dataclasses.replace(
-        with_copies, base_peak=report.base_peak, base_macs=report.base_macs, recomputed_chains=copied
+        with_copies, base_peak=report.base_peak, base_macs=report.base_macs, recomputed_chains=len(shared)
     )
 
 

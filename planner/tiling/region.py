@@ -96,7 +96,7 @@ class GraphIndex:
                 return r
             for pos, a in enumerate(n.args):
                 if isinstance(a, Node) and a not in inside and a is not start and shape(a) is not None:
-                    if pos in r.spatial_args and _spatial(a):
+                    if pos in r.spatial_args and has_rows(a):
                         return Refusal.SPATIAL_INPUT_FROM_OUTSIDE
             if n is not end and any(u not in inside for u in n.users):
                 return Refusal.ESCAPING_INTERMEDIATE
@@ -109,13 +109,13 @@ def _through_rows(members: list[Node], end: Node) -> list[Node]:
     squeeze-and-excitation's mean and the 1x1 convolutions after it) is no band's work. It is left
     outside, computed once from the whole start before the bands, and read by them as a constant
     broadcast along H; were it to read a row-band member, that member would escape the region."""
-    if not _spatial(end):
+    if not has_rows(end):
         return members  # no rows reach it: the region's refusal says which op stops them
-    if all(_spatial(n) for n in members):
+    if all(has_rows(n) for n in members):
         return members  # each is on a path to the end through tensors of rows
     kept = {end}
     for n in reversed(members):
-        if n is not end and _spatial(n) and any(u in kept for u in n.users):
+        if n is not end and has_rows(n) and any(u in kept for u in n.users):
             kept.add(n)
     return [n for n in members if n in kept]
 
@@ -136,7 +136,7 @@ def _borders(members: list[Node], rules: dict[Node, Rule], end: Node) -> dict[No
     return borders
 
 
-def _spatial(node: Node) -> bool:
+def has_rows(node: Node) -> bool:
     """True for a tensor with more than one row (broadcast along H it would not be)."""
     s = shape(node)
     return s is not None and len(s) >= 2 and s[-2] != 1

@@ -19,7 +19,7 @@ from torch.utils._pytree import tree_flatten
 
 from memplan.planner.tiling.partitioned import mark_origin, origin
 from memplan.planner.tiling.pointwise import is_pointwise
-from memplan.planner.tiling.region import Region
+from memplan.planner.tiling.region import Region, has_rows
 from memplan.planner.tiling.schedule import START, Piece
 from memplan.planner.tiling.semantics import rebuilt_args, shape
 
@@ -75,7 +75,7 @@ def _own_weights(graph: Graph, piece: Piece, claimed: set[Node]) -> dict[int, No
     for pos, arg in enumerate(piece.origin.args):
         if pos in piece.args or not isinstance(arg, Node) or arg.op != "call_function":
             continue
-        if not (all(a.op == "get_attr" for a in arg.all_input_nodes) or _broadcast_dequantize(arg)):
+        if not (all(a.op == "get_attr" for a in arg.all_input_nodes) or _one_row_pointwise(arg)):
             continue
         if arg in claimed:
             own[pos] = graph.node_copy(arg)
@@ -83,10 +83,9 @@ def _own_weights(graph: Graph, piece: Piece, claimed: set[Node]) -> dict[int, No
     return own
 
 
-def _broadcast_dequantize(node: Node) -> bool:
+def _one_row_pointwise(node: Node) -> bool:
     """A pointwise op of one tensor whose output has one row (broadcast along H): cheap to copy."""
-    out = shape(node)
-    one_row = out is not None and (len(out) < 3 or out[-2] == 1)
+    one_row = shape(node) is not None and not has_rows(node)
     return one_row and len(node.all_input_nodes) == 1 and is_pointwise(node)
 
 

@@ -27,7 +27,6 @@ from memplan.planner.tiling.cost import (
     graph_macs,
     live_bytes,
     node_bytes,
-    peak_bytes,
     tiled_macs,
 )
 from memplan.planner.tiling.options import TilingOptions
@@ -114,10 +113,9 @@ def search(graph: Graph, options: TilingOptions, untiled_macs: int | None = None
     `untiled_macs`: the MACs the MAC limit is a fraction of, when `graph` has regions tiled already
     (the graph's own by default)."""
     counted = GraphSteps(graph, arena_tensors(graph, options))
-    base_steps = counted.steps
-    base_peak = peak_bytes(base_steps)
+    live = live_bytes(counted.steps)
+    base_peak = max(live, default=0)
     base_macs = graph_macs(graph) if untiled_macs is None else untiled_macs
-    live = live_bytes(base_steps)
     result = Search(base_peak, base_macs, None, None, _steps_at(live, base_peak), _pinned(counted, live))
     if options.budget_bytes is not None and base_peak <= options.budget_bytes:
         return result  # nothing to do: chosen None, refusal None
@@ -356,9 +354,8 @@ def _score(
 
 def _pinned(counted: GraphSteps, live: list[int]) -> int:
     """The most bytes live at the steps of pieces of regions tiled already (`Search.pinned`)."""
-    steps = (step for node, step in counted.order if step is not None and node.meta.get(BAND))
-    index = {id(step): t for t, step in enumerate(counted.steps)}
-    return max((live[index[id(step)]] for step in steps), default=0)
+    banded = (bool(node.meta.get(BAND)) for node, step in counted.order if step is not None)
+    return max((bytes_ for bytes_, band in zip(live, banded, strict=True) if band), default=0)
 
 
 def _steps_at(live: list[int], peak: int) -> int:

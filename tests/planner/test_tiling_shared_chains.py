@@ -60,10 +60,6 @@ def block() -> torch.export.ExportedProgram:
     return quantized_program(Block().eval(), (torch.randn(SIZE),))
 
 
-def _nodes(graph) -> dict:
-    return {n.name: n for n in graph.nodes}
-
-
 def _dequantized_hardswish(graph):
     """The hardswish of the depthwise convolution's output: the one the mean reads."""
     return next(n for n in graph.nodes if any("mean" in str(u.target) for u in n.users))
